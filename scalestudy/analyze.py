@@ -1,0 +1,183 @@
+"""Speedup and parallel efficiency from the tidy run table (pandas only, no plotting).
+
+World size P = nodes x ranks_per_node. Within a group of comparable runs, P0 is the
+smallest world size (on a tie, the configuration with fewer nodes) and
+
+    speedup(P)    = throughput(P) / throughput(P0)
+    efficiency(P) = (throughput(P) / P) / (throughput(P0) / P0)
+
+where throughput is the median over repeats of the images/s over all ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.collect import STATUS_COLUMNS
+
+SCALING_MODES: tuple[str, ...] = ("weak", "strong")
+#: Parameters that vary inside a group: the points of one scaling curve.
+SHAPE_COLUMNS: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "repeat", "run_id")
+#: The batch column that varies with P in each scaling mode (the other one is fixed).
+VARYING_BATCH: dict[str, str] = {"weak": "global_batch", "strong": "batch_size"}
+#: Known parameters, used when a table has no `state` column to mark where they end.
+KNOWN_PARAMS: tuple[str, ...] = (
+    "run_id", "study", "system", "scaling", "nodes", "ranks_per_node", "world_size",
+    "batch_size", "global_batch", "backend", "tuning", "repeat", "workload", "model",
+    "image_size", "precision",
+)
+#: Order in which varying parameters are named in a group label.
+LABEL_ORDER: tuple[str, ...] = ("workload", "model", "image_size", "precision", "backend",
+                                "tuning")
+TABLE_COLUMNS: tuple[str, ...] = (
+    "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "n_repeats",
+    "throughput_median", "throughput_min", "throughput_max", "throughput_per_gpu",
+    "ideal_throughput", "speedup", "efficiency", "baseline",
+)
+
+
+def param_columns(runs: pd.DataFrame) -> list[str]:
+    """The run parameter columns: those before `state` (collect's layout)."""
+    cols = list(runs.columns)
+    if "state" in cols:
+        return cols[: cols.index("state")]
+    return [c for c in cols if c in KNOWN_PARAMS]
+
+
+def group_keys(runs: pd.DataFrame, scaling: str) -> list[str]:
+    """Parameters that define a group (a scaling curve) in this scaling mode."""
+    if scaling not in SCALING_MODES:
+        raise ValueError(f"scaling must be one of {SCALING_MODES}, got {scaling!r}")
+    drop = {*SHAPE_COLUMNS, VARYING_BATCH[scaling], *STATUS_COLUMNS}
+    return [c for c in param_columns(runs) if c not in drop]
+
+
+def format_value(value: Any) -> str:
+    """A parameter value for people: 16.0 -> "16", NaN/None -> "none"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "none"
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _label_columns(keys: list[str], combos: pd.DataFrame, fixed_batch: str) -> list[str]:
+    varying = [k for k in keys if k != fixed_batch and combos[k].nunique(dropna=False) > 1]
+    return sorted(varying, key=lambda k: (LABEL_ORDER.index(k) if k in LABEL_ORDER
+                                          else len(LABEL_ORDER), keys.index(k)))
+
+
+def _label(combo: pd.Series, shown: list[str], scaling: str) -> str:
+    parts = []
+    for key in shown:
+        text = format_value(combo[key])
+        parts.append(text if isinstance(combo[key], str) else f"{key} {text}")
+    if scaling == "weak":
+        parts.append(f"batch {format_value(combo.get('batch_size'))}")
+    else:
+        parts.append(f"global batch {format_value(combo.get('global_batch'))}")
+    return " ".join(parts)
+
+
+def _empty_table(keys: list[str]) -> pd.DataFrame:
+    cols = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS]
+    dtypes = {"group": str, "baseline": bool}
+    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, float)) for c in cols})
+
+
+def _curve(points: pd.DataFrame) -> pd.DataFrame:
+    """Aggregate one group's runs per (nodes, ranks_per_node) and scale to its baseline."""
+    agg = (
+        points.groupby(["nodes", "ranks_per_node"], sort=False)
+        .agg(
+            world_size=("world_size", "first"),
+            batch_size=("batch_size", "first"),
+            global_batch=("global_batch", "first"),
+            n_repeats=("throughput", "size"),
+            throughput_median=("throughput", "median"),
+            throughput_min=("throughput", "min"),
+            throughput_max=("throughput", "max"),
+        )
+        .reset_index()
+        .sort_values(["world_size", "nodes"], kind="stable")
+        .reset_index(drop=True)
+    )
+    p0 = float(agg.loc[0, "world_size"])
+    t0 = float(agg.loc[0, "throughput_median"])
+    size = agg["world_size"].astype(float)
+    agg["throughput_per_gpu"] = agg["throughput_median"] / size
+    agg["ideal_throughput"] = size / p0 * t0
+    agg["speedup"] = agg["throughput_median"] / t0
+    agg["efficiency"] = (agg["throughput_median"] / size) / (t0 / p0)
+    agg["baseline"] = False
+    agg.loc[0, ["speedup", "efficiency", "baseline"]] = [1.0, 1.0, True]
+    return agg
+
+
+def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Completed runs with a finite positive throughput; world_size = nodes x ranks_per_node."""
+    if "state" not in runs.columns or "throughput" not in runs.columns:
+        return runs.iloc[0:0].copy()
+    done = runs[runs["state"] == "completed"].copy()
+    done["throughput"] = pd.to_numeric(done["throughput"], errors="coerce").astype(float)
+    done = done[np.isfinite(done["throughput"]) & (done["throughput"] > 0)]
+    for col in ("nodes", "ranks_per_node"):
+        done[col] = pd.to_numeric(done[col], errors="coerce")
+    done = done.dropna(subset=["nodes", "ranks_per_node"])
+    done["nodes"] = done["nodes"].astype(int)
+    done["ranks_per_node"] = done["ranks_per_node"].astype(int)
+    done["world_size"] = done["nodes"] * done["ranks_per_node"]
+    for col in ("batch_size", "global_batch"):
+        if col not in done.columns:
+            done[col] = np.nan
+    return done
+
+
+def scaling_table(runs: pd.DataFrame, scaling: str) -> pd.DataFrame:
+    """Per group and (nodes, ranks_per_node): median/min/max throughput over repeats,
+    per-GPU throughput, ideal throughput, speedup and efficiency against the baseline.
+
+    Rows come in group order (first appearance in `runs`), then by world size and nodes.
+    """
+    keys = group_keys(runs, scaling)
+    done = completed_runs(runs)
+    if done.empty:
+        return _empty_table(keys)
+    grouped = done.groupby(keys, dropna=False, sort=False) if keys else [((), done)]
+    curves = []
+    for combo, points in grouped:
+        values = combo if isinstance(combo, tuple) else (combo,)
+        curve = _curve(points)
+        for key, value in zip(keys, values, strict=True):
+            if key not in curve.columns:
+                curve[key] = value
+        curves.append(curve)
+    combos = pd.DataFrame([c.iloc[0] for c in curves]).reset_index(drop=True)
+    fixed_batch = "batch_size" if scaling == "weak" else "global_batch"
+    shown = _label_columns(keys, combos, fixed_batch)
+    for curve, (_, combo) in zip(curves, combos.iterrows(), strict=True):
+        curve.insert(0, "group", _label(combo, shown, scaling))
+    table = pd.concat(curves, ignore_index=True)
+    order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS]
+    table = table[order]
+    for col in ("nodes", "ranks_per_node", "world_size", "n_repeats"):
+        table[col] = table[col].astype(int)
+    table["baseline"] = table["baseline"].astype(bool)
+    return table
+
+
+def failures(runs: pd.DataFrame) -> pd.DataFrame:
+    """Failed runs with what identifies them (varying parameters) and the reason."""
+    if "state" not in runs.columns:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in ("run_id", "reason")})
+    failed = runs[runs["state"] == "failed"]
+    params = param_columns(runs)
+    always = ["run_id", "nodes", "ranks_per_node", "world_size", "repeat"]
+    varying = [c for c in params if c not in always and c != "study"
+               and runs[c].nunique(dropna=False) > 1]
+    cols = [c for c in [*always, *varying, "exit_code", "reason"] if c in runs.columns]
+    return failed[cols].reset_index(drop=True)

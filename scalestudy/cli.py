@@ -1,0 +1,197 @@
+"""The `scalestudy` command: typer wiring and the one error boundary.
+
+Commands stay a few lines: parse options, call one library function, print. Known
+errors become `error: ...` on stderr with a non-zero exit; set SCALESTUDY_DEBUG=1 to
+see the traceback. Nothing here imports torch, pandas or matplotlib at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from scalestudy.errors import RunFailed, ScalestudyError
+
+app = typer.Typer(
+    help="Scaling studies of distributed deep-learning training: "
+    "spec -> grid -> jobs -> img/sec -> efficiency report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output gets a wide console so tables keep whole run ids; a terminal keeps its width.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+StudyArg = Annotated[Path, typer.Argument(help="the study spec (YAML)", show_default=False)]
+ResultsOpt = Annotated[
+    Path, typer.Option("--results", help="directory holding results/<study>/")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for machines")]
+
+
+@app.command()
+def validate(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
+    """Load and check a study spec; print what is wrong."""
+    from scalestudy.runner import make_plan
+
+    plan = make_plan(study, results)
+    points = len(plan.runs) // plan.study.repeats
+    out.print(f"{study}: ok: {len(plan.runs)} runs ({points} grid points x "
+              f"{plan.study.repeats} repeats) on system {plan.system.name}")
+
+
+@app.command()
+def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("results")) -> None:
+    """Show the runs a study expands into, with run count and node-hours."""
+    from scalestudy.runner import make_plan, plan_summary
+
+    summary = plan_summary(make_plan(study, results))
+    if as_json:
+        print(json.dumps(summary, indent=1))
+        return
+    from scalestudy.tables import plan_table
+
+    out.print(plan_table(summary))
+
+
+@app.command()
+def run(
+    study: StudyArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="render the scripts only")] = False,
+    only: Annotated[
+        str | None, typer.Option("--only", help="run a subset, e.g. 'nodes<=2,tuning=default'")
+    ] = None,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """Render and execute the runs that are not complete yet, then report."""
+    from scalestudy.runner import make_plan, prepare, runs_to_do
+
+    plan = make_plan(study, results)
+    todo = prepare(plan, runs_to_do(plan, only))
+    if dry_run:
+        for r in todo:
+            out.print(f"would run {r.run_id}: {r.nodes}x{r.ranks_per_node} ranks, batch "
+                      f"{r.batch_size}/GPU ({r.global_batch} global), {r.backend}, {r.tuning}, "
+                      f"repeat {r.repeat}: {plan.run_dir(r) / 'job.sh'}")
+        out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
+        return
+    if not todo:
+        out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
+    statuses = _execute_with_progress(plan, todo)
+    _report_and_exit(plan, statuses)
+
+
+def _execute_with_progress(plan: Any, todo: list[Any]) -> list[dict[str, Any]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from scalestudy.runner import execute_runs
+
+    if not todo:
+        return []
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=out, transient=False) as bar:
+        task = bar.add_task("runs", total=len(todo))
+
+        def progress(r: Any, status: dict[str, Any] | None) -> None:
+            if status is None:
+                bar.update(task, description=f"{r.run_id} {r.nodes}x{r.ranks_per_node} "
+                           f"b{r.batch_size} rep {r.repeat}")
+                return
+            bar.advance(task)
+            if status["state"] != "completed":
+                bar.console.print(f"[red]failed[/] {r.run_id}: {status['reason']} "
+                                  f"({plan.run_dir(r) / 'stderr.log'})")
+
+        return execute_runs(plan, todo, progress)
+
+
+def _report_and_exit(plan: Any, statuses: list[dict[str, Any]]) -> None:
+    from scalestudy.runner import report as write_report
+
+    html, _ = write_report(plan)
+    failed = [s for s in statuses if s["state"] != "completed"]
+    done = len(statuses) - len(failed)
+    if statuses:
+        out.print(f"{done} run(s) completed, {len(failed)} failed")
+    out.print(f"report: {html}")
+    if failed:
+        raise RunFailed(f"{len(failed)} run(s) failed; their reasons and log tails are in "
+                        f"{plan.directory / 'runs.csv'} and the report")
+
+
+@app.command()
+def collect(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
+    """Gather every run's record into results/<study>/runs.csv."""
+    from scalestudy.runner import collect as collect_runs
+    from scalestudy.runner import make_plan
+
+    plan = make_plan(study, results)
+    runs = collect_runs(plan)
+    counts = runs["state"].value_counts().to_dict()
+    out.print(f"{plan.directory / 'runs.csv'}: {len(runs)} runs ("
+              + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")")
+
+
+@app.command()
+def report(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
+    """Collect, compute speedup and efficiency, and write the report."""
+    from scalestudy.runner import make_plan
+    from scalestudy.runner import report as write_report
+    from scalestudy.tables import scaling_rich_table
+
+    plan = make_plan(study, results)
+    html, table = write_report(plan)
+    out.print(scaling_rich_table(table, plan.study.name))
+    out.print(f"report: {html}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a study spec (for editors and validators)."""
+    from scalestudy.spec import study_schema
+
+    print(json.dumps(study_schema(), indent=1))
+
+
+@app.command()
+def systems() -> None:
+    """List the site profiles shipped with scalestudy."""
+    from scalestudy.systems import available, load_system
+
+    for name in available():
+        profile = load_system(name)
+        out.print(f"{name:16} {profile.scheduler:6} {profile.launcher:9} {profile.description}")
+
+
+def main() -> None:
+    """Entry point: run the app inside the one error boundary."""
+    try:
+        app(standalone_mode=False)
+    except ScalestudyError as exc:
+        if os.environ.get("SCALESTUDY_DEBUG"):
+            raise
+        for line in str(exc).splitlines() or ["(no message)"]:
+            err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted: runs that did not finish are recorded as failed; "
+                  "run the same command again to resume", markup=False)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # a click usage error
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,139 @@
+"""A study from spec to report: plan, render the run directories, execute, collect, report.
+
+The CLI calls these functions and prints; they never print themselves (a callback
+reports progress). Heavy modules (pandas, matplotlib) are imported only where used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalestudy import state
+from scalestudy.errors import SpecError
+from scalestudy.grid import Run, expand, select
+from scalestudy.render import render
+from scalestudy.spec import Study, load_study, walltime_seconds
+from scalestudy.systems import SystemProfile, load_system
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated study with its system and runs."""
+
+    study: Study
+    system: SystemProfile
+    runs: list[Run]
+    results: Path
+
+    @property
+    def directory(self) -> Path:
+        """results/<study>."""
+        return state.study_dir(self.results, self.study.name)
+
+    def run_dir(self, run: Run) -> Path:
+        """results/<study>/runs/<run-id>."""
+        return state.run_dir(self.results, self.study.name, run.run_id)
+
+
+def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
+    """Load, validate and expand a study; check it against its system. Writes nothing."""
+    study = load_study(path)
+    try:
+        system = load_system(study.system)
+    except SpecError as exc:
+        msg = str(exc).removeprefix("system: ")
+        raise SpecError(f"{study.line_of(('system',))}: {msg}") from None
+    runs = expand(study)
+    too_big = sorted({n for n in study.grid.nodes if n > system.max_nodes})
+    if too_big:
+        raise SpecError(
+            f"{study.line_of(('grid', 'nodes'))}: {', '.join(map(str, too_big))} node(s) is "
+            f"more than system {system.name!r} allows ({system.max_nodes}): lower grid.nodes"
+        )
+    return Plan(study, system, runs, results)
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """What `plan --json` prints: the runs and the totals."""
+    from scalestudy.grid import node_hours
+
+    return {
+        "study": plan.study.name,
+        "system": plan.system.name,
+        "scaling": plan.study.scaling,
+        "runs": [{**r.params(), "state": state.run_state(plan.run_dir(r))} for r in plan.runs],
+        "run_count": len(plan.runs),
+        "node_hours_max": round(node_hours(plan.study, plan.runs), 3),
+        "walltime": plan.study.job.walltime,
+    }
+
+
+def prepare(plan: Plan, runs: Sequence[Run]) -> list[Run]:
+    """Write run.json and job.sh for each run that is not complete; return those runs.
+
+    A completed run's directory is left as it is: its script is the record of what ran.
+    """
+    plan.directory.mkdir(parents=True, exist_ok=True)
+    if plan.study.source is not None:
+        state.write_text_atomic(plan.directory / "study.yaml",
+                                plan.study.source.read_text(encoding="utf-8"))
+    todo = []
+    for run in runs:
+        directory = plan.run_dir(run)
+        if state.run_state(directory) == "completed":
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        state.write_json_atomic(directory / state.RUN_JSON, run.params())
+        script = render(plan.study, plan.system, run, directory.resolve())
+        state.write_text_atomic(directory / state.SCRIPT, script, mode=0o755)
+        todo.append(run)
+    return todo
+
+
+Progress = Callable[[Run, dict[str, Any] | None], None]
+
+
+def execute_runs(plan: Plan, runs: Sequence[Run], progress: Progress | None = None) -> list[dict]:
+    """Execute the runs one after the other (they would share this host's cores)."""
+    from scalestudy.executor import execute
+
+    timeout = walltime_seconds(plan.study.job.walltime)
+    workload = plan.study.workload
+    regex = workload.throughput_regex if workload.kind == "command" else None
+    statuses = []
+    for run in runs:
+        if progress:
+            progress(run, None)
+        status = execute(plan.run_dir(run).resolve(), run.params(), timeout, regex)
+        statuses.append(status)
+        if progress:
+            progress(run, status)
+    return statuses
+
+
+def runs_to_do(plan: Plan, only: str | None) -> list[Run]:
+    """The selected runs that are not complete yet."""
+    chosen = select(plan.runs, only)
+    return [r for r in chosen if state.run_state(plan.run_dir(r)) != "completed"]
+
+
+def collect(plan: Plan) -> Any:
+    """Gather every planned run into results/<study>/runs.csv; returns the DataFrame."""
+    from scalestudy.collect import collect as collect_runs
+
+    return collect_runs(plan.directory, [r.params() for r in plan.runs])
+
+
+def report(plan: Plan) -> tuple[Path, Any]:
+    """Collect, analyze and write the report; returns (index.html, scaling table)."""
+    from scalestudy.analyze import scaling_table
+    from scalestudy.report import write_report
+
+    runs = collect(plan)
+    table = scaling_table(runs, plan.study.scaling)
+    html = write_report(plan.directory, plan.study.name, plan.study.description,
+                        plan.study.scaling, runs, table)
+    return html, table

@@ -1,0 +1,359 @@
+"""A study spec: Pydantic models (data only), loading from YAML, and the JSON Schema.
+
+The models hold data; the grid, rendering and execution live in the modules that
+use them. Names that reach a shell script are validated here (identifier-like
+patterns); free-text values are shell-quoted where they are rendered.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+from scalestudy.errors import Loc, SpecError, validation_messages
+
+# Kept in sync with scalestudy.workload.models.MODELS (a test checks it): the CLI
+# must validate a spec without importing torch.
+MODEL_NAMES = ("small_cnn", "resnet18", "resnet50", "resnet101")
+BACKENDS = ("ddp",)
+PRECISIONS = ("fp32", "bf16", "fp16")
+# What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
+COMMAND_FIELDS = (
+    "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
+    "repeat", "run_id", "run_dir", "backend", "tuning",
+)
+# Horovod's synthetic benchmark line (and the bundled workload's).
+DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
+SCHEMA_URL = "../schema/study.schema.json"
+
+Name = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+    Field(description="letters, digits, `.`, `_`, `-`; starts with a letter or digit"),
+]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+PosInt = Annotated[int, Field(ge=1)]
+Scalar = str | int | float | bool
+
+
+def _as_list(value: Any) -> Any:
+    """Let a grid axis be written as one value: `nodes: 4` means `nodes: [4]`."""
+    return value if isinstance(value, list) else [value]
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    dupes = sorted({str(v) for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"repeated value(s) {', '.join(dupes)}: list each value once")
+    return values
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticWorkload(_Model):
+    """The bundled benchmark: DDP training of a model on synthetic images."""
+
+    kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
+    model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
+    image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
+    num_classes: int = Field(1000, ge=2, description="classifier outputs")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="fp32; bf16 (autocast); fp16 (autocast + GradScaler, CUDA only)"
+    )
+    warmup_iters: int = Field(2, ge=0, description="untimed iterations first")
+    iters: int = Field(10, ge=1, description="timed iterations")
+    batches_per_iter: int = Field(5, ge=1, description="batches (steps) per timed iteration")
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_NAMES:
+            raise ValueError(f"unknown model {value!r}; valid models: {', '.join(MODEL_NAMES)}")
+        return value
+
+
+class CommandWorkload(_Model):
+    """The user's own program, launched on every rank; a pattern extracts the throughput."""
+
+    kind: Literal["command"] = Field(description="run your own program")
+    command: list[str] = Field(
+        min_length=1,
+        description="program and arguments (a string is split like a shell would); may use "
+        + ", ".join("{" + f + "}" for f in COMMAND_FIELDS),
+    )
+    throughput_regex: str = Field(
+        DEFAULT_THROUGHPUT_REGEX,
+        description="regex over the job's stdout; the last match's group `throughput` "
+        "(or group 1) is images/s over all ranks",
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command like a shell: {exc}") from None
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _fields(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            try:
+                names = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+            except ValueError as exc:
+                msg = f"bad `{{...}}` in {arg!r}: {exc} (write {{{{ for a brace)"
+                raise ValueError(msg) from None
+            for name in names:
+                if name not in COMMAND_FIELDS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
+                        + ", ".join(COMMAND_FIELDS)
+                    )
+        return value
+
+    @field_validator("throughput_regex")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        if pattern.groups == 0:
+            raise ValueError("needs a group around the number, e.g. `(?P<throughput>[0-9.]+)`")
+        return value
+
+
+def _default_kind(value: Any) -> Any:
+    """A workload without `kind` is the bundled benchmark."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {"kind": "synthetic", **value}
+    return value
+
+
+Workload = Annotated[
+    SyntheticWorkload | CommandWorkload,
+    Field(discriminator="kind"),
+    BeforeValidator(_default_kind),
+]
+
+
+class Grid(_Model):
+    """Axes of the grid; the runs are their cross product (minus `exclude`)."""
+
+    nodes: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=[1], description="node counts"
+    )
+    ranks_per_node: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = (
+        Field(default=[1], description="ranks (GPUs) per node")
+    )
+    batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=[32], description="per-GPU batch (weak scaling) or global batch (strong)"
+    )
+    backend: Annotated[
+        list[Literal["ddp"]], BeforeValidator(_as_list), Field(min_length=1)
+    ] = Field(default=["ddp"], description="training backends")
+    tuning: Annotated[list[Name], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=["default"], description="names of tuning variants (`default`: no changes)"
+    )
+
+    @field_validator("*")
+    @classmethod
+    def _no_dupes(cls, value: list[Any]) -> list[Any]:
+        return _unique(value)
+
+
+class Tuning(_Model):
+    """A named variant: environment variables (NCCL_*, OMPI_MCA_*, ...) and backend options."""
+
+    description: str = Field("", description="what this variant changes")
+    env: dict[EnvName, str | int | float | bool] = Field(
+        default_factory=dict, description="environment variables set in the job script"
+    )
+
+
+class Job(_Model):
+    """How each run's job is run (scheduler options come with the cluster issue)."""
+
+    walltime: str = Field(
+        "00:30:00", description="time limit per run, [D-]HH:MM:SS; a local run is stopped then"
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="shell lines run before the launch (module load, conda activate): "
+        "they are commands by design and are copied as written",
+    )
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: str) -> str:
+        walltime_seconds(value)
+        return value
+
+
+def walltime_seconds(value: str) -> int:
+    """`[D-]HH:MM:SS` -> seconds; ValueError that says the format otherwise."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)", value)
+    if not match:
+        raise ValueError(f"walltime {value!r} is not [D-]HH:MM:SS (e.g. 00:30:00 or 1-12:00:00)")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total == 0:
+        raise ValueError("walltime must be longer than 0 seconds")
+    return total
+
+
+EXCLUDE_KEYS = ("nodes", "ranks_per_node", "batch_size", "backend", "tuning",
+                "world_size", "global_batch")
+
+
+class Study(_Model):
+    """A scaling study: what to run, on which system, over which grid."""
+
+    name: Name = Field(description="the study's name; results go to results/<name>/")
+    description: str = Field("", description="what the study asks")
+    system: Name = Field("local", description="site profile (`scalestudy systems` lists them)")
+    scaling: Literal["weak", "strong"] = Field(
+        "weak",
+        description="weak: batch_size is per GPU; strong: batch_size is global, split over ranks",
+    )
+    workload: Workload = Field(default_factory=SyntheticWorkload, description="what runs")
+    grid: Grid = Field(default_factory=Grid, description="the axes of the study")
+    exclude: list[dict[str, Annotated[list[Scalar], BeforeValidator(_as_list)]]] = Field(
+        default_factory=list,
+        description="drop the grid points that match every key of a rule, e.g. "
+        "{nodes: 8, batch_size: [8, 16]}; keys: " + ", ".join(EXCLUDE_KEYS),
+    )
+    tuning: dict[Name, Tuning] = Field(
+        default_factory=dict, description="named tuning variants used by grid.tuning"
+    )
+    repeats: int = Field(1, ge=1, le=100, description="times each grid point runs")
+    job: Job = Field(default_factory=Job, description="job options")
+
+    _source: Path | None = PrivateAttr(default=None)
+    _lines: dict[Loc, int] = PrivateAttr(default_factory=dict)
+
+    @field_validator("exclude")
+    @classmethod
+    def _exclude_keys(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, rule in enumerate(rules):
+            if not rule:
+                raise ValueError(f"rule [{i}] is empty: it would exclude every run")
+            for key in rule:
+                if key not in EXCLUDE_KEYS:
+                    raise ValueError(
+                        f"rule [{i}]: unknown key {key!r}; valid keys: {', '.join(EXCLUDE_KEYS)}"
+                    )
+        return rules
+
+    @property
+    def source(self) -> Path | None:
+        """The file the study was loaded from."""
+        return self._source
+
+    def line_of(self, loc: Loc) -> str:
+        """`file:line: key` for messages about this study (best effort)."""
+        from scalestudy.errors import where
+
+        return where(self._source or "<study>", loc, self._lines)
+
+
+def yaml_lines(text: str) -> dict[Loc, int]:
+    """Map every key path in a YAML document to its 1-based line number."""
+    lines: dict[Loc, int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node: yaml.Node, loc: Loc) -> None:
+        lines[loc] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(value, (*loc, key.value))
+                lines[(*loc, key.value)] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*loc, i))
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def parse_study(text: str, source: str | Path = "<study>") -> Study:
+    """YAML text -> Study, or SpecError with one line per problem."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{source}{line}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{source}: the spec must be a YAML mapping with at least `name:` "
+            f"(got {type(data).__name__}); see studies/example.yaml"
+        )
+    lines = yaml_lines(text)
+    try:
+        study = Study.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError("\n".join(validation_messages(exc, Study, source, lines))) from None
+    study._source = Path(source)
+    study._lines = lines
+    problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in _cross_checks(study)]
+    if problems:
+        raise SpecError("\n".join(problems))
+    return study
+
+
+def _cross_checks(study: Study) -> list[tuple[Loc, str]]:
+    """Checks that span several keys, each with the key path where the fix goes."""
+    problems: list[tuple[Loc, str]] = []
+    known = {"default", *study.tuning}
+    for i, name in enumerate(study.grid.tuning):
+        if name not in known:
+            problems.append((("grid", "tuning", i), (
+                f"no tuning variant {name!r}; defined: {', '.join(sorted(known))} "
+                "(add it under `tuning:` or fix the name)")))
+    return problems
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file (give the path of a study YAML)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the study: {exc}") from None
+    return parse_study(text, path)
+
+
+def study_schema() -> dict[str, Any]:
+    """The JSON Schema of a study spec (for editors: `# yaml-language-server: $schema=`)."""
+    schema = Study.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "scalestudy study spec"
+    return schema

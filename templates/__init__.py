@@ -1,0 +1,1 @@
+"""Jinja job templates shipped with scalestudy (one per scheduler)."""

@@ -1,0 +1,33 @@
+"""Shared test helpers: writing specs, running the real CLI as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`scalestudy ARGS` in a fresh interpreter, as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if k != "SCALESTUDY_DEBUG"}
+    return subprocess.run(
+        [sys.executable, "-c", "from scalestudy.cli import main; main()", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
+    )
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    """write_spec(text, name='study.yaml') -> path of a spec file in tmp_path."""
+
+    def write(text: str, name: str = "study.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write

@@ -1,0 +1,100 @@
+"""Rendered job scripts: valid bash, values quoted, hostile spec values inert."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scalestudy.grid import expand
+from scalestudy.render import render, workload_argv
+from scalestudy.spec import parse_study
+from scalestudy.systems import load_system
+
+HOSTILE = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "x\ntouch pwned",
+           "'; touch pwned; '", '"; touch pwned; "', "#SBATCH --wrap=touch", "$HOME $PATH"]
+
+
+def script_for(spec: str, tmp_path: Path) -> str:
+    study = parse_study(spec)
+    run = expand(study)[0]
+    return render(study, load_system(study.system), run, tmp_path / "runs" / run.run_id)
+
+
+def test_local_script_is_valid_bash_and_states_the_run(tmp_path: Path) -> None:
+    text = script_for("name: r\ngrid: {nodes: [2], ranks_per_node: [3], batch_size: [16]}\n",
+                      tmp_path)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert "2 node(s) x 3 rank(s)/node = 6 rank(s)" in text
+    assert "per-GPU batch 16, global batch 96" in text
+    assert "--nnodes=2 --nproc-per-node=3" in text
+    assert "--batch-size 16" in text
+
+
+STUB = """#!/usr/bin/env bash
+# A harmless stand-in for python: records its argv and one variable, runs nothing.
+{ for a in "$@"; do printf '%s\\0' "$a"; done; } > "$STUB_OUT/argv.bin"
+printf '%s' "${NCCL_DEBUG-}" > "$STUB_OUT/env.bin"
+"""
+
+
+def run_under_stub(spec: str, tmp_path: Path) -> tuple[list[str], str]:
+    """Render the spec's first run with a recording stub as python, run the script."""
+    stub = tmp_path / "stub-python"
+    stub.write_text(STUB)
+    stub.chmod(0o755)
+    study = parse_study(spec)
+    run = expand(study)[0]
+    run_dir = tmp_path / "runs" / run.run_id
+    run_dir.mkdir(parents=True)
+    script = run_dir / "job.sh"
+    script.write_text(render(study, load_system(study.system), run, run_dir, python=str(stub)))
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "STUB_OUT": str(tmp_path), "SCALESTUDY_MASTER_PORT": "1"}
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "argv.bin").read_bytes().decode().split("\0")[:-1]
+    return argv, (tmp_path / "env.bin").read_text()
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_env_values_stay_data(value: str, tmp_path: Path) -> None:
+    spec = ("name: h\ngrid: {tuning: [evil]}\ntuning:\n  evil:\n    env:\n"
+            f"      NCCL_DEBUG: {_yaml_str(value)}\n")
+    _, seen = run_under_stub(spec, tmp_path)
+    assert seen == value
+    assert not list(tmp_path.rglob("pwned"))
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_command_arguments_reach_the_program_verbatim(value: str, tmp_path: Path) -> None:
+    spec = f"name: c\nworkload:\n  kind: command\n  command: [./train, {_yaml_str(value)}]\n"
+    argv, _ = run_under_stub(spec, tmp_path)
+    assert argv[-2:] == ["./train", value]
+    assert "--no-python" in argv
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_synthetic_workload_is_launched_as_a_module_by_torchrun(tmp_path: Path) -> None:
+    argv, _ = run_under_stub("name: s\ngrid: {nodes: [1], ranks_per_node: [2]}\n", tmp_path)
+    assert argv[:2] == ["-m", "torch.distributed.run"]
+    assert "--nproc-per-node=2" in argv
+    module = argv.index("-m", 2)
+    assert argv[module + 1] == "scalestudy.workload"
+
+
+def test_command_placeholders_get_the_run_values(tmp_path: Path) -> None:
+    study = parse_study("name: c\nscaling: strong\ngrid: {ranks_per_node: [2], batch_size: [64]}\n"
+                        "workload: {kind: command, command: 'train --bs {batch_size} "
+                        "--gbs {global_batch} --ws {world_size} --out {run_dir}/x'}\n")
+    run = expand(study)[0]
+    argv = workload_argv(study, run, tmp_path)
+    assert argv == ["train", "--bs", "32", "--gbs", "64", "--ws", "2", "--out", f"{tmp_path}/x"]
+
+
+def _yaml_str(value: str) -> str:
+    import json
+
+    return json.dumps(value)  # JSON strings are YAML strings

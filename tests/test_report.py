@@ -1,0 +1,147 @@
+"""report: plots on plain Figures, Markdown + self-contained HTML, atomic swap."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib import _pylab_helpers
+from matplotlib.figure import Figure
+
+from scalestudy import report
+from scalestudy.analyze import scaling_table
+from scalestudy.collect import collect, read_runs
+from scalestudy.report import plot_efficiency, plot_throughput, write_report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def params(nodes: int, rpn: int, repeat: int = 0, model: str = "small_cnn") -> dict:
+    p = nodes * rpn
+    return {"run_id": f"{model}-{nodes}x{rpn}-{repeat}", "study": "demo", "system": "local",
+            "scaling": "weak", "nodes": nodes, "ranks_per_node": rpn, "world_size": p,
+            "batch_size": 16, "global_batch": 16 * p, "backend": "ddp", "tuning": "default",
+            "repeat": repeat, "workload": "synthetic", "model": model, "image_size": 32,
+            "precision": "fp32"}
+
+
+def write_run(study: Path, p: dict, throughput: float | None, state: str = "completed",
+              reason: str | None = None) -> None:
+    d = study / "runs" / p["run_id"]
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps(p))
+    (d / "status.json").write_text(json.dumps({"state": state, "exit_code": 0,
+                                               "elapsed_s": 3.0, "reason": reason}))
+    if throughput is not None:
+        (d / "metrics.jsonl").write_text(json.dumps(
+            {"throughput": throughput, "hosts": ["a"] * p["nodes"]}) + "\n")
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
+    """Two models, 1..8 GPUs, 2 repeats, one failed run with an HTML-ish reason."""
+    planned = []
+    for model, eff in (("small_cnn", 0.9), ("resnet18", 0.97)):
+        for n, r in ((1, 1), (1, 2), (1, 4), (2, 4)):
+            for rep in (0, 1):
+                p = params(n, r, rep, model)
+                planned.append(p)
+                size = n * r
+                write_run(tmp_path, p, 100.0 * size * eff ** (size.bit_length() - 1)
+                          * (1 + 0.02 * rep))
+    bad = params(4, 4, 0, "resnet18")
+    planned.append(bad)
+    write_run(tmp_path, bad, None, state="failed", reason="exit code 1: <oops> & more")
+    runs = collect(tmp_path, planned)
+    return tmp_path, runs, scaling_table(runs, "weak")
+
+
+def test_plots_draw_on_a_plain_figure(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
+    _, _, table = study
+    fig = Figure()
+    ax1, ax2 = fig.subplots(1, 2)
+    plot_throughput(table, ax1)
+    plot_efficiency(table, ax2)
+    assert (ax1.get_xscale(), ax1.get_yscale()) == ("log", "log")
+    assert ax2.get_xscale() == "log"
+    assert ax2.get_ylim()[0] == 0
+    assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax2.get_lines())
+    assert "img/s" in ax1.get_ylabel()
+    assert "GPUs" in ax1.get_xlabel()
+    labels = [t.get_text() for t in ax1.get_legend().get_texts()]
+    assert "small_cnn batch 16" in labels
+    assert _pylab_helpers.Gcf.get_num_fig_managers() == 0
+
+
+def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
+    root, runs, table = study
+    out = write_report(root, "demo", "A <b>test</b> study.", "weak", runs, table)
+    rep = root / "report"
+    assert out == rep / "index.html"
+    assert sorted(f.name for f in rep.iterdir()) == [
+        "efficiency.png", "failures.csv", "index.html", "index.md", "scaling.csv",
+        "throughput.png"]
+    assert not [f for f in root.iterdir() if f.name.startswith("report.")]
+    for png in ("throughput.png", "efficiency.png"):
+        assert (rep / png).read_bytes().startswith(PNG)
+
+    md = (rep / "index.md").read_text()
+    assert "## small_cnn batch 16" in md and "## resnet18 batch 16" in md
+    assert "| 8 | 2 × 4 | 16 | 128 |" in md
+    assert "](throughput.png)" in md and "](efficiency.png)" in md
+    assert "## Failed runs" in md and "<oops>" in md
+    assert "17 runs planned: 16 completed, 1 failed" in md
+
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == 2
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
+    assert "http" not in text and "//" not in text  # no network references
+    assert re.findall(r'(?:src|href)="([^"]*)"', text) == ["", ""]
+    assert "<table>" in page and "<td>2 × 4</td>" in page
+    assert "&lt;oops&gt; &amp; more" in page and "<oops>" not in page
+    assert "A &lt;b&gt;test&lt;/b&gt; study." in page
+
+    data = pd.read_csv(rep / "scaling.csv")
+    assert len(data) == len(table) == 8
+    assert data["efficiency"].tolist() == pytest.approx(table["efficiency"].tolist())
+
+
+def test_report_replaces_old_one_atomically(
+        study: tuple[Path, pd.DataFrame, pd.DataFrame], monkeypatch: pytest.MonkeyPatch) -> None:
+    root, runs, table = study
+    (root / "report").mkdir()
+    (root / "report" / "stale.png").write_bytes(b"old")
+    write_report(root, "demo", "", "weak", runs, table)
+    assert not (root / "report" / "stale.png").exists()
+    before = (root / "report" / "index.md").read_text()
+
+    def boom(*_args: object) -> bytes:
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(report, "render_png", boom)
+    with pytest.raises(RuntimeError):
+        write_report(root, "demo", "", "weak", runs, table)
+    assert (root / "report" / "index.md").read_text() == before
+    assert sorted(f.name for f in root.iterdir()) == ["report", "runs", "runs.csv"]
+
+
+def test_empty_report_says_so(tmp_path: Path) -> None:
+    planned = [params(1, 1), params(1, 2)]
+    runs = collect(tmp_path, planned)  # nothing ran yet: all pending
+    table = scaling_table(runs, "weak")
+    assert table.empty
+    out = write_report(tmp_path, "empty", "", "weak", runs, table)
+    md = (tmp_path / "report" / "index.md").read_text()
+    assert "No completed runs yet" in md
+    assert "2 runs planned: 2 pending" in md
+    assert "No completed runs yet" in out.read_text()
+    assert (tmp_path / "report" / "efficiency.png").read_bytes().startswith(PNG)
+
+
+def test_table_from_runs_csv_matches(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
+    root, _, table = study
+    again = scaling_table(read_runs(root / "runs.csv"), "weak")
+    pd.testing.assert_frame_equal(again, table, check_dtype=False)

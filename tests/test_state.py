@@ -1,0 +1,83 @@
+"""Run files on disk: atomic writes, last valid record, log tails, attempts kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalestudy import state
+
+
+def test_read_record_takes_the_last_complete_json_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"throughput": 1}\n{"throughput": 2}\n{"throughput": 3, "trunc')
+    assert state.read_record(path) == {"throughput": 2}
+
+
+def test_read_record_reads_only_the_tail_of_a_huge_file(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with path.open("w") as fh:
+        fh.write("x" * (8 << 20))
+        fh.write('\n{"throughput": 5.0}\n')
+    assert state.read_record(path) == {"throughput": 5.0}
+
+
+def test_run_state_reads_status_and_checks_the_record(tmp_path: Path) -> None:
+    assert state.run_state(tmp_path) == "pending"
+    state.write_json_atomic(tmp_path / state.STATUS, {"state": "completed"})
+    assert state.run_state(tmp_path) == "failed"  # completed without a record is not complete
+    (tmp_path / state.METRICS).write_text(json.dumps({"throughput": 10.0}) + "\n")
+    assert state.run_state(tmp_path) == "completed"
+    (tmp_path / state.STATUS).write_text("{garbled")
+    assert state.run_state(tmp_path) == "failed"
+
+
+def test_archive_attempt_keeps_every_earlier_attempt(tmp_path: Path) -> None:
+    assert state.archive_attempt(tmp_path) is None
+    for attempt in (1, 2):
+        (tmp_path / "stdout.log").write_text(f"attempt {attempt}")
+        (tmp_path / state.STATUS).write_text("{}")
+        target = state.archive_attempt(tmp_path)
+        assert target == tmp_path / "attempts" / str(attempt)
+        assert (target / "stdout.log").read_text() == f"attempt {attempt}"
+    assert not (tmp_path / "stdout.log").exists()
+
+
+def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
+    state.write_json_atomic(tmp_path / "a" / "x.json", {"b": 1})
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
+    assert (tmp_path / "a" / "x.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_read_record_reads_only_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"a": 1}\n' + "x" * 500_000 + "\n" + '{"b": 2}\n')
+    assert state.read_record(path) == {"b": 2}
+    path.write_text('{"a": 1}\n' + '{"b": "' + "y" * 200 + '"}\n')
+    assert state.read_record(path, max_bytes=100) is None  # the last line is longer than the tail
+    assert state.read_record(tmp_path / "missing.jsonl") is None
+
+
+def test_read_record_tail_cut_on_a_line_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"a":1}\n{"b":2}\n')  # 8 + 8 bytes
+    assert state.read_record(path, max_bytes=8) == {"b": 2}
+    assert state.read_record(path, max_bytes=7) is None  # partial first line is dropped
+
+
+def test_tail_text(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert state.tail_text(path, lines=3) == "line 97\nline 98\nline 99"
+    assert state.tail_text(path, lines=0) == ""
+    assert state.tail_text(path, lines=1000, max_bytes=16) == "line 98\nline 99"
+    assert state.tail_text(tmp_path / "nope.log") == ""
+    path.write_bytes(b"ok\n\xff\xfebad\n")
+    assert state.tail_text(path).splitlines()[0] == "ok"
+
+
+def test_record_problem() -> None:
+    assert state.record_problem({"throughput": 1.5}) is None
+    assert state.record_problem({"throughput": 3}) is None
+    assert state.record_problem(None) == state.NO_RECORD
+    assert state.record_problem({"throughput": float("nan")}) == state.BAD_THROUGHPUT
