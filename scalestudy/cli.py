@@ -114,8 +114,10 @@ def _execute_with_progress(plan: Any, todo: list[Any]) -> list[dict[str, Any]]:
 
 def _report_and_exit(plan: Any, statuses: list[dict[str, Any]]) -> None:
     from scalestudy.runner import report as write_report
+    from scalestudy.tables import scaling_rich_table
 
-    html, _ = write_report(plan)
+    html, table = write_report(plan)
+    out.print(scaling_rich_table(table, plan.study.name))
     failed = [s for s in statuses if s["state"] != "completed"]
     done = len(statuses) - len(failed)
     if statuses:

@@ -138,10 +138,20 @@ def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True) + "\n"
 
 
-def _log_tail(run_dir: Path, lines: int = 15) -> str:
+_NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)
+
+
+def _log_tail(run_dir: Path, lines: int = 20) -> str:
+    """The last lines of each log, preceded by the last lines that look like errors
+    (a launcher's own summary often buries the rank's message)."""
     parts = []
     for name in ("stderr.log", "stdout.log"):
-        tail = state.tail_text(run_dir / name, lines=lines)
-        if tail.strip():
-            parts.append(f"--- {name} (last lines) ---\n{tail}")
+        text = state.tail_text(run_dir / name, lines=400, max_bytes=65536)
+        if not text.strip():
+            continue
+        all_lines = text.splitlines()
+        notable = [ln for ln in all_lines[:-lines] if _NOTABLE.search(ln)][-8:]
+        if notable:
+            parts.append(f"--- {name} (lines that look like errors) ---\n" + "\n".join(notable))
+        parts.append(f"--- {name} (last lines) ---\n" + "\n".join(all_lines[-lines:]))
     return "\n".join(parts)

@@ -74,10 +74,11 @@ def workload_argv(study: Study, run: Run, run_dir: Path) -> list[str]:
 
 
 def threads_per_rank(system: SystemProfile, run: Run) -> int:
-    """OMP threads per rank: the node's cores shared by its ranks (at least 1).
-
-    On the local system every "node" is this same host, so all ranks share its cores.
+    """OMP threads per rank: the profile's setting, else the node's cores shared by its
+    ranks (at least 1). On the local system every "node" is this same host.
     """
+    if system.threads_per_rank is not None:
+        return system.threads_per_rank
     cores = system.cores_per_node or os.cpu_count() or 1
     sharing = run.world_size if system.scheduler == "local" else run.ranks_per_node
     return max(1, cores // sharing)

@@ -83,6 +83,11 @@ def _legend(ax: Axes, extra: Line2D) -> None:
     ax.legend([*handles, extra], [*labels, extra.get_label()], fontsize=8, loc="best")
 
 
+def _nonnegative(err: list[np.ndarray]) -> list[np.ndarray]:
+    """Error-bar lengths, with rounding noise below zero clipped (matplotlib rejects it)."""
+    return [np.clip(e, 0.0, None) for e in err]
+
+
 def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """Log-log throughput vs GPUs per group, min–max error bars, dashed ideal line."""
     ax.set_title(title or "Throughput vs GPUs")
@@ -99,8 +104,8 @@ def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
     for i, (group, rows) in enumerate(_groups(table)):
         color = cmap(i % 10)
         med = rows["throughput_median"].to_numpy(float)
-        err = [med - rows["throughput_min"].to_numpy(float),
-               rows["throughput_max"].to_numpy(float) - med]
+        err = _nonnegative([med - rows["throughput_min"].to_numpy(float),
+                            rows["throughput_max"].to_numpy(float) - med])
         ax.errorbar(rows["world_size"], med, yerr=err, fmt="o-", color=color, capsize=3,
                     label=group)
         ax.plot(rows["world_size"], rows["ideal_throughput"], "--", color=color, alpha=0.6)
@@ -123,8 +128,8 @@ def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
             color = cmap(i % 10)
             eff = rows["efficiency"].to_numpy(float)
             scale = eff / rows["throughput_median"].to_numpy(float)
-            err = [eff - rows["throughput_min"].to_numpy(float) * scale,
-                   rows["throughput_max"].to_numpy(float) * scale - eff]
+            err = _nonnegative([eff - rows["throughput_min"].to_numpy(float) * scale,
+                                rows["throughput_max"].to_numpy(float) * scale - eff])
             ax.errorbar(rows["world_size"], eff, yerr=err, fmt="o-", color=color, capsize=3,
                         label=group)
             if annotate:

@@ -26,12 +26,8 @@ from pydantic import (
 )
 
 from scalestudy.errors import Loc, SpecError, validation_messages
+from scalestudy.workload.names import MODEL_NAMES
 
-# Kept in sync with scalestudy.workload.models.MODELS (a test checks it): the CLI
-# must validate a spec without importing torch.
-MODEL_NAMES = ("small_cnn", "resnet18", "resnet50", "resnet101")
-BACKENDS = ("ddp",)
-PRECISIONS = ("fp32", "bf16", "fp16")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
 COMMAND_FIELDS = (
     "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",

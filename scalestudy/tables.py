@@ -24,3 +24,23 @@ def plan_table(summary: dict[str, Any]) -> Table:
                      f"node-hours (nodes x walltime {summary['walltime']})")
     table.caption_justify = "left"
     return table
+
+
+def scaling_rich_table(table: Any, study: str) -> Table:
+    """The scaling table (a DataFrame from analyze.scaling_table) for the terminal."""
+    out = Table(title=f"{study}: throughput (img/s over all ranks, median over repeats)",
+                title_justify="left")
+    for name in ("group", "GPUs", "nodes x ranks", "batch/GPU", "global batch",
+                 "img/s (min-max)", "img/s per GPU", "speedup", "efficiency", "repeats"):
+        out.add_column(name, justify="left" if name == "group" else "right", no_wrap=True)
+    for row in table.itertuples(index=False):
+        out.add_row(
+            str(row.group), str(row.world_size), f"{row.nodes} x {row.ranks_per_node}",
+            str(row.batch_size), str(row.global_batch),
+            f"{row.throughput_median:,.1f} ({row.throughput_min:,.1f}-{row.throughput_max:,.1f})",
+            f"{row.throughput_per_gpu:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.1%}",
+            str(row.n_repeats),
+        )
+    if not len(table):
+        out.caption = "no completed runs yet"
+    return out

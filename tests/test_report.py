@@ -145,3 +145,15 @@ def test_table_from_runs_csv_matches(study: tuple[Path, pd.DataFrame, pd.DataFra
     root, _, table = study
     again = scaling_table(read_runs(root / "runs.csv"), "weak")
     pd.testing.assert_frame_equal(again, table, check_dtype=False)
+
+
+def test_single_repeat_with_rounding_noise_still_plots(tmp_path: Path) -> None:
+    # These rates make eff - min * eff / median a hair below zero in floating point.
+    planned = [params(1, 1), params(1, 2)]
+    write_run(tmp_path, planned[0], 236.47459905774812)
+    write_run(tmp_path, planned[1], 945.8179885983831)
+    runs = collect(tmp_path, planned)
+    table = scaling_table(runs, "weak")
+    fig = Figure()
+    plot_efficiency(table, fig.subplots())
+    assert write_report(tmp_path, "noise", "", "weak", runs, table).is_file()

@@ -28,6 +28,9 @@ class SystemProfile(BaseModel):
     launcher: Literal["torchrun"] = Field(description="how ranks are started")
     gpus_per_node: int = Field(0, ge=0, description="GPUs per node (0: CPU ranks)")
     cores_per_node: int | None = Field(None, ge=1, description="CPU cores; null: detect")
+    threads_per_rank: int | None = Field(
+        None, ge=1, description="OMP_NUM_THREADS per rank; null: the node's cores / its ranks"
+    )
     max_nodes: int = Field(1, ge=1, description="the most nodes a run may ask for")
     env: dict[EnvName, str] = Field(default_factory=dict, description="default environment")
     setup: list[str] = Field(default_factory=list, description="shell lines before the launch")

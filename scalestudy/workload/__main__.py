@@ -20,11 +20,9 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
+from scalestudy.workload.names import BACKENDS, MODEL_NAMES  # noqa: E402
+
 SCHEMA = "scalestudy.metrics/1"
-# Must equal scalestudy.workload.models.MODELS (a test checks); kept here so that --help
-# does not import torch.
-MODEL_NAMES = ("small_cnn", "resnet18", "resnet50", "resnet101")
-BACKENDS = ("ddp",)
 PLANNED_BACKENDS = ("horovod", "deepspeed")
 PROG = "scalestudy.workload"
 
