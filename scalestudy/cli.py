@@ -68,24 +68,112 @@ def run(
     only: Annotated[
         str | None, typer.Option("--only", help="run a subset, e.g. 'nodes<=2,tuning=default'")
     ] = None,
+    max_jobs: Annotated[
+        int | None, typer.Option("--max-jobs", min=1, help="at most this many jobs queued")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="follow the jobs to their end, then report")
+    ] = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
-    """Render and execute the runs that are not complete yet, then report."""
+    """Run (or submit) the runs that are not complete yet; on this machine, then report."""
+    from scalestudy.grid import select
     from scalestudy.runner import make_plan, prepare, runs_to_do
 
     plan = make_plan(study, results)
-    todo = prepare(plan, runs_to_do(plan, only))
     if dry_run:
+        todo = prepare(plan, runs_to_do(plan, only))
         for r in todo:
             out.print(f"would run {r.run_id}: {r.nodes}x{r.ranks_per_node} ranks, batch "
                       f"{r.batch_size}/GPU ({r.global_batch} global), {r.backend}, {r.tuning}, "
                       f"repeat {r.repeat}: {plan.run_dir(r) / 'job.sh'}")
         out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
         return
+    if plan.system.scheduler != "local":
+        _submit(plan, select(plan.runs, only), max_jobs, wait)
+        return
+    todo = prepare(plan, runs_to_do(plan, only))
     if not todo:
         out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
     statuses = _execute_with_progress(plan, todo)
     _report_and_exit(plan, statuses)
+
+
+def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> None:
+    from scalestudy.tracking import follow, submit_runs
+
+    done = submit_runs(plan, chosen, max_jobs)
+    for r, job_id in done.submitted:
+        out.print(f"submitted {r.run_id} as job {job_id}: {r.nodes}x{r.ranks_per_node} ranks, "
+                  f"batch {r.batch_size}/GPU ({r.global_batch} global)")
+    out.print(f"{len(done.submitted)} job(s) submitted, {done.active} in the queue"
+              + (f", {len(done.waiting)} held back by --max-jobs" if done.waiting else ""))
+    if not wait:
+        if done.waiting:
+            out.print("run again (or with --wait) to submit the rest")
+        out.print(f"follow with: scalestudy status {plan.study.source}")
+        return
+    views = _follow_with_progress(plan, chosen, done.waiting, max_jobs, follow)
+    failed = [v for v in views.values() if v.state == "failed" and v.run in chosen]
+    _report_and_exit(plan, [{"state": "failed"}] * len(failed)
+                     + [{"state": "completed"}] * (len(chosen) - len(failed)))
+
+
+def _follow_with_progress(plan: Any, chosen: list[Any], waiting: list[Any],
+                          max_jobs: int | None, follow: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    ids = {r.run_id for r in chosen}
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=out) as bar:
+        task = bar.add_task("jobs", total=len(ids))
+
+        def progress(views: dict[str, Any]) -> None:
+            counts: dict[str, int] = {}
+            for i in ids:
+                counts[views[i].state] = counts.get(views[i].state, 0) + 1
+            ended = counts.get("completed", 0) + counts.get("failed", 0)
+            bar.update(task, completed=ended, description=", ".join(
+                f"{n} {s}" for s, n in sorted(counts.items())))
+
+        return follow(plan, chosen, waiting, max_jobs, progress=progress)
+
+
+@app.command()
+def status(study: StudyArg, as_json: JsonOpt = False,
+           results: ResultsOpt = Path("results")) -> None:
+    """Each run's state, from one batched scheduler query."""
+    from scalestudy.runner import make_plan
+    from scalestudy.tables import status_table
+
+    plan = make_plan(study, results)
+    if plan.system.scheduler == "local":
+        from scalestudy import state
+        from scalestudy.tracking import RunView
+
+        views = {r.run_id: RunView(r, state.run_state(plan.run_dir(r))) for r in plan.runs}
+    else:
+        from scalestudy.tracking import refresh
+
+        views = refresh(plan)
+    rows = [{**v.run.params(), "state": v.state, "job_id": v.job_id, "reason": v.reason}
+            for v in views.values()]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    out.print(status_table(plan.study.name, rows))
+
+
+@app.command()
+def cancel(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
+    """Cancel every queued or running job of the study."""
+    from scalestudy.runner import make_plan
+    from scalestudy.tracking import cancel_runs, require_scheduler
+
+    plan = make_plan(study, results)
+    require_scheduler(plan)
+    job_ids = cancel_runs(plan)
+    out.print(f"cancelled {len(job_ids)} job(s)" + (f": {' '.join(job_ids)}" if job_ids else ""))
 
 
 def _execute_with_progress(plan: Any, todo: list[Any]) -> list[dict[str, Any]]:

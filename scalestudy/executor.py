@@ -127,7 +127,7 @@ def execute(
         "ended_at": _now(),
         "elapsed_s": round(time.monotonic() - started, 3),
         "reason": reason,
-        "log_tail": _log_tail(run_dir) if failed else None,
+        "log_tail": state.log_tail(run_dir) if failed else None,
     })
     status.pop("pid", None)
     state.write_json_atomic(run_dir / state.STATUS, status)
@@ -136,22 +136,3 @@ def execute(
 
 def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True) + "\n"
-
-
-_NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)
-
-
-def _log_tail(run_dir: Path, lines: int = 20) -> str:
-    """The last lines of each log, preceded by the last lines that look like errors
-    (a launcher's own summary often buries the rank's message)."""
-    parts = []
-    for name in ("stderr.log", "stdout.log"):
-        text = state.tail_text(run_dir / name, lines=400, max_bytes=65536)
-        if not text.strip():
-            continue
-        all_lines = text.splitlines()
-        notable = [ln for ln in all_lines[:-lines] if _NOTABLE.search(ln)][-8:]
-        if notable:
-            parts.append(f"--- {name} (lines that look like errors) ---\n" + "\n".join(notable))
-        parts.append(f"--- {name} (last lines) ---\n" + "\n".join(all_lines[-lines:]))
-    return "\n".join(parts)

@@ -16,8 +16,11 @@ from typing import Any
 
 import jinja2
 
-from scalestudy import __version__
+from scalestudy import __version__, schedulers
+from scalestudy.errors import ScalestudyError
 from scalestudy.grid import Run
+from scalestudy.launchers import Launch, Shell, launch_words
+from scalestudy.schedulers import JobRequest
 from scalestudy.spec import Study
 from scalestudy.systems import SystemProfile
 
@@ -32,6 +35,11 @@ def env_text(value: Any) -> str:
 def quote(value: Any) -> str:
     """Shell-quote one value (numbers and booleans as their text)."""
     return shlex.quote(env_text(value))
+
+
+def shell_words(words: list[str]) -> str:
+    """A command line: plain words shell-quoted, scalestudy's own `Shell` words as they are."""
+    return " ".join(w if isinstance(w, Shell) else quote(w) for w in words)
 
 
 @lru_cache(maxsize=8)
@@ -50,27 +58,26 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["q"] = quote
+    env.filters["words"] = shell_words
     return env
 
 
-def workload_argv(study: Study, run: Run, run_dir: Path) -> list[str]:
-    """What every rank runs, as arguments after the launcher.
-
-    The bundled benchmark runs as a module (`-m scalestudy.workload ...`); a
-    `command` workload's arguments get the run's values in their `{placeholders}`.
+def workload_args(study: Study, run: Run, run_dir: Path) -> tuple[list[str] | None,
+                                                                list[str] | None]:
+    """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
+    (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
     """
     w = study.workload
     if w.kind == "synthetic":
         return [
-            "-m", "scalestudy.workload",
             "--model", w.model, "--image-size", str(w.image_size),
             "--num-classes", str(w.num_classes), "--batch-size", str(run.batch_size),
             "--precision", w.precision, "--warmup-iters", str(w.warmup_iters),
             "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
             "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
-        ]
+        ], None
     values = {**run.params(), "run_dir": str(run_dir)}
-    return [arg.format(**values) for arg in w.command]
+    return None, [arg.format(**values) for arg in w.command]
 
 
 def threads_per_rank(system: SystemProfile, run: Run) -> int:
@@ -84,6 +91,31 @@ def threads_per_rank(system: SystemProfile, run: Run) -> int:
     return max(1, cores // sharing)
 
 
+def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) -> JobRequest:
+    """The scheduler request of a run: the profile's defaults, the spec's `job:` on top."""
+    job, opts = study.job, system.scheduler_options
+    return JobRequest(
+        name=f"{study.name}-{run.run_id}",
+        nodes=run.nodes,
+        ranks_per_node=run.ranks_per_node,
+        walltime=job.walltime,
+        gpus_per_node=system.gpus_per_node,
+        cpus_per_task=threads_per_rank(system, run) if system.scheduler == "slurm" else None,
+        cores_per_node=system.cores_per_node,
+        account=job.account,
+        queue=(job.partition if system.scheduler == "slurm" else job.queue) or opts.queue,
+        qos=job.qos or opts.qos,
+        constraint=job.constraint or opts.constraint,
+        stdout=str(run_dir / "stdout.log"),
+        stderr=str(run_dir / "stderr.log"),
+        gpus_directive=opts.gpus_directive,
+        select_terms=dict(opts.select_terms),
+        place=opts.place,
+        filesystems=job.filesystems or opts.filesystems,
+        extra=(*opts.extra, *job.extra_directives),
+    )
+
+
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
             python: str | None = None) -> dict[str, Any]:
     """Everything a job template may use (`python`: the interpreter the job starts)."""
@@ -91,23 +123,47 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     env = dict(system.env)
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
+    python = python or system.python or sys.executable
+    module_args, command = workload_args(study, run, run_dir)
+    threads = threads_per_rank(system, run)
+    scheduler = schedulers.get(system.scheduler)
+    launch = Launch(run=run, system=system, python=python, module_args=module_args,
+                    command=command, threads=threads, env_names=tuple(env))
     return {
         "version": __version__,
         "run": run.params(),
         "run_dir": str(run_dir),
-        "python": python or sys.executable,
+        "python": python,
         "workload_kind": study.workload.kind,
-        "program": workload_argv(study, run, run_dir),
+        "program": ["-m", "scalestudy.workload", *module_args] if module_args else command,
+        "directives": scheduler.directives(job_request(study, system, run, run_dir)),
+        "launch": launch_words(launch) if system.scheduler != "local" else [],
         "env": env,
         "setup": [*system.setup, *study.job.setup],
-        "threads": threads_per_rank(system, run),
+        "threads": threads,
         "walltime": study.job.walltime,
         "system": system.model_dump(),
     }
 
 
+def template_dir(study: Study) -> str | None:
+    """The spec's own template directory (relative to the spec file), if any."""
+    if not study.job.template_dir:
+        return None
+    base = study.source.parent if study.source else Path.cwd()
+    return str((base / study.job.template_dir).resolve())
+
+
 def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
            python: str | None = None) -> str:
     """The job script of one run."""
-    template = environment().get_template(f"{system.scheduler}.sh.j2")
-    return template.render(context(study, system, run, run_dir, python))
+    env = environment(template_dir(study))
+    try:
+        template = env.get_template(f"{system.scheduler}.sh.j2")
+        return template.render(context(study, system, run, run_dir, python))
+    except jinja2.TemplateError as exc:
+        where = getattr(exc, "filename", None) or f"{system.scheduler}.sh.j2"
+        line = getattr(exc, "lineno", None)
+        raise ScalestudyError(
+            f"{where}{':' + str(line) if line else ''}: job template error: {exc.message}"
+        ) from None

@@ -47,13 +47,44 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
         msg = str(exc).removeprefix("system: ")
         raise SpecError(f"{study.line_of(('system',))}: {msg}") from None
     runs = expand(study)
+    problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
+    if problems:
+        raise SpecError("\n".join(problems))
+    return Plan(study, system, runs, results)
+
+
+# Job options that only one kind of scheduler can express.
+_ONLY = {"partition": "slurm", "qos": "slurm", "constraint": "slurm", "queue": "pbs",
+         "filesystems": "pbs"}
+
+
+def system_checks(study: Study, system: SystemProfile) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the study asks that its system cannot give, each with the key to fix."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
     too_big = sorted({n for n in study.grid.nodes if n > system.max_nodes})
     if too_big:
-        raise SpecError(
-            f"{study.line_of(('grid', 'nodes'))}: {', '.join(map(str, too_big))} node(s) is "
-            f"more than system {system.name!r} allows ({system.max_nodes}): lower grid.nodes"
-        )
-    return Plan(study, system, runs, results)
+        problems.append((("grid", "nodes"), (
+            f"{', '.join(map(str, too_big))} node(s) is more than system {system.name!r} "
+            f"allows ({system.max_nodes}): lower grid.nodes")))
+    job = study.job
+    for key, scheduler in _ONLY.items():
+        if getattr(job, key) and system.scheduler != scheduler:
+            problems.append((("job", key), (
+                f"system {system.name!r} uses {system.scheduler}, which has no {key}; "
+                f"{key} is a {scheduler} option: remove it")))
+    if system.scheduler != "local" and system.scheduler_options.account_required \
+            and not job.account:
+        problems.append((("job",), (
+            f"system {system.name!r} requires an account: add `account: <project>` under job")))
+    limit = system.scheduler_options.max_walltime
+    if limit and walltime_seconds(job.walltime) > walltime_seconds(limit):
+        problems.append((("job", "walltime"), (
+            f"{job.walltime} is longer than system {system.name!r} allows ({limit})")))
+    if job.submit == "submitit" and system.scheduler != "slurm":
+        problems.append((("job", "submit"), (
+            f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
+            "use `submit: native`")))
+    return problems
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:

@@ -187,9 +187,40 @@ class Tuning(_Model):
     )
 
 
-class Job(_Model):
-    """How each run's job is run (scheduler options come with the cluster issue)."""
+Token = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$"),
+    Field(description="a directive value: no spaces, quotes or newlines"),
+]
+DirectiveLine = Annotated[
+    str,
+    StringConstraints(pattern=r"^[^\n\r\x00]+$", min_length=1),
+    Field(description="one directive, without #SBATCH/#PBS, e.g. --mail-type=END"),
+]
 
+
+class Job(_Model):
+    """How each run's job is queued and run (values a site profile may default)."""
+
+    account: Token | None = Field(None, description="project to charge (-A)")
+    queue: Token | None = Field(None, description="PBS queue (-q), e.g. debug or prod")
+    partition: Token | None = Field(None, description="Slurm partition (-p)")
+    qos: Token | None = Field(None, description="Slurm quality of service (-q)")
+    constraint: Token | None = Field(None, description="Slurm node constraint (-C)")
+    filesystems: Token | None = Field(
+        None, description="PBS -l filesystems (mandatory at ALCF), e.g. home:eagle"
+    )
+    extra_directives: list[DirectiveLine] = Field(
+        default_factory=list, description="more directive lines, written after the prefix"
+    )
+    submit: Literal["native", "submitit"] = Field(
+        "native", description="native: sbatch/qsub the rendered script; submitit: Slurm "
+        "through submitit's executor"
+    )
+    template_dir: str | None = Field(
+        None, description="a directory of your own job templates (slurm.sh.j2, pbs.sh.j2, "
+        "local.sh.j2), relative to the spec file; the shipped ones fill the gaps"
+    )
     walltime: str = Field(
         "00:30:00", description="time limit per run, [D-]HH:MM:SS; a local run is stopped then"
     )

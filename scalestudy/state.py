@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -204,3 +205,22 @@ def archive_attempt(directory: Path) -> Path | None:
     for name in present:
         os.replace(directory / name, target / name)
     return target
+
+
+_NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)
+
+
+def log_tail(run_dir: Path, lines: int = 20) -> str:
+    """The last lines of each log, preceded by the last lines that look like errors
+    (a launcher's own summary often buries the rank's message)."""
+    parts = []
+    for name in ("stderr.log", "stdout.log"):
+        text = tail_text(run_dir / name, lines=400, max_bytes=65536)
+        if not text.strip():
+            continue
+        all_lines = text.splitlines()
+        notable = [ln for ln in all_lines[:-lines] if _NOTABLE.search(ln)][-8:]
+        if notable:
+            parts.append(f"--- {name} (lines that look like errors) ---\n" + "\n".join(notable))
+        parts.append(f"--- {name} (last lines) ---\n" + "\n".join(all_lines[-lines:]))
+    return "\n".join(parts)

@@ -44,3 +44,20 @@ def scaling_rich_table(table: Any, study: str) -> Table:
     if not len(table):
         out.caption = "no completed runs yet"
     return out
+
+
+def status_table(study: str, rows: list[dict[str, Any]]) -> Table:
+    """Each run's state (and job id, and why it failed)."""
+    table = Table(title=f"{study}: run states", title_justify="left")
+    for name in ("run id", "job id", "nodes x ranks", "batch/GPU", "tuning", "repeat", "state",
+                 "reason"):
+        table.add_column(name, no_wrap=name != "reason")
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+        table.add_row(r["run_id"], r.get("job_id") or "", f"{r['nodes']} x {r['ranks_per_node']}",
+                      str(r["batch_size"]), r["tuning"], str(r["repeat"]), r["state"],
+                      r.get("reason") or "")
+    table.caption = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    table.caption_justify = "left"
+    return table

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.grid import expand
-from scalestudy.render import render, workload_argv
+from scalestudy.render import render, workload_args
 from scalestudy.spec import parse_study
 from scalestudy.systems import load_system
 
@@ -90,7 +90,8 @@ def test_command_placeholders_get_the_run_values(tmp_path: Path) -> None:
                         "workload: {kind: command, command: 'train --bs {batch_size} "
                         "--gbs {global_batch} --ws {world_size} --out {run_dir}/x'}\n")
     run = expand(study)[0]
-    argv = workload_argv(study, run, tmp_path)
+    module_args, argv = workload_args(study, run, tmp_path)
+    assert module_args is None
     assert argv == ["train", "--bs", "32", "--gbs", "64", "--ws", "2", "--out", f"{tmp_path}/x"]
 
 

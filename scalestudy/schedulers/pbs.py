@@ -1,0 +1,151 @@
+"""PBS Pro: `#PBS` directives, `qsub`, `qstat -x -f -F json` (or `qstat -f`), `qdel`.
+
+The text parser also reads the Torque-style `qstat -f` of Slurm's PBS wrappers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from scalestudy.schedulers import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    TIMEOUT,
+    UNKNOWN,
+    JobRequest,
+    JobState,
+    Scheduler,
+    SubmitError,
+    check_token,
+    register,
+)
+
+# PBS Pro job_state letters (and Torque's C for completed).
+STATES = {
+    "Q": PENDING, "H": PENDING, "W": PENDING, "T": PENDING, "S": PENDING, "U": PENDING,
+    "M": PENDING, "R": RUNNING, "E": RUNNING, "B": RUNNING,
+    "F": COMPLETED, "X": COMPLETED, "C": COMPLETED,
+}
+_JOB_ID = re.compile(r"^(\d+(?:\[\d*\])?)(\.[A-Za-z0-9_.-]+)?$")
+
+
+def short_id(job_id: str) -> str:
+    """`1234.polaris-pbs-01.hsn` -> `1234` (qstat may print the id longer or shorter)."""
+    return job_id.split(".")[0]
+
+
+def _finished(job_id: str, raw: str, exit_status: int | None, comment: str | None) -> JobState:
+    state = STATES.get(raw, UNKNOWN)
+    reason = comment or None
+    if state == COMPLETED:
+        text = (comment or "").lower()
+        if "walltime" in text and ("exceed" in text or "limit" in text):
+            state = TIMEOUT
+        elif "deleted" in text or "qdel" in text:
+            state = CANCELLED
+        elif exit_status is not None and exit_status != 0:
+            state = FAILED
+    code = exit_status
+    if code is not None and code > 256:
+        code = 128 + (code - 256)  # PBS Pro: 256 + signal -> the shell's 128 + signal
+    return JobState(job_id, state, raw, code, reason)
+
+
+@register
+class PBSPro(Scheduler):
+    """PBS Pro (qsub/qstat/qdel), as at ALCF."""
+
+    name = "pbs"
+    prefix = "#PBS"
+    submit_command = "qsub"
+
+    def directives(self, job: JobRequest) -> list[str]:
+        """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""
+        chunk = [str(job.nodes)]
+        chunk.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
+        if job.gpus_per_node:
+            chunk.append(f"ngpus={job.gpus_per_node}")
+        chunk.append(f"mpiprocs={job.ranks_per_node}")
+        for key, value in job.select_terms.items():
+            chunk.append(f"{check_token('select term', key)}={check_token('select term', value)}")
+        d = [f"-N {check_token('job name', job.name)[:236]}", f"-l select={':'.join(chunk)}"]
+        if job.place:
+            d.append(f"-l place={check_token('place', job.place)}")
+        d.append(f"-l walltime={check_token('walltime', job.walltime)}")
+        if job.filesystems:
+            d.append(f"-l filesystems={check_token('filesystems', job.filesystems)}")
+        if job.account:
+            d.append(f"-A {check_token('account', job.account)}")
+        if job.queue:
+            d.append(f"-q {check_token('queue', job.queue)}")
+        d += ["-j oe", "-k doe"]
+        if job.stdout:
+            d.append(f"-o {check_token('output file', job.stdout)}")
+        d.extend(job.extra)
+        return [f"{self.prefix} {line}" for line in d]
+
+    def submit_argv(self, script: str) -> list[str]:
+        """`qsub SCRIPT`."""
+        return ["qsub", script]
+
+    def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
+        """`1234.server` (PBS Pro) or a bare `1234` (Torque wrappers) -> the id as printed."""
+        lines = [ln.strip() for ln in stdout.strip().splitlines() if ln.strip()]
+        job_id = lines[-1] if lines else ""
+        if exit_code != 0 or not _JOB_ID.match(job_id):
+            raise SubmitError(
+                f"qsub failed (exit {exit_code}): {(stderr or stdout).strip() or 'no output'}"
+            )
+        return job_id
+
+    def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
+        """PBS Pro's JSON (finished jobs too, with -x); plain `qstat -f` as the fallback."""
+        return [["qstat", "-x", "-f", "-F", "json", *job_ids], ["qstat", "-f", *job_ids]]
+
+    def parse_states(self, argv: Sequence[str], stdout: str) -> dict[str, JobState]:
+        """Job id (short form) -> state, from JSON or from `qstat -f` text."""
+        if "json" in argv:
+            return self._parse_json(stdout)
+        return self._parse_text(stdout)
+
+    def _parse_json(self, stdout: str) -> dict[str, JobState]:
+        try:
+            data: Any = json.loads(stdout)
+        except ValueError as exc:
+            raise SubmitError(f"qstat -F json printed something that is not JSON: {exc}") from None
+        jobs = data.get("Jobs", {}) if isinstance(data, dict) else {}
+        states = {}
+        for full_id, attrs in jobs.items():
+            if not isinstance(attrs, dict):
+                continue
+            exit_status = attrs.get("Exit_status")
+            states[short_id(full_id)] = _finished(
+                full_id, str(attrs.get("job_state", "")),
+                int(exit_status) if isinstance(exit_status, int | str) and
+                str(exit_status).lstrip("-").isdigit() else None,
+                attrs.get("comment"))
+        return states
+
+    def _parse_text(self, stdout: str) -> dict[str, JobState]:
+        states = {}
+        for block in re.split(r"^(?=Job Id:)", stdout, flags=re.M):
+            head = re.match(r"Job Id:\s*(\S+)", block)
+            if not head:
+                continue
+            attrs = dict(re.findall(r"^\s+([\w.]+) = (.*)$", block, flags=re.M))
+            exit_text = attrs.get("Exit_status", attrs.get("exit_status", ""))
+            exit_status = int(exit_text) if exit_text.lstrip("-").isdigit() else None
+            states[short_id(head.group(1))] = _finished(
+                head.group(1), attrs.get("job_state", "").strip(), exit_status,
+                attrs.get("comment"))
+        return states
+
+    def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """`qdel ID...`."""
+        return ["qdel", *job_ids]

@@ -1,0 +1,146 @@
+"""Slurm: `#SBATCH` directives, `sbatch --parsable`, `sacct` (or `squeue`/`scontrol`), `scancel`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from scalestudy.schedulers import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    TIMEOUT,
+    UNKNOWN,
+    JobRequest,
+    JobState,
+    Scheduler,
+    SubmitError,
+    check_token,
+    register,
+)
+
+# Slurm's job states (sacct/squeue long names) -> ours.
+STATES = {
+    "PENDING": PENDING, "CONFIGURING": PENDING, "REQUEUED": PENDING, "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING, "RESV_DEL_HOLD": PENDING, "SUSPENDED": PENDING,
+    "RUNNING": RUNNING, "COMPLETING": RUNNING, "STAGE_OUT": RUNNING, "SIGNALING": RUNNING,
+    "RESIZING": RUNNING, "STOPPED": RUNNING,
+    "COMPLETED": COMPLETED,
+    "FAILED": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED, "BOOT_FAIL": FAILED,
+    "DEADLINE": FAILED, "PREEMPTED": FAILED, "REVOKED": FAILED, "SPECIAL_EXIT": FAILED,
+    "CANCELLED": CANCELLED,
+    "TIMEOUT": TIMEOUT,
+}
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,Reason"
+
+
+def _state(raw: str) -> str:
+    # sacct writes "CANCELLED by 0"; squeue may abbreviate nothing but add "+" markers.
+    word = raw.split()[0].rstrip("+") if raw.strip() else ""
+    return STATES.get(word, UNKNOWN)
+
+
+def _exit_code(text: str) -> int | None:
+    """`2:0` (code:signal) -> 2; a signal gives 128 + signal, as a shell reports it."""
+    match = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    if not match:
+        return None
+    code, sig = int(match.group(1)), int(match.group(2))
+    return 128 + sig if sig else code
+
+
+@register
+class Slurm(Scheduler):
+    """Slurm (sbatch/sacct/squeue/scontrol/scancel)."""
+
+    name = "slurm"
+    prefix = "#SBATCH"
+    submit_command = "sbatch"
+
+    def directives(self, job: JobRequest) -> list[str]:
+        """`#SBATCH` lines, short options where Slurm users write them."""
+        d = [f"--job-name={check_token('job name', job.name)}", f"-N {job.nodes}",
+             f"--ntasks-per-node={job.ranks_per_node}"]
+        if job.gpus_per_node:
+            if job.gpus_directive == "gpus-per-node":
+                d.append(f"--gpus-per-node={job.gpus_per_node}")
+            elif job.gpus_directive == "gres":
+                d.append(f"--gres=gpu:{job.gpus_per_node}")
+        if job.cpus_per_task:
+            d.append(f"--cpus-per-task={job.cpus_per_task}")
+        d.append(f"-t {check_token('walltime', job.walltime)}")
+        for flag, what, value in (("-A", "account", job.account), ("-p", "partition", job.queue),
+                                  ("-q", "qos", job.qos), ("-C", "constraint", job.constraint)):
+            if value:
+                d.append(f"{flag} {check_token(what, value)}")
+        if job.stdout:
+            d.append(f"--output={check_token('output file', job.stdout)}")
+        if job.stderr:
+            d.append(f"--error={check_token('error file', job.stderr)}")
+        d.extend(job.extra)
+        return [f"{self.prefix} {line}" for line in d]
+
+    def submit_argv(self, script: str) -> list[str]:
+        """`sbatch --parsable SCRIPT`."""
+        return ["sbatch", "--parsable", script]
+
+    def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
+        """`12345` or `12345;cluster` -> `12345`."""
+        first = stdout.strip().splitlines()[-1].strip() if stdout.strip() else ""
+        job_id = first.split(";")[0]
+        if exit_code != 0 or not job_id.isdigit():
+            raise SubmitError(
+                f"sbatch failed (exit {exit_code}): {(stderr or stdout).strip() or 'no output'}"
+            )
+        return job_id
+
+    def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
+        """sacct first (accounting); squeue -t all when accounting is off."""
+        ids = ",".join(job_ids)
+        return [
+            ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS],
+            ["squeue", "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
+        ]
+
+    def parse_states(self, argv: Sequence[str], stdout: str) -> dict[str, JobState]:
+        """Rows of `sacct -P` (id|state|exit|reason) or `squeue -o %i|%T|%r`."""
+        states: dict[str, JobState] = {}
+        from_sacct = argv[0] == "sacct"
+        for line in stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) < 3 or not parts[0]:
+                continue
+            job_id = parts[0].split(".")[0].split("_")[0] if from_sacct else parts[0]
+            raw = parts[1].strip()
+            exit_code = _exit_code(parts[2]) if from_sacct else None
+            reason = (parts[3] if from_sacct and len(parts) > 3 else parts[2]).strip()
+            state = _state(raw)
+            if state == COMPLETED and exit_code not in (None, 0):
+                state = FAILED
+            states[job_id] = JobState(job_id, state, raw, exit_code,
+                                      None if reason in ("", "None") else reason)
+        return states
+
+    def scontrol_argv(self, job_id: str) -> list[str]:
+        """`scontrol show job ID` (one job: the last fallback, gives the exit code)."""
+        return ["scontrol", "show", "job", "-o", job_id]
+
+    def parse_scontrol(self, stdout: str) -> JobState | None:
+        """JobState from `scontrol show job -o` (key=value pairs)."""
+        fields = dict(re.findall(r"(\w+)=(\S*)", stdout))
+        if "JobId" not in fields:
+            return None
+        raw = fields.get("JobState", "")
+        exit_code = _exit_code(fields.get("ExitCode", ""))
+        state = _state(raw)
+        if state == COMPLETED and exit_code not in (None, 0):
+            state = FAILED
+        reason = fields.get("Reason")
+        return JobState(fields["JobId"], state, raw, exit_code,
+                        None if reason in (None, "", "None") else reason)
+
+    def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """`scancel ID...`."""
+        return ["scancel", *job_ids]

@@ -1,0 +1,120 @@
+"""The one place that runs scheduler commands (sbatch, qsub, sacct, qstat, scancel, qdel),
+and the study's journal of submitted jobs.
+
+The journal (`results/<study>/jobs.jsonl`) is append-only: one JSON line per
+submission, flushed and fsynced before the next submission starts, so a job id that
+came back is never forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scalestudy.schedulers import JobState, Scheduler, SubmitError
+
+# (argv) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
+CommandRunner = Callable[[Sequence[str]], tuple[int, str, str]]
+TIMEOUT_S = 120.0
+
+
+def run_command(argv: Sequence[str]) -> tuple[int, str, str]:
+    """Run a scheduler command; a missing command is a SubmitError that names it."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SubmitError(
+            f"{argv[0]}: command not found. Run scalestudy where the scheduler's commands "
+            "are on PATH (a login node), or pick another `system:`"
+        ) from None
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]} did not answer within {TIMEOUT_S:.0f} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def now() -> str:
+    """UTC time, ISO 8601, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Journal:
+    """Append-only record of the jobs a study submitted."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Append one submission and make it durable before returning."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(entry, sort_keys=True) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every readable entry, oldest first (a torn last line is skipped)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and "run_id" in entry and "job_id" in entry:
+                out.append(entry)
+        return out
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """run id -> its most recent submission."""
+        return {e["run_id"]: e for e in self.entries()}
+
+
+def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command) -> str:
+    """Submit one job script; its job id, or SubmitError with the command's stderr."""
+    argv = scheduler.submit_argv(str(script))
+    code, out, err = runner(argv)
+    return scheduler.parse_submit(code, out, err)
+
+
+def query(scheduler: Scheduler, job_ids: Sequence[str],
+          runner: CommandRunner = run_command) -> dict[str, JobState]:
+    """States of many jobs in one call (falling back to the next query form on failure).
+
+    Jobs that no query knows are absent from the result.
+    """
+    if not job_ids:
+        return {}
+    errors = []
+    for argv in scheduler.query_argvs(job_ids):
+        code, out, err = runner(argv)
+        if code != 0:
+            errors.append(f"{' '.join(argv[:2])}: exit {code}: {err.strip()[:300]}")
+            continue
+        try:
+            return scheduler.parse_states(argv, out)
+        except SubmitError as exc:
+            errors.append(str(exc))
+    raise SubmitError("cannot query job states: " + "; ".join(errors))
+
+
+def cancel(scheduler: Scheduler, job_ids: Sequence[str],
+           runner: CommandRunner = run_command) -> None:
+    """Cancel jobs; SubmitError when the command fails."""
+    if not job_ids:
+        return
+    argv = scheduler.cancel_argv(job_ids)
+    code, out, err = runner(argv)
+    if code != 0:
+        raise SubmitError(f"{argv[0]} failed (exit {code}): {(err or out).strip()}")
