@@ -42,7 +42,10 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
     """Load, validate and expand a study; check it against its system. Writes nothing."""
     study = load_study(path)
     try:
-        system = load_system(study.system)
+        name = study.system
+        if name.endswith((".yaml", ".yml")) and study.source is not None:
+            name = str(study.source.parent / name)
+        system = load_system(name)
     except SpecError as exc:
         msg = str(exc).removeprefix("system: ")
         raise SpecError(f"{study.line_of(('system',))}: {msg}") from None

@@ -258,7 +258,10 @@ class Study(_Model):
 
     name: Name = Field(description="the study's name; results go to results/<name>/")
     description: str = Field("", description="what the study asks")
-    system: Name = Field("local", description="site profile (`scalestudy systems` lists them)")
+    system: str = Field(
+        "local", description="site profile name (`scalestudy systems` lists them), or the "
+        "path of your own profile .yaml, relative to this file"
+    )
     scaling: Literal["weak", "strong"] = Field(
         "weak",
         description="weak: batch_size is per GPU; strong: batch_size is global, split over ranks",
@@ -278,6 +281,15 @@ class Study(_Model):
 
     _source: Path | None = PrivateAttr(default=None)
     _lines: dict[Loc, int] = PrivateAttr(default_factory=dict)
+
+    @field_validator("system")
+    @classmethod
+    def _system(cls, value: str) -> str:
+        if value.endswith((".yaml", ".yml")) and "\n" not in value and "\x00" not in value:
+            return value
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+            return value
+        raise ValueError(f"{value!r} is neither a profile name nor a .yaml profile file")
 
     @field_validator("exclude")
     @classmethod

@@ -21,7 +21,7 @@ from scalestudy.runner import Plan, prepare
 from scalestudy.schedulers import CANCELLED, COMPLETED, TIMEOUT, JobState, SubmitError
 from scalestudy.submit import CommandRunner, Journal, cancel, now, query, run_command, submit
 
-ACTIVE = frozenset({"submitted", "pending", "running"})
+ACTIVE = frozenset({"submitted", "running"})  # "pending" means never submitted
 # A job the scheduler does not list yet (accounting lags a few seconds) is not lost.
 GRACE_S = 120.0
 

@@ -32,6 +32,8 @@ STATES = {
     "M": PENDING, "R": RUNNING, "E": RUNNING, "B": RUNNING,
     "F": COMPLETED, "X": COMPLETED, "C": COMPLETED,
 }
+# PBS Pro's negative Exit_status values are its own (JOB_EXEC_*), not the program's.
+WALLTIME_EXCEEDED = -29  # JOB_EXEC_KILL_WALLTIME
 _JOB_ID = re.compile(r"^(\d+(?:\[\d*\])?)(\.[A-Za-z0-9_.-]+)?$")
 
 
@@ -45,14 +47,16 @@ def _finished(job_id: str, raw: str, exit_status: int | None, comment: str | Non
     reason = comment or None
     if state == COMPLETED:
         text = (comment or "").lower()
-        if "walltime" in text and ("exceed" in text or "limit" in text):
+        if exit_status == WALLTIME_EXCEEDED or ("walltime" in text and "exceed" in text):
             state = TIMEOUT
         elif "deleted" in text or "qdel" in text:
             state = CANCELLED
         elif exit_status is not None and exit_status != 0:
             state = FAILED
     code = exit_status
-    if code is not None and code > 256:
+    if code is not None and code < 0:
+        reason = f"PBS exit status {code}" + (f"; {comment}" if comment else "")
+    elif code is not None and code > 256:
         code = 128 + (code - 256)  # PBS Pro: 256 + signal -> the shell's 128 + signal
     return JobState(job_id, state, raw, code, reason)
 

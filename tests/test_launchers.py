@@ -1,0 +1,79 @@
+"""Launchers: the launch line of a run for srun, PALS mpiexec, Open MPI mpirun, torchrun."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalestudy.errors import ScalestudyError
+from scalestudy.grid import expand
+from scalestudy.launchers import Launch, Shell, launch_words
+from scalestudy.render import shell_words
+from scalestudy.spec import parse_study
+from scalestudy.systems import LauncherOptions, SystemProfile
+
+RUN = expand(parse_study("name: l\ngrid: {nodes: [2], ranks_per_node: [4]}\n"))[0]
+
+
+def system(launcher: str, scheduler: str = "slurm", gpus: int = 4, **opts: object) -> SystemProfile:
+    return SystemProfile(name="t", scheduler=scheduler, launcher=launcher, gpus_per_node=gpus,
+                         cores_per_node=64, max_nodes=10,
+                         launcher_options=LauncherOptions(**opts))
+
+
+def line(sys_: SystemProfile, command: list[str] | None = None, threads: int = 16) -> str:
+    launch = Launch(run=RUN, system=sys_, python="python3", threads=threads,
+                    module_args=None if command else ["--model", "resnet50"], command=command,
+                    env_names=("NCCL_ALGO",))
+    return shell_words(launch_words(launch))
+
+
+def test_srun_with_site_binding() -> None:
+    assert line(system("srun", gpus_per_task=1, gpu_bind="closest", cpu_bind="cores",
+                       mpi="pmix")) == (
+        "srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores "
+        "--gpus-per-task=1 --gpu-bind=closest --mpi=pmix "
+        "python3 -m scalestudy.workload --model resnet50")
+
+
+def test_pals_mpiexec_as_alcf_documents_it() -> None:
+    text = line(system("mpiexec", "pbs", depth=16, cpu_bind="depth",
+                       gpu_wrapper="/soft/set_affinity_gpu_polaris.sh"))
+    assert text == ('mpiexec --np 8 --ppn 4 --depth 16 --cpu-bind depth '
+                    '--hostfile "$PBS_NODEFILE" --envall /soft/set_affinity_gpu_polaris.sh '
+                    'python3 -m scalestudy.workload --model resnet50')
+
+
+def test_open_mpi_mpirun_passes_variables_and_maps_per_node() -> None:
+    text = line(system("mpirun", gpus=0), threads=1)
+    assert text.startswith("mpirun -np 8 --map-by ppr:4:node --bind-to core ")
+    for name in ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "NCCL_ALGO"):
+        assert f"-x {name}" in text
+    assert "--hostfile" not in text
+    assert "--map-by ppr:4:node:PE=16" in line(system("mpirun", gpus=0), threads=16)
+    assert '--hostfile "$PBS_NODEFILE"' in line(system("mpirun", "pbs", gpus=0))
+
+
+def test_torchrun_one_agent_per_node_through_srun() -> None:
+    text = line(system("torchrun", torchrun_via="srun"))
+    assert text.startswith("srun --nodes=2 --ntasks-per-node=1 python3 -m torch.distributed.run "
+                           "--nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
+                           '--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" ')
+    assert text.endswith("-m scalestudy.workload --model resnet50")
+
+
+def test_torchrun_through_mpiexec_runs_a_command_without_python() -> None:
+    text = line(system("torchrun", "pbs", torchrun_via="mpiexec"), command=["./train", "a b"])
+    assert text.startswith("mpiexec --np 2 --ppn 1 ")
+    assert text.endswith("--no-python ./train 'a b'")
+
+
+def test_torchrun_without_a_way_to_start_agents_is_an_error() -> None:
+    with pytest.raises(ScalestudyError, match="torchrun_via"):
+        line(system("torchrun"))
+
+
+def test_spec_values_are_never_shell_words() -> None:
+    words = launch_words(Launch(run=RUN, system=system("srun"), python="python3",
+                                module_args=None, command=["$(id)", "`id`"], threads=1))
+    assert [w for w in words if isinstance(w, Shell)] == []
+    assert shell_words(words).endswith("'$(id)' '`id`'")

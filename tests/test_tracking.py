@@ -1,0 +1,157 @@
+"""Submission and tracking against a scheduler faked at the process boundary.
+
+The fake plays sbatch/sacct/scancel from a table of job states; the real Slurm is
+exercised in test_e2e_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from scalestudy.runner import make_plan
+from scalestudy.schedulers import SubmitError
+from scalestudy.tracking import cancel_runs, follow, journal, refresh, submit_runs
+
+PROFILE = """
+name: fake
+scheduler: slurm
+launcher: srun
+max_nodes: 8
+"""
+SPEC = """
+name: t
+system: {profile}
+grid: {{nodes: [1, 2], batch_size: [8, 16]}}
+"""
+
+
+class FakeSlurm:
+    """sbatch hands out ids; sacct reports `states` (id -> 'STATE|exit'); scancel records."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.next_id = 100
+        self.states: dict[str, str] = {}
+        self.calls: list[list[str]] = []
+        self.fail_after = fail_after
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str, str]:
+        self.calls.append(list(argv))
+        if argv[0] == "sbatch":
+            if self.fail_after is not None and self.next_id - 100 >= self.fail_after:
+                return 1, "", "sbatch: error: Slurm temporarily unable to accept job"
+            self.next_id += 1
+            self.states[str(self.next_id)] = "PENDING|0:0"
+            return 0, f"{self.next_id}\n", ""
+        if argv[0] == "sacct":
+            ids = argv[argv.index("-j") + 1].split(",")
+            rows = [f"{i}|{self.states[i]}|None" for i in ids if i in self.states]
+            return 0, "\n".join(rows) + "\n", ""
+        if argv[0] == "scancel":
+            for i in argv[1:]:
+                self.states[i] = "CANCELLED by 0|0:15"
+            return 0, "", ""
+        raise AssertionError(f"unexpected command {argv}")
+
+    def submitted(self) -> int:
+        return sum(1 for c in self.calls if c[0] == "sbatch")
+
+
+@pytest.fixture
+def plan(tmp_path: Path):
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    return make_plan(tmp_path / "study.yaml", tmp_path / "results")
+
+
+def finish(plan, fake: FakeSlurm, job_id: str, state: str, throughput: float | None) -> None:
+    fake.states[job_id] = state
+    if throughput is not None:
+        entry = next(e for e in journal(plan).entries() if e["job_id"] == job_id)
+        run_dir = plan.directory / "runs" / entry["run_id"]
+        (run_dir / "metrics.jsonl").write_text(json.dumps({"throughput": throughput}) + "\n")
+
+
+def test_submit_records_each_job_and_a_rerun_submits_nothing_twice(plan) -> None:
+    fake = FakeSlurm()
+    done = submit_runs(plan, plan.runs, runner=fake)
+    assert [job for _, job in done.submitted] == ["101", "102", "103", "104"]
+    assert [e["job_id"] for e in journal(plan).entries()] == ["101", "102", "103", "104"]
+    assert all((plan.run_dir(r) / "job.sh").is_file() for r in plan.runs)
+    again = submit_runs(plan, plan.runs, runner=fake)
+    assert again.submitted == [] and again.active == 4
+    assert fake.submitted() == 4
+
+
+def test_a_failing_sbatch_keeps_what_was_submitted(plan) -> None:
+    fake = FakeSlurm(fail_after=2)
+    with pytest.raises(SubmitError, match="2 job.s. were submitted before this"):
+        submit_runs(plan, plan.runs, runner=fake)
+    assert len(journal(plan).entries()) == 2
+    fake.fail_after = None
+    done = submit_runs(plan, plan.runs, runner=fake)
+    assert len(done.submitted) == 2
+    assert sorted(e["run_id"] for e in journal(plan).entries()) == sorted(
+        r.run_id for r in plan.runs)
+
+
+def test_max_jobs_throttles_and_follow_submits_the_rest(plan) -> None:
+    fake = FakeSlurm()
+    done = submit_runs(plan, plan.runs, max_jobs=2, runner=fake)
+    assert len(done.submitted) == 2 and len(done.waiting) == 2
+
+    def tick(_: float) -> None:  # each poll, the running jobs finish
+        for job_id, st in list(fake.states.items()):
+            if st.startswith("PENDING"):
+                finish(plan, fake, job_id, "COMPLETED|0:0", 100.0)
+
+    views = follow(plan, plan.runs, done.waiting, max_jobs=2, runner=fake, sleep=tick)
+    assert {v.state for v in views.values()} == {"completed"}
+    assert fake.submitted() == 4
+    queries = [c for c in fake.calls if c[0] == "sacct"]
+    assert all(len(q) == len(queries[0]) for q in queries)  # one batched query per cycle
+
+
+def test_ended_jobs_are_settled_with_their_reasons(plan) -> None:
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs, runner=fake)
+    finish(plan, fake, "101", "COMPLETED|0:0", 50.0)
+    finish(plan, fake, "102", "COMPLETED|0:0", None)
+    finish(plan, fake, "103", "TIMEOUT|0:15", None)
+    finish(plan, fake, "104", "RUNNING|0:0", None)
+    views = {v.job_id: v for v in refresh(plan, fake).values()}
+    assert views["101"].state == "completed"
+    assert views["102"].state == "failed" and "no metrics record" in views["102"].reason
+    assert views["103"].state == "failed" and "walltime exceeded" in views["103"].reason
+    assert views["104"].state == "running"
+    # settled runs are not asked about again; a new submission re-runs the failed ones
+    fake.calls.clear()
+    refresh(plan, fake)
+    assert fake.calls[0][fake.calls[0].index("-j") + 1] == "104"
+    done = submit_runs(plan, plan.runs, runner=fake)
+    assert len(done.submitted) == 2
+    run_102 = next(e["run_id"] for e in journal(plan).entries() if e["job_id"] == "102")
+    assert (plan.directory / "runs" / run_102 / "attempts" / "1" / "status.json").is_file()
+
+
+def test_a_job_the_scheduler_forgot_is_lost_after_a_grace_period(plan, monkeypatch) -> None:
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs[:1], runner=fake)
+    del fake.states["101"]
+    assert refresh(plan, fake)[plan.runs[0].run_id].state == "submitted"
+    monkeypatch.setattr("scalestudy.tracking.GRACE_S", -1.0)
+    view = refresh(plan, fake)[plan.runs[0].run_id]
+    assert view.state == "failed" and "lost" in view.reason
+
+
+def test_cancel_cancels_only_active_jobs(plan) -> None:
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs, runner=fake)
+    finish(plan, fake, "101", "COMPLETED|0:0", 10.0)
+    assert cancel_runs(plan, fake) == ["102", "103", "104"]
+    views = refresh(plan, fake)
+    assert sorted(v.state for v in views.values()) == ["completed", "failed", "failed", "failed"]
+    assert all("cancelled" in v.reason for v in views.values() if v.state == "failed")
