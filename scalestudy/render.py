@@ -106,7 +106,9 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         queue=(job.partition if system.scheduler == "slurm" else job.queue) or opts.queue,
         qos=job.qos or opts.qos,
         constraint=job.constraint or opts.constraint,
-        stdout=str(run_dir / "stdout.log"),
+        # PBS joins both streams into its own log (the script then writes stdout.log and
+        # stderr.log itself: Torque-style qsub wrappers override -o).
+        stdout=str(run_dir / ("pbs.log" if system.scheduler == "pbs" else "stdout.log")),
         stderr=str(run_dir / "stderr.log"),
         gpus_directive=opts.gpus_directive,
         select_terms=dict(opts.select_terms),

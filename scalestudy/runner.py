@@ -6,6 +6,7 @@ reports progress). Heavy modules (pandas, matplotlib) are imported only where us
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,8 +156,19 @@ def runs_to_do(plan: Plan, only: str | None) -> list[Run]:
 
 
 def collect(plan: Plan) -> Any:
-    """Gather every planned run into results/<study>/runs.csv; returns the DataFrame."""
+    """Gather every planned run into results/<study>/runs.csv; returns the DataFrame.
+
+    On a scheduler, jobs that ended since the last look are settled first (one query);
+    where the scheduler cannot be asked (results copied elsewhere), the files decide.
+    """
     from scalestudy.collect import collect as collect_runs
+
+    if plan.system.scheduler != "local" and (plan.directory / "jobs.jsonl").exists():
+        from scalestudy.schedulers import SubmitError
+        from scalestudy.tracking import refresh
+
+        with contextlib.suppress(SubmitError):
+            refresh(plan)
 
     return collect_runs(plan.directory, [r.params() for r in plan.runs])
 

@@ -18,16 +18,16 @@ from typing import Any
 
 from scalestudy.schedulers import JobState, Scheduler, SubmitError
 
-# (argv) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
-CommandRunner = Callable[[Sequence[str]], tuple[int, str, str]]
+# (argv, cwd=None) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
+CommandRunner = Callable[..., tuple[int, str, str]]
 TIMEOUT_S = 120.0
 
 
-def run_command(argv: Sequence[str]) -> tuple[int, str, str]:
+def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
     """Run a scheduler command; a missing command is a SubmitError that names it."""
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, cwd=cwd)
     except FileNotFoundError:
         raise SubmitError(
             f"{argv[0]}: command not found. Run scalestudy where the scheduler's commands "
@@ -82,9 +82,10 @@ class Journal:
 
 
 def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command) -> str:
-    """Submit one job script; its job id, or SubmitError with the command's stderr."""
+    """Submit one job script from its run directory (where a scheduler's default output
+    files land); its job id, or SubmitError with the command's stderr."""
     argv = scheduler.submit_argv(str(script))
-    code, out, err = runner(argv)
+    code, out, err = runner(argv, cwd=script.parent)
     return scheduler.parse_submit(code, out, err)
 
 

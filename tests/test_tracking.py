@@ -38,7 +38,7 @@ class FakeSlurm:
         self.calls: list[list[str]] = []
         self.fail_after = fail_after
 
-    def __call__(self, argv: Sequence[str]) -> tuple[int, str, str]:
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
         self.calls.append(list(argv))
         if argv[0] == "sbatch":
             if self.fail_after is not None and self.next_id - 100 >= self.fail_after:
@@ -88,7 +88,7 @@ def test_submit_records_each_job_and_a_rerun_submits_nothing_twice(plan) -> None
 
 def test_a_failing_sbatch_keeps_what_was_submitted(plan) -> None:
     fake = FakeSlurm(fail_after=2)
-    with pytest.raises(SubmitError, match="2 job.s. were submitted before this"):
+    with pytest.raises(SubmitError, match=r"2 job\(s\) were submitted before this"):
         submit_runs(plan, plan.runs, runner=fake)
     assert len(journal(plan).entries()) == 2
     fake.fail_after = None
