@@ -72,10 +72,11 @@ class PBSPro(Scheduler):
     def directives(self, job: JobRequest) -> list[str]:
         """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""
         chunk = [str(job.nodes)]
-        chunk.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
-        if job.gpus_per_node:
-            chunk.append(f"ngpus={job.gpus_per_node}")
-        chunk.append(f"mpiprocs={job.ranks_per_node}")
+        if job.gpus_directive != "none":  # sites that schedule below whole nodes
+            chunk.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
+            if job.gpus_per_node:
+                chunk.append(f"ngpus={job.gpus_per_node}")
+            chunk.append(f"mpiprocs={job.ranks_per_node}")
         for key, value in job.select_terms.items():
             chunk.append(f"{check_token('select term', key)}={check_token('select term', value)}")
         d = [f"-N {check_token('job name', job.name)[:236]}", f"-l select={':'.join(chunk)}"]

@@ -30,7 +30,8 @@ class SchedulerOptions(_Data):
     constraint: str | None = Field(None, description="Slurm -C (e.g. gpu on Perlmutter)")
     qos: str | None = Field(None, description="Slurm -q")
     gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
-        "gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing"
+        "gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing; "
+        "PBS: gpus-per-node asks ncpus/ngpus/mpiprocs in -l select, none asks whole nodes"
     )
     select_terms: dict[str, str] = Field(
         default_factory=dict, description="PBS: extra terms of -l select (e.g. system: polaris)"
@@ -78,6 +79,11 @@ class SystemProfile(_Data):
     )
     max_nodes: int = Field(1, ge=1, description="the most nodes a run may ask for")
     gpu_binding: str = Field("", description="how each rank gets its GPU, in words")
+    master_addr_suffix: str = Field(
+        "", pattern=r"^[A-Za-z0-9.-]*$",
+        description="appended to the first node's name for the rendezvous address "
+        "(JUWELS: `i`, the InfiniBand name)",
+    )
     python: str | None = Field(
         None, description="the Python on compute nodes; null: the one running scalestudy"
     )

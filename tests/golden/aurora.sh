@@ -1,0 +1,59 @@
+#!/bin/bash
+#PBS -N conv-55d2732f7b
+#PBS -l select=2
+#PBS -l place=scatter
+#PBS -l walltime=01:00:00
+#PBS -l filesystems=home:flare
+#PBS -A MyProject
+#PBS -q prod
+#PBS -j oe
+#PBS -k doe
+#PBS -o /scratch/results/conv/runs/55d2732f7b/pbs.log
+# scalestudy 0.1.0: study conv, run 55d2732f7b (repeat 0)
+# 2 node(s) x 12 rank(s)/node = 24 rank(s);
+# per-GPU batch 32, global batch 768; backend ddp, tuning default
+# system aurora: pbs + mpiexec; GPUs: one tile per rank, chosen by the program: each rank sets xpu:PALS_LOCAL_RANKID among the 12 tile devices the frameworks module exposes (ZE_FLAT_DEVICE_HIERARCHY=FLAT); no per-rank ZE_AFFINITY_MASK wrapper
+# Submit by hand with: qsub /scratch/results/conv/runs/55d2732f7b/job.sh
+set -euo pipefail
+cd /scratch/results/conv/runs/55d2732f7b
+# The job's output goes next to its record, whatever -o the submitter used.
+exec > stdout.log 2> stderr.log
+
+# --- site and study setup ---
+set +u
+module load frameworks
+set -u
+export MPI_PROVIDER="${FI_PROVIDER:-}"
+unset MPIR_CVAR_CH4_POSIX_COLL_SELECTION_TUNING_JSON_FILE MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE
+
+# --- environment: 8 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=8
+export CCL_PROCESS_LAUNCHER=pmix
+export CCL_ATL_TRANSPORT=mpi
+export CCL_ALLREDUCE_SCALEOUT='direct:0-1048576;rabenseifner:1048577-max'
+export CCL_BCAST=double_tree
+export CCL_KVS_MODE=mpi
+export CCL_CONFIGURATION_PATH=''
+export CCL_CONFIGURATION=cpu_gpu_dpcpp
+export CCL_KVS_CONNECTION_TIMEOUT=600
+export CCL_ZE_CACHE_OPEN_IPC_HANDLES_THRESHOLD=1024
+export CCL_KVS_USE_MPI_RANKS=1
+
+# --- provenance: the job's environment, next to the log ---
+env | LC_ALL=C sort > env.txt
+# PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
+awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
+
+# Rank 0's node and a port derived from the job id (jobs may share nodes).
+MASTER_ADDR="$(head -n 1 hosts.txt)"
+job_number="${PBS_JOBID%%.*}"
+MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 20000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: mpiexec ---
+set +e
+mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/55d2732f7b/metrics.jsonl
+rc=$?
+set -e
+echo "$rc" > exit_code
+exit "$rc"

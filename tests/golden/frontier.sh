@@ -1,0 +1,66 @@
+#!/bin/bash
+#SBATCH --job-name=conv-5003b6e9ac
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=14
+#SBATCH -t 01:00:00
+#SBATCH -A MyProject
+#SBATCH -p batch
+#SBATCH --output=/scratch/results/conv/runs/5003b6e9ac/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/5003b6e9ac/stderr.log
+#SBATCH --network=disable_rdzv_get
+# scalestudy 0.1.0: study conv, run 5003b6e9ac (repeat 0)
+# 2 node(s) x 4 rank(s)/node = 8 rank(s);
+# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# system frontier: slurm + srun; GPUs: one GCD per rank: srun --gpus-per-task=1 --gpu-bind=closest maps each rank to the GCD attached to the L3 region of its cores; the rank sees a single device (cuda:0)
+# Submit by hand with: sbatch /scratch/results/conv/runs/5003b6e9ac/job.sh
+set -euo pipefail
+cd /scratch/results/conv/runs/5003b6e9ac
+
+# --- site and study setup ---
+set +u
+module load PrgEnv-gnu/8.7.0
+module load cpe/26.03
+module load miniforge3/23.11.0-0
+module load rocm/7.1.1
+module load rccl-net-plugin
+module load craype-accel-amd-gfx90a
+set -u
+export LD_LIBRARY_PATH="$CRAY_LD_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MIOPEN_USER_DB_PATH="/tmp/miopen-cache-${SLURM_JOB_ID:-$$}"
+export MIOPEN_CUSTOM_CACHE_DIR="$MIOPEN_USER_DB_PATH"
+rm -rf "$MIOPEN_USER_DB_PATH" && mkdir -p "$MIOPEN_USER_DB_PATH"
+
+# --- environment: 14 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=14
+export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3
+export NCCL_CROSS_NIC=1
+export NCCL_NET_GDR_LEVEL=PHB
+export HSA_FORCE_FINE_GRAIN_PCIE=1
+export FI_MR_CACHE_MONITOR=kdreg2
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+export FI_CXI_RDZV_PROTO=alt_read
+export FI_CXI_RDZV_EAGER_SIZE=0
+export FI_CXI_RDZV_THRESHOLD=0
+export FI_CXI_RDZV_GET_MIN=0
+export FI_CXI_DEFAULT_TX_SIZE=2048
+export FI_CXI_RX_MATCH_MODE=hybrid
+
+# --- provenance: the job's environment, next to the log ---
+env | LC_ALL=C sort > env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+
+# Rank 0's node and a port derived from the job id (jobs may share nodes).
+MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: srun ---
+set +e
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/5003b6e9ac/metrics.jsonl
+rc=$?
+set -e
+echo "$rc" > exit_code
+exit "$rc"

@@ -1,0 +1,37 @@
+#!/bin/bash
+#SBATCH --job-name=conv-5f4eb3d48d
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=1
+#SBATCH -t 01:00:00
+#SBATCH -A MyProject
+#SBATCH --output=/scratch/results/conv/runs/5f4eb3d48d/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/5f4eb3d48d/stderr.log
+# scalestudy 0.1.0: study conv, run 5f4eb3d48d (repeat 0)
+# 2 node(s) x 4 rank(s)/node = 8 rank(s);
+# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# system generic-slurm: slurm + srun; GPUs: all GPUs of the node visible to every rank (no --gpu-bind); rank uses cuda:SLURM_LOCALID
+# Submit by hand with: sbatch /scratch/results/conv/runs/5f4eb3d48d/job.sh
+set -euo pipefail
+cd /scratch/results/conv/runs/5f4eb3d48d
+
+# --- environment: 1 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=1
+
+# --- provenance: the job's environment, next to the log ---
+env | LC_ALL=C sort > env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+
+# Rank 0's node and a port derived from the job id (jobs may share nodes).
+MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: srun ---
+set +e
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/5f4eb3d48d/metrics.jsonl
+rc=$?
+set -e
+echo "$rc" > exit_code
+exit "$rc"

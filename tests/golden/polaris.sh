@@ -1,0 +1,57 @@
+#!/bin/bash
+#PBS -N conv-575318459e
+#PBS -l select=2:system=polaris
+#PBS -l place=scatter
+#PBS -l walltime=01:00:00
+#PBS -l filesystems=home:eagle
+#PBS -A MyProject
+#PBS -q debug-scaling
+#PBS -j oe
+#PBS -k doe
+#PBS -o /scratch/results/conv/runs/575318459e/pbs.log
+# scalestudy 0.1.0: study conv, run 575318459e (repeat 0)
+# 2 node(s) x 4 rank(s)/node = 8 rank(s);
+# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# system polaris: pbs + mpiexec; GPUs: one GPU per rank: set_affinity_gpu_polaris.sh exports CUDA_VISIBLE_DEVICES=(3 - PMI_LOCAL_RANK % 4), the GPU on the rank's NUMA domain; each rank then sees a single device (cuda:0)
+# Submit by hand with: qsub /scratch/results/conv/runs/575318459e/job.sh
+set -euo pipefail
+cd /scratch/results/conv/runs/575318459e
+# The job's output goes next to its record, whatever -o the submitter used.
+exec > stdout.log 2> stderr.log
+
+# --- site and study setup ---
+set +u
+module use /soft/modulefiles
+module load conda
+conda activate
+set -u
+export LD_LIBRARY_PATH="/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:/soft/libraries/hwloc/lib/${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- environment: 8 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=8
+export NCCL_NET_GDR_LEVEL=PHB
+export NCCL_CROSS_NIC=1
+export NCCL_COLLNET_ENABLE=1
+export NCCL_NET='AWS Libfabric'
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_MR_CACHE_MONITOR=userfaultfd
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+
+# --- provenance: the job's environment, next to the log ---
+env | LC_ALL=C sort > env.txt
+# PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
+awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
+
+# Rank 0's node and a port derived from the job id (jobs may share nodes).
+MASTER_ADDR="$(head -n 1 hosts.txt)"
+job_number="${PBS_JOBID%%.*}"
+MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 20000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: mpiexec ---
+set +e
+mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/575318459e/metrics.jsonl
+rc=$?
+set -e
+echo "$rc" > exit_code
+exit "$rc"

@@ -1,0 +1,228 @@
+"""Site profiles: every shipped profile loads and is self-consistent; user profiles load
+by path; mistakes in a profile are one clean error. Also checks tests/data/conventions.yaml,
+the per-site rules that rendered job scripts are held to.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from scalestudy.errors import SpecError
+from scalestudy.systems import SystemProfile, available, load_system
+from tests.conftest import ROOT, run_cli
+
+SHIPPED = ["aurora", "frontier", "generic-pbs", "generic-slurm", "juwels-booster", "local",
+           "perlmutter", "polaris"]
+CLUSTERS = [name for name in SHIPPED if name != "local"]
+CONVENTIONS = ROOT / "tests" / "data" / "conventions.yaml"
+WALLTIME = re.compile(r"^(?:\d+-)?\d{1,3}:[0-5]\d:[0-5]\d$")
+
+
+def is_https(url: str) -> bool:
+    parts = urlparse(url)
+    return parts.scheme == "https" and bool(parts.netloc)
+
+
+@pytest.fixture(scope="module")
+def conventions() -> dict:
+    return yaml.safe_load(CONVENTIONS.read_text(encoding="utf-8"))
+
+
+def test_available_lists_every_shipped_profile() -> None:
+    names = available()
+    assert names == sorted(names)
+    assert set(SHIPPED) <= set(names)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_profile_loads_and_names_its_sources(name: str) -> None:
+    profile = load_system(name)
+    assert isinstance(profile, SystemProfile)
+    assert profile.name == name
+    assert profile.description
+    assert profile.docs, "a profile lists the pages its facts come from"
+    assert all(is_https(url) for url in profile.docs), profile.docs
+    assert len(set(profile.docs)) == len(profile.docs)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_scheduler_and_launcher_agree(name: str) -> None:
+    p = load_system(name)
+    via = p.launcher_options.torchrun_via
+    if p.scheduler == "pbs":
+        assert p.launcher == "mpiexec" or (p.launcher == "torchrun" and via == "mpiexec")
+    elif p.scheduler == "slurm":
+        assert p.launcher in ("srun", "mpirun") or (p.launcher == "torchrun" and via == "srun")
+    else:
+        assert (p.scheduler, p.launcher) == ("local", "torchrun")
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_cluster_profile_shape(name: str) -> None:
+    p = load_system(name)
+    assert p.gpus_per_node > 0, "every shipped cluster profile is a GPU system"
+    assert p.max_nodes > 1
+    assert p.gpu_binding, "say how a rank gets its GPU"
+    if p.cores_per_node is not None:
+        assert p.cores_per_node >= p.gpus_per_node
+    s = p.scheduler_options
+    if s.max_walltime is not None:
+        assert WALLTIME.match(s.max_walltime), s.max_walltime
+    if p.scheduler == "pbs":  # Slurm-only settings stay empty on PBS sites, and vice versa
+        assert s.constraint is None and s.qos is None and s.gpus_directive == "none"
+        assert p.launcher_options.gpu_bind is None and p.launcher_options.gpus_per_task is None
+    else:
+        assert not s.select_terms and s.place is None and s.filesystems is None
+        assert p.launcher_options.depth is None
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_quoted_values_need_no_shell_expansion(name: str) -> None:
+    # env values and launcher arguments are written shell-quoted: anything that needs
+    # $VAR expanded belongs in `setup`.
+    p = load_system(name)
+    for value in [*p.env.values(), *p.launcher_options.extra_args]:
+        assert "$" not in value and "`" not in value, f"{name}: {value!r}"
+
+
+def test_alcf_mandatory_pbs_terms() -> None:
+    for name in ("polaris", "aurora"):
+        s = load_system(name).scheduler_options
+        assert s.account_required and s.filesystems and s.place == "scatter"
+        assert s.max_walltime is not None
+    assert load_system("polaris").scheduler_options.select_terms == {"system": "polaris"}
+
+
+def test_aurora_cpu_list_fits_twelve_ranks_and_skips_reserved_cores() -> None:
+    p = load_system("aurora")
+    kind, _, spec = p.launcher_options.cpu_bind.partition(":")
+    assert kind == "list"
+    cores: list[set[int]] = []
+    for entry in spec.split(":"):
+        first, _, last = entry.partition("-")
+        cores.append(set(range(int(first), int(last or first) + 1)))
+    assert len(cores) == p.gpus_per_node == 12
+    used = set().union(*cores)
+    assert len(used) == sum(len(c) for c in cores), "no core in two ranks"
+    assert not used & {0, 52, 104, 156}, "cores reserved for the system"
+    assert all(max(c) < 52 for c in cores[:6]) and all(min(c) > 52 for c in cores[6:])
+
+
+def test_slurm_site_directives() -> None:
+    perlmutter = load_system("perlmutter")
+    assert perlmutter.scheduler_options.constraint == "gpu"
+    juwels = load_system("juwels-booster").scheduler_options
+    assert (juwels.queue, juwels.gpus_directive, juwels.account_required) == ("booster", "gres",
+                                                                               True)
+    frontier = load_system("frontier")
+    assert frontier.scheduler_options.account_required
+    assert (frontier.launcher_options.gpus_per_task,
+            frontier.launcher_options.gpu_bind) == (1, "closest")
+
+
+def test_generic_profiles_carry_no_site_terms() -> None:
+    for name in ("generic-slurm", "generic-pbs"):
+        p = load_system(name)
+        s = p.scheduler_options
+        assert not s.account_required and s.queue is None and s.constraint is None
+        assert not s.select_terms and s.filesystems is None and not s.extra
+        assert not p.setup and not p.env
+        assert p.max_nodes >= 1024
+
+
+def test_cli_systems_lists_every_profile() -> None:
+    done = run_cli("systems", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    assert set(SHIPPED) <= listed
+    for line in done.stdout.splitlines():
+        name, scheduler, launcher = line.split()[:3]
+        profile = load_system(name)
+        assert (scheduler, launcher) == (profile.scheduler, profile.launcher)
+
+
+def test_user_profile_loads_by_path(tmp_path: Path) -> None:
+    path = tmp_path / "mysite.yaml"
+    path.write_text(
+        "name: mysite\n"
+        "scheduler: slurm\n"
+        "launcher: srun\n"
+        "gpus_per_node: 8\n"
+        "cores_per_node: 96\n"
+        "max_nodes: 64\n"
+        "docs: [https://example.org/userguide]\n"
+        "scheduler_options: {queue: gpu, account_required: true, gpus_directive: gres}\n"
+        "launcher_options: {gpus_per_task: 1, gpu_bind: closest}\n"
+        "env: {NCCL_DEBUG: WARN}\n",
+        encoding="utf-8",
+    )
+    profile = load_system(str(path))
+    assert (profile.name, profile.gpus_per_node, profile.max_nodes) == ("mysite", 8, 64)
+    assert profile.scheduler_options.gpus_directive == "gres"
+    assert profile.launcher_options.gpu_bind == "closest"
+    assert profile.env == {"NCCL_DEBUG": "WARN"}
+
+
+def test_missing_profile_file_is_a_spec_error(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="not found"):
+        load_system(str(tmp_path / "nowhere.yaml"))
+
+
+@pytest.mark.parametrize("text, key", [
+    ("name: bad\nscheduler: slurm\nlauncher: srun\ngpus_per_nod: 4\n", "gpus_per_nod"),
+    ("name: bad\nscheduler: pbs\nlauncher: mpiexec\nscheduler_options: {filesystem: home}\n",
+     "filesystem"),
+])
+def test_unknown_key_is_one_clean_spec_error(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        load_system(str(path))
+    message = str(caught.value)
+    assert key in message and str(path) in message
+    assert "Traceback" not in message and "pydantic" not in message.lower()
+
+
+def test_unknown_system_name_lists_the_valid_ones() -> None:
+    with pytest.raises(SpecError) as caught:
+        load_system("summit")
+    assert all(name in str(caught.value) for name in SHIPPED)
+
+
+# ---- tests/data/conventions.yaml ----------------------------------------------------------
+
+
+def test_conventions_cover_every_cluster_profile(conventions: dict) -> None:
+    assert set(conventions) == set(CLUSTERS)
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_convention_entries_are_well_formed(conventions: dict, name: str) -> None:
+    site = conventions[name]
+    assert set(site) <= {"checks", "forbidden"} and site["checks"]
+    for kind in ("checks", "forbidden"):
+        for entry in site.get(kind, []):
+            assert set(entry) == {"pattern", "source", "why"}, entry
+            re.compile(entry["pattern"])
+            assert is_https(entry["source"]), entry["source"]
+            assert entry["why"].strip()
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_convention_sources_are_pages_a_profile_cites(conventions: dict, name: str) -> None:
+    # The rules come from the same pages as the profiles (the ALCF-wide PBS page and the
+    # Slurm/PBS manuals serve several profiles).
+    cited = {url for n in CLUSTERS for url in load_system(n).docs}
+    site = conventions[name]
+    for entry in site["checks"] + site.get("forbidden", []):
+        assert entry["source"] in cited, entry["source"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
