@@ -12,9 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`scalestudy ARGS` in a fresh interpreter, as a user runs it."""
+def run_cli(*args: str, cwd: Path, timeout: float = 600,
+            path: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`scalestudy ARGS` in a fresh interpreter, as a user runs it (`path`: its PATH)."""
     env = {k: v for k, v in os.environ.items() if k != "SCALESTUDY_DEBUG"}
+    if path is not None:
+        env["PATH"] = path
     return subprocess.run(
         [sys.executable, "-c", "from scalestudy.cli import main; main()", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,

@@ -86,3 +86,28 @@ def test_systems_lists_local(tmp_path: Path) -> None:
     done = run_cli("systems", cwd=tmp_path)
     assert done.returncode == 0
     assert any(line.startswith("local ") for line in done.stdout.splitlines())
+
+
+def test_cluster_spec_errors_before_anything_is_submitted(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: c\nsystem: polaris\ngrid: {nodes: [1, 600]}\n"
+                    "job: {partition: gpu, walltime: '48:00:00'}\n")
+    done = run_cli("run", str(spec), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert any("grid.nodes: 600 node(s) is more than system 'polaris' allows" in ln for ln in lines)
+    assert any("job.partition: system 'polaris' uses pbs, which has no partition" in ln
+               for ln in lines)
+    assert any("requires an account" in ln for ln in lines)
+    assert any("job.walltime: 48:00:00 is longer than system 'polaris' allows" in ln
+               for ln in lines)
+    assert not (tmp_path / "results").exists()
+
+
+def test_missing_sbatch_is_a_clear_error(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: c\nsystem: generic-slurm\njob: {account: a}\n")
+    done = run_cli("run", str(spec), cwd=tmp_path, path="/nonexistent")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "error: sbatch: command not found" in done.stderr
+    assert "0 job(s) were submitted before this" in done.stderr

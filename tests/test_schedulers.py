@@ -164,3 +164,10 @@ def test_local_has_no_queue() -> None:
     assert local.directives(JOB) == []
     with pytest.raises(ScalestudyError, match="no scheduler"):
         local.submit_argv("job.sh")
+
+
+def test_torque_style_qstat_of_slurms_wrapper() -> None:
+    pbs = schedulers.get("pbs")
+    states = pbs.parse_states(["qstat", "-f", "18"],
+                              (DATA / "pbs" / "torque-qstat-f.txt").read_text())
+    assert {k: (v.state, v.raw) for k, v in states.items()} == {"18": (COMPLETED, "C")}
