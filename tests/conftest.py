@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# The real-Slurm fixture (`slurm_cluster`), for every test module.
+pytest_plugins = ["tests.slurm_testbed"]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -44,10 +44,11 @@ env | LC_ALL=C sort > env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
 awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
 
-# Rank 0's node and a port derived from the job id (jobs may share nodes).
+# Rank 0's node, and a port from the job id (jobs may share nodes) below the
+# kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
 MASTER_ADDR="$(head -n 1 hosts.txt)"
 job_number="${PBS_JOBID%%.*}"
-MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 20000 ))
+MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---

@@ -32,9 +32,10 @@ export CUDA_VISIBLE_DEVICES=3,2,1,0
 env | LC_ALL=C sort > env.txt
 scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
 
-# Rank 0's node and a port derived from the job id (jobs may share nodes).
+# Rank 0's node, and a port from the job id (jobs may share nodes) below the
+# kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
 MASTER_ADDR="$(head -n 1 hosts.txt)"
-MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
