@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import traceback
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,11 @@ def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     except jinja2.TemplateError as exc:
         where = getattr(exc, "filename", None) or f"{system.scheduler}.sh.j2"
         line = getattr(exc, "lineno", None)
+        # Runtime errors (an undefined variable) carry the place in Jinja's traceback.
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if f.filename.endswith(".j2")]
+        if line is None and frames:
+            where, line = frames[-1].filename, frames[-1].lineno
         raise ScalestudyError(
             f"{where}{':' + str(line) if line else ''}: job template error: {exc.message}"
         ) from None

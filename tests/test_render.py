@@ -99,3 +99,33 @@ def _yaml_str(value: str) -> str:
     import json
 
     return json.dumps(value)  # JSON strings are YAML strings
+
+
+def test_a_spec_can_bring_its_own_templates(tmp_path: Path) -> None:
+    mine = tmp_path / "my-templates"
+    mine.mkdir()
+    (mine / "local.sh.j2").write_text(
+        '#!/bin/bash\n# site template for {{ run.run_id }}\n{% include "_environment.sh.j2" %}\n')
+    spec = tmp_path / "study.yaml"
+    spec.write_text("name: own\njob: {template_dir: my-templates}\n")
+    from scalestudy.runner import make_plan
+
+    plan = make_plan(spec, tmp_path / "results")
+    run = plan.runs[0]
+    text = render(plan.study, plan.system, run, tmp_path / "r")
+    assert text.startswith(f"#!/bin/bash\n# site template for {run.run_id}\n")
+    assert "export OMP_NUM_THREADS=1" in text  # shipped partials fill the gaps
+
+
+def test_a_template_error_names_the_template(tmp_path: Path) -> None:
+    from scalestudy.errors import ScalestudyError
+    from scalestudy.runner import make_plan
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "local.sh.j2").write_text("line one\n{{ no_such_variable }}\n")
+    spec = tmp_path / "study.yaml"
+    spec.write_text("name: own\njob: {template_dir: t}\n")
+    plan = make_plan(spec, tmp_path / "results")
+    with pytest.raises(ScalestudyError, match=r"local.sh.j2:2: job template error: "
+                                              r"'no_such_variable' is undefined"):
+        render(plan.study, plan.system, plan.runs[0], tmp_path / "r")

@@ -120,10 +120,13 @@ def test_squeue_fallback_states() -> None:
         "41005": RUNNING, "41006": PENDING, "41001": COMPLETED, "41002": FAILED}
 
 
-def test_scontrol_gives_the_exit_code() -> None:
-    job = schedulers.get("slurm").parse_scontrol(
-        (DATA / "slurm" / "scontrol-show-job.txt").read_text())
-    assert job is not None and (job.job_id, job.state, job.exit_code) == ("41002", FAILED, 2)
+def test_scontrol_is_the_last_fallback_and_gives_the_exit_code() -> None:
+    slurm = schedulers.get("slurm")
+    argv = slurm.query_argvs(["41002"])[2]
+    assert argv == ["scontrol", "-o", "show", "job"]
+    states = slurm.parse_states(argv, (DATA / "slurm" / "scontrol-show-job.txt").read_text())
+    job = states["41002"]
+    assert (job.job_id, job.state, job.exit_code) == ("41002", FAILED, 2)
 
 
 def test_pbs_json_states() -> None:

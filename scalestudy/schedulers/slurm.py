@@ -97,15 +97,21 @@ class Slurm(Scheduler):
         return job_id
 
     def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
-        """sacct first (accounting); squeue -t all when accounting is off."""
+        """sacct first (accounting); squeue -t all when accounting is off; then
+        `scontrol -o show job` (every job slurmctld still holds, with exit codes)."""
         ids = ",".join(job_ids)
         return [
             ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS],
             ["squeue", "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
+            ["scontrol", "-o", "show", "job"],
         ]
 
     def parse_states(self, argv: Sequence[str], stdout: str) -> dict[str, JobState]:
-        """Rows of `sacct -P` (id|state|exit|reason) or `squeue -o %i|%T|%r`."""
+        """Rows of `sacct -P` (id|state|exit|reason), `squeue -o %i|%T|%r`, or
+        `scontrol -o show job` (one job per line)."""
+        if argv[0] == "scontrol":
+            jobs = (self.parse_scontrol(line) for line in stdout.splitlines() if line.strip())
+            return {job.job_id: job for job in jobs if job is not None}
         states: dict[str, JobState] = {}
         from_sacct = argv[0] == "sacct"
         for line in stdout.splitlines():
@@ -123,12 +129,8 @@ class Slurm(Scheduler):
                                       None if reason in ("", "None") else reason)
         return states
 
-    def scontrol_argv(self, job_id: str) -> list[str]:
-        """`scontrol show job ID` (one job: the last fallback, gives the exit code)."""
-        return ["scontrol", "show", "job", "-o", job_id]
-
     def parse_scontrol(self, stdout: str) -> JobState | None:
-        """JobState from `scontrol show job -o` (key=value pairs)."""
+        """JobState from one line of `scontrol -o show job` (key=value pairs)."""
         fields = dict(re.findall(r"(\w+)=(\S*)", stdout))
         if "JobId" not in fields:
             return None
