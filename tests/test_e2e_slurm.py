@@ -111,6 +111,16 @@ job: {walltime: "00:10:00"}
 """
 
 
+def status_until(spec: Path, cwd: Path, wanted: str, timeout: float = 60) -> list[dict]:
+    """`scalestudy status --json` until every run is in `wanted` (or the time is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = json.loads(run_cli("status", str(spec), "--json", cwd=cwd).stdout)
+        if all(r["state"] == wanted for r in rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(1)
+
+
 def test_max_jobs_status_and_cancel_on_live_jobs(tmp_path: Path, slurm_cluster) -> None:
     study(tmp_path, "unused")
     spec = tmp_path / "sleeper.yaml"
@@ -120,21 +130,11 @@ def test_max_jobs_status_and_cancel_on_live_jobs(tmp_path: Path, slurm_cluster) 
     assert "1 job(s) submitted" in first.stdout and "1 held back by --max-jobs" in first.stdout
     second = run_cli("run", str(spec), cwd=tmp_path)  # a re-run submits only what is missing
     assert "1 job(s) submitted, 2 in the queue" in second.stdout
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        rows = json.loads(run_cli("status", str(spec), "--json", cwd=tmp_path).stdout)
-        if all(r["state"] == "running" for r in rows):
-            break
-        time.sleep(1)
+    rows = status_until(spec, tmp_path, "running")
     assert [r["state"] for r in rows] == ["running", "running"]
     cancelled = run_cli("cancel", str(spec), cwd=tmp_path)
     assert cancelled.returncode == 0 and "cancelled 2 job(s)" in cancelled.stdout
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        rows = json.loads(run_cli("status", str(spec), "--json", cwd=tmp_path).stdout)
-        if all(r["state"] == "failed" for r in rows):
-            break
-        time.sleep(1)
+    rows = status_until(spec, tmp_path, "failed")
     assert all(r["state"] == "failed" and "cancelled" in r["reason"] for r in rows), rows
     journal = (tmp_path / "results" / "sleeper" / "jobs.jsonl").read_text().splitlines()
     assert len(journal) == 2
