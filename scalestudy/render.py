@@ -63,10 +63,11 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
     return env
 
 
-def workload_args(study: Study, run: Run, run_dir: Path) -> tuple[list[str] | None,
-                                                                list[str] | None]:
+def workload_args(study: Study, run: Run, run_dir: Path,
+                  gpus: bool = False) -> tuple[list[str] | None, list[str] | None]:
     """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
     (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
+    On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
     """
     w = study.workload
     if w.kind == "synthetic":
@@ -76,6 +77,7 @@ def workload_args(study: Study, run: Run, run_dir: Path) -> tuple[list[str] | No
             "--precision", w.precision, "--warmup-iters", str(w.warmup_iters),
             "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
             "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
+            *(["--device", "cuda"] if gpus else []),
         ], None
     values = {**run.params(), "run_dir": str(run_dir)}
     return None, [arg.format(**values) for arg in w.command]
@@ -127,7 +129,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
     python = python or system.python or sys.executable
-    module_args, command = workload_args(study, run, run_dir)
+    module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0)
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     launch = Launch(run=run, system=system, python=python, module_args=module_args,

@@ -165,6 +165,18 @@ def test_fp16_on_cpu_is_a_one_line_error(tmp_path):
     )
 
 
+def test_a_gpu_job_without_a_gpu_fails_instead_of_running_on_cpu(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    cmd = [sys.executable, "-m", "scalestudy.workload", *TINY, "--device", "cuda"]
+    proc = run_workload(cmd, tmp_path)
+    assert proc.returncode == 2
+    assert "expects CUDA GPUs but torch sees none" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_help_and_arg_errors_do_not_import_torch_and_imports_stay_guest_safe(tmp_path):
     code = (
         "import sys, scalestudy.workload.__main__ as m\n"

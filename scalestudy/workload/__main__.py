@@ -61,6 +61,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batches-per-iter", type=_count(1), default=10, help="batches per iteration")
     p.add_argument("--backend", default="ddp", help="training backend (only ddp for now)")
     p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="auto: CUDA when present, else CPU; cuda: fail rather than fall back")
     p.add_argument("--metrics", type=Path, help="rank 0 appends one JSON record to this file")
     p.add_argument("--seed", type=int, default=42)
     args = p.parse_args(argv)
@@ -105,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         env = discover(os.environ)
-        device = ddp.select_device(env)
+        device = ddp.select_device(env, args.device)
         dist_backend = ddp.resolve_dist_backend(args.dist_backend, device)
         ddp.check_precision(args.precision, device)
         timeout = ddp.dist_timeout(os.environ)

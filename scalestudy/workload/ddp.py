@@ -42,8 +42,21 @@ class TrainConfig:
     seed: int
 
 
-def select_device(env: DistEnv) -> torch.device:
-    """The GPU of this local rank when CUDA is available, else the CPU."""
+def select_device(env: DistEnv, wanted: str = "auto") -> torch.device:
+    """The GPU of this local rank when CUDA is available, else the CPU.
+
+    `wanted="cuda"` (a GPU system's job) makes a missing GPU an error instead of a
+    silent CPU run whose numbers would mean nothing.
+    """
+    if wanted == "cuda" and not torch.cuda.is_available():
+        raise WorkloadError(
+            "this job expects CUDA GPUs but torch sees none (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); load the "
+            "site's CUDA or ROCm PyTorch in the profile's setup (Intel XPU devices, as on "
+            "Aurora, are not supported by the bundled benchmark yet)"
+        )
+    if wanted == "cpu":
+        return torch.device("cpu")
     if torch.cuda.is_available():
         return torch.device("cuda", env.local_rank % torch.cuda.device_count())
     return torch.device("cpu")

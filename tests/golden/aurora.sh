@@ -53,7 +53,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
 set +e
-mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/55d2732f7b/metrics.jsonl
+mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/55d2732f7b/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

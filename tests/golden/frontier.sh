@@ -60,7 +60,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/5003b6e9ac/metrics.jsonl
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/5003b6e9ac/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

@@ -51,7 +51,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
 set +e
-mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/575318459e/metrics.jsonl
+mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/575318459e/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code
