@@ -79,6 +79,7 @@ def run(
     """Run (or submit) the runs that are not complete yet; on this machine, then report."""
     from scalestudy.grid import select
     from scalestudy.runner import make_plan, prepare, runs_to_do
+    from scalestudy.state import study_lock
 
     plan = make_plan(study, results)
     if dry_run:
@@ -89,14 +90,15 @@ def run(
                       f"repeat {r.repeat}: {plan.run_dir(r) / 'job.sh'}")
         out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
         return
-    if plan.system.scheduler != "local":
-        _submit(plan, select(plan.runs, only), max_jobs, wait)
-        return
-    todo = prepare(plan, runs_to_do(plan, only))
-    if not todo:
-        out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
-    statuses = _execute_with_progress(plan, todo)
-    _report_and_exit(plan, statuses)
+    with study_lock(plan.directory):
+        if plan.system.scheduler != "local":
+            _submit(plan, select(plan.runs, only), max_jobs, wait)
+            return
+        todo = prepare(plan, runs_to_do(plan, only))
+        if not todo:
+            out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
+        statuses = _execute_with_progress(plan, todo)
+        _report_and_exit(plan, statuses)
 
 
 def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> None:

@@ -6,12 +6,14 @@ file + rename), so a crash never leaves half a JSON file behind.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +192,35 @@ def run_status(run_dir: Path) -> dict[str, Any]:
 def run_state(directory: Path) -> str:
     """pending (not run), running, completed or failed (see `run_status`)."""
     return str(run_status(directory)["state"])
+
+
+@contextlib.contextmanager
+def study_lock(directory: Path) -> Iterator[None]:
+    """Hold results/<study>/.lock while running or submitting: a second `run` of the same
+    study refuses instead of running or submitting the same runs twice."""
+    from scalestudy.errors import ScalestudyError
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / ".lock"
+    with path.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise ScalestudyError(
+                f"{directory}: another `scalestudy run` ({holder}) is working on this study; "
+                "wait for it to finish (or stop it), then run again"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.truncate(0)
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def archive_attempt(directory: Path) -> Path | None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from scalestudy import state
 
@@ -81,3 +84,21 @@ def test_record_problem() -> None:
     assert state.record_problem({"throughput": 3}) is None
     assert state.record_problem(None) == state.NO_RECORD
     assert state.record_problem({"throughput": float("nan")}) == state.BAD_THROUGHPUT
+
+
+def test_study_lock_refuses_a_second_holder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from scalestudy.errors import ScalestudyError
+
+    with state.study_lock(tmp_path):
+        with pytest.raises(ScalestudyError, match="another `scalestudy run`"), \
+                state.study_lock(tmp_path):
+            pass
+        code = ("from pathlib import Path; from scalestudy.state import study_lock\n"
+                f"with study_lock(Path({str(tmp_path)!r})): pass")
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr
+    with state.study_lock(tmp_path):  # released: free again
+        pass
