@@ -35,7 +35,6 @@ COMMAND_FIELDS = (
 )
 # Horovod's synthetic benchmark line (and the bundled workload's).
 DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
-SCHEMA_URL = "../schema/study.schema.json"
 
 Name = Annotated[
     str,

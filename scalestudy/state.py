@@ -60,15 +60,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from a file; None when missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _read_tail(path: Path, max_bytes: int) -> bytes:
     """The last `max_bytes` of a file, starting at a line boundary (OSError if unreadable)."""
     with open(path, "rb") as fh:

@@ -88,8 +88,6 @@ class Scheduler:
 
     name: ClassVar[str] = ""
     prefix: ClassVar[str] = ""  # "#SBATCH", "#PBS"
-    submit_command: ClassVar[str] = ""
-    supported: ClassVar[frozenset[str]] = frozenset()  # JobRequest fields it can express
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

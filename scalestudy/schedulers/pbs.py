@@ -67,7 +67,6 @@ class PBSPro(Scheduler):
 
     name = "pbs"
     prefix = "#PBS"
-    submit_command = "qsub"
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""

@@ -57,7 +57,6 @@ class Slurm(Scheduler):
 
     name = "slurm"
     prefix = "#SBATCH"
-    submit_command = "sbatch"
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#SBATCH` lines, short options where Slurm users write them."""
