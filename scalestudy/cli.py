@@ -273,7 +273,8 @@ def main() -> None:
             err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        err.print("interrupted: runs that did not finish are recorded as failed; "
+        err.print("interrupted: a local run that did not finish is recorded as failed; "
+                  "submitted jobs stay in the queue (scalestudy status / cancel); "
                   "run the same command again to resume", markup=False)
         sys.exit(130)
     except typer.Exit as exc:
