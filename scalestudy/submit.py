@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +38,39 @@ def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str,
     except subprocess.TimeoutExpired:
         return 124, "", f"{argv[0]} did not answer within {TIMEOUT_S:.0f} s"
     return done.returncode, done.stdout, done.stderr
+
+
+# What a busy or restarting controller says; such failures are worth another try.
+TRANSIENT = re.compile(
+    r"socket timed out|timed out|temporarily unable|try again|unable to contact|"
+    r"connection refused|communication|slurm_load_jobs error|server is busy|"
+    r"cannot connect to server|pbs_iff|did not answer", re.I)
+# A submission is tried again only when nothing can have been queued: a timeout after
+# sending may have queued the job, and a second sbatch would run it twice.
+NOT_QUEUED = re.compile(
+    r"temporarily unable|unable to contact|connection refused|cannot connect to server",
+    re.I)
+RETRY_DELAYS_S = (1.0, 3.0, 9.0)
+
+
+def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = None,
+                 idempotent: bool = True,
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[int, str, str]:
+    """Run a scheduler command, trying again with backoff while it fails transiently
+    (exit 255, a socket timeout, an unreachable controller); other failures return at
+    once. A non-idempotent command (sbatch, qsub) is retried only when it says nothing
+    was queued."""
+    for delay in (*RETRY_DELAYS_S, None):
+        code, out, err = runner(argv, cwd=cwd)
+        said = err or out or ""
+        if idempotent:
+            transient = code != 0 and (code == 255 or bool(TRANSIENT.search(said)))
+        else:
+            transient = code != 0 and bool(NOT_QUEUED.search(said))
+        if not transient or delay is None:
+            return code, out, err
+        sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def now() -> str:
@@ -85,7 +120,7 @@ def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_comma
     """Submit one job script from its run directory (where a scheduler's default output
     files land); its job id, or SubmitError with the command's stderr."""
     argv = scheduler.submit_argv(str(script))
-    code, out, err = runner(argv, cwd=script.parent)
+    code, out, err = run_retrying(runner, argv, cwd=script.parent, idempotent=False)
     return scheduler.parse_submit(code, out, err)
 
 
@@ -99,7 +134,7 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
         return {}
     errors = []
     for argv in scheduler.query_argvs(job_ids):
-        code, out, err = runner(argv)
+        code, out, err = run_retrying(runner, argv)
         if code != 0:
             errors.append(f"{' '.join(argv[:2])}: exit {code}: {err.strip()[:300]}")
             continue
@@ -116,6 +151,6 @@ def cancel(scheduler: Scheduler, job_ids: Sequence[str],
     if not job_ids:
         return
     argv = scheduler.cancel_argv(job_ids)
-    code, out, err = runner(argv)
+    code, out, err = run_retrying(runner, argv)
     if code != 0:
         raise SubmitError(f"{argv[0]} failed (exit {code}): {(err or out).strip()}")

@@ -42,7 +42,8 @@ class FakeSlurm:
         self.calls.append(list(argv))
         if argv[0] == "sbatch":
             if self.fail_after is not None and self.next_id - 100 >= self.fail_after:
-                return 1, "", "sbatch: error: Slurm temporarily unable to accept job"
+                return 1, "", ("sbatch: error: Batch job submission failed: Job violates "
+                               "accounting/QOS policy (job submit limit)")
             self.next_id += 1
             self.states[str(self.next_id)] = "PENDING|0:0"
             return 0, f"{self.next_id}\n", ""
@@ -155,3 +156,39 @@ def test_cancel_cancels_only_active_jobs(plan) -> None:
     views = refresh(plan, fake)
     assert sorted(v.state for v in views.values()) == ["completed", "failed", "failed", "failed"]
     assert all("cancelled" in v.reason for v in views.values() if v.state == "failed")
+
+
+class Flaky:
+    """Fails `times` times with `err` (exit `code`), then answers `answer`."""
+
+    def __init__(self, times: int, err: str, code: int = 1, answer: str = "7\n") -> None:
+        self.times, self.err, self.code, self.answer = times, err, code, answer
+        self.calls = 0
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        self.calls += 1
+        if self.calls <= self.times:
+            return self.code, "", self.err
+        return 0, self.answer, ""
+
+
+@pytest.mark.parametrize(("err", "code", "idempotent", "calls", "ok"), [
+    ("slurm_load_jobs error: Socket timed out on send/recv operation", 1, True, 3, True),
+    ("", 255, True, 3, True),
+    ("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying", 1,
+     False, 3, True),
+    ("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+     1, False, 1, False),  # may have been queued: never submit twice
+    ("sbatch: error: Batch job submission failed: Invalid account", 1, False, 1, False),
+    ("sacct: error: Unable to contact slurm controller", 1, True, 4, False),
+])
+def test_transient_scheduler_failures_are_retried_with_backoff(
+        err: str, code: int, idempotent: bool, calls: int, ok: bool) -> None:
+    from scalestudy.submit import run_retrying
+
+    flaky = Flaky(times=2 if ok else 10, err=err, code=code)
+    slept: list[float] = []
+    result = run_retrying(flaky, ["sbatch"], idempotent=idempotent, sleep=slept.append)
+    assert flaky.calls == calls
+    assert (result[0] == 0) == ok
+    assert slept == [1.0, 3.0, 9.0][: calls - 1]
