@@ -62,6 +62,18 @@ def extract_throughput(log: Path, pattern: str) -> float | None:
         return None
 
 
+def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: str) -> str | None:
+    """Write a `command` workload's record from the throughput its pattern finds in
+    stdout.log; the reason when there is none (None when written)."""
+    value = extract_throughput(run_dir / "stdout.log", pattern)
+    if value is None:
+        return f"the throughput pattern {pattern!r} matched nothing in stdout.log"
+    record = {"schema": "scalestudy.metrics/1", "source": "command", "throughput": value,
+              **{k: params[k] for k in ("world_size", "batch_size", "global_batch", "nodes")}}
+    state.write_text_atomic(run_dir / state.METRICS, json.dumps(record, sort_keys=True) + "\n")
+    return None
+
+
 def _exit_reason(code: int) -> str:
     if code < 0:
         try:
@@ -109,14 +121,7 @@ def execute(
             })
             raise
     if code == 0 and command_regex is not None:
-        value = extract_throughput(run_dir / "stdout.log", command_regex)
-        if value is not None:
-            record = {"schema": "scalestudy.metrics/1", "source": "command", "throughput": value,
-                      **{k: params[k] for k in ("world_size", "batch_size", "global_batch",
-                                                "nodes")}}
-            state.write_text_atomic(run_dir / state.METRICS, _json_line(record))
-        else:
-            reason = f"the throughput pattern {command_regex!r} matched nothing in stdout.log"
+        reason = record_command_throughput(run_dir, params, command_regex)
     if reason is None:
         reason = _exit_reason(code) if code != 0 else state.record_problem(
             state.read_record(run_dir / state.METRICS))
@@ -133,6 +138,3 @@ def execute(
     state.write_json_atomic(run_dir / state.STATUS, status)
     return status
 
-
-def _json_line(record: dict[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True) + "\n"

@@ -16,6 +16,7 @@ from typing import Any
 
 from scalestudy import schedulers, state
 from scalestudy.errors import ScalestudyError
+from scalestudy.executor import record_command_throughput
 from scalestudy.grid import Run
 from scalestudy.runner import Plan, prepare
 from scalestudy.schedulers import CANCELLED, COMPLETED, TIMEOUT, JobState, SubmitError
@@ -88,13 +89,20 @@ def _update(plan: Plan, run: Run, entry: dict[str, Any], job: JobState | None) -
             "state": current, "job_id": job_id, "scheduler_state": job.raw,
             "submitted_at": entry.get("submitted_at")})
         return RunView(run, current, job_id)
-    status = settle(run_dir, job)
+    workload = plan.study.workload
+    regex = workload.throughput_regex if workload.kind == "command" else None
+    status = settle(run_dir, job, run.params(), regex)
     return RunView(run, status["state"], job_id, status["reason"])
 
 
-def settle(run_dir: Path, job: JobState) -> dict[str, Any]:
-    """Write the final status.json of a run whose job has ended."""
-    problem = state.record_problem(state.read_record(run_dir / state.METRICS))
+def settle(run_dir: Path, job: JobState, params: dict[str, Any],
+           command_regex: str | None = None) -> dict[str, Any]:
+    """Write the final status.json of a run whose job has ended (for a `command`
+    workload, first its record from the throughput in stdout.log)."""
+    problem = None
+    if command_regex is not None and job.state == COMPLETED:
+        problem = record_command_throughput(run_dir, params, command_regex)
+    problem = problem or state.record_problem(state.read_record(run_dir / state.METRICS))
     exit_code = job.exit_code
     if exit_code is None:
         try:

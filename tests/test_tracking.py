@@ -192,3 +192,20 @@ def test_transient_scheduler_failures_are_retried_with_backoff(
     assert flaky.calls == calls
     assert (result[0] == 0) == ok
     assert slept == [1.0, 3.0, 9.0][: calls - 1]
+
+
+def test_a_command_workloads_throughput_is_read_from_its_log_on_a_scheduler(
+        tmp_path: Path) -> None:
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(
+        f"name: c\nsystem: {tmp_path / 'fake.yaml'}\n"
+        "workload: {kind: command, command: ./train}\n")
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs, runner=fake)
+    run_dir = plan.run_dir(plan.runs[0])
+    (run_dir / "stdout.log").write_text("Total img/sec on 1 GPU(s): 321.5 +-2.0\n")
+    fake.states["101"] = "COMPLETED|0:0"
+    view = refresh(plan, fake)[plan.runs[0].run_id]
+    assert view.state == "completed", view.reason
+    assert json.loads((run_dir / "metrics.jsonl").read_text())["throughput"] == 321.5
