@@ -97,8 +97,8 @@ def run(
         todo = prepare(plan, runs_to_do(plan, only))
         if not todo:
             out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
-        statuses = _execute_with_progress(plan, todo)
-        _report_and_exit(plan, statuses)
+        states = [s["state"] for s in _execute_with_progress(plan, todo)]
+        _report_and_exit(plan, states)
 
 
 def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> None:
@@ -116,9 +116,7 @@ def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> N
         out.print(f"follow with: scalestudy status {plan.study.source}")
         return
     views = _follow_with_progress(plan, chosen, done.waiting, max_jobs, follow)
-    failed = [v for v in views.values() if v.state == "failed" and v.run in chosen]
-    _report_and_exit(plan, [{"state": "failed"}] * len(failed)
-                     + [{"state": "completed"}] * (len(chosen) - len(failed)))
+    _report_and_exit(plan, [views[r.run_id].state for r in chosen])
 
 
 def _follow_with_progress(plan: Any, chosen: list[Any], waiting: list[Any],
@@ -202,19 +200,19 @@ def _execute_with_progress(plan: Any, todo: list[Any]) -> list[dict[str, Any]]:
         return execute_runs(plan, todo, progress)
 
 
-def _report_and_exit(plan: Any, statuses: list[dict[str, Any]]) -> None:
+def _report_and_exit(plan: Any, states: list[str]) -> None:
+    """Collect and report, print how the runs just done ended; exit 1 when any failed."""
     from scalestudy.runner import report as write_report
     from scalestudy.tables import scaling_rich_table
 
     html, table = write_report(plan)
     out.print(scaling_rich_table(table, plan.study.name))
-    failed = [s for s in statuses if s["state"] != "completed"]
-    done = len(statuses) - len(failed)
-    if statuses:
-        out.print(f"{done} run(s) completed, {len(failed)} failed")
+    failed = sum(1 for s in states if s != "completed")
+    if states:
+        out.print(f"{len(states) - failed} run(s) completed, {failed} failed")
     out.print(f"report: {html}")
     if failed:
-        raise RunFailed(f"{len(failed)} run(s) failed; their reasons and log tails are in "
+        raise RunFailed(f"{failed} run(s) failed; their reasons and log tails are in "
                         f"{plan.directory / 'runs.csv'} and the report")
 
 

@@ -51,6 +51,14 @@ def _exit_code(text: str) -> int | None:
     return 128 + sig if sig else code
 
 
+def _job_state(job_id: str, raw: str, exit_code: int | None, reason: str | None) -> JobState:
+    """A JobState; COMPLETED with a non-zero exit code counts as failed."""
+    state = _state(raw)
+    if state == COMPLETED and exit_code not in (None, 0):
+        state = FAILED
+    return JobState(job_id, state, raw, exit_code, None if reason in (None, "", "None") else reason)
+
+
 @register
 class Slurm(Scheduler):
     """Slurm (sbatch/sacct/squeue/scontrol/scancel)."""
@@ -121,11 +129,7 @@ class Slurm(Scheduler):
             raw = parts[1].strip()
             exit_code = _exit_code(parts[2]) if from_sacct else None
             reason = (parts[3] if from_sacct and len(parts) > 3 else parts[2]).strip()
-            state = _state(raw)
-            if state == COMPLETED and exit_code not in (None, 0):
-                state = FAILED
-            states[job_id] = JobState(job_id, state, raw, exit_code,
-                                      None if reason in ("", "None") else reason)
+            states[job_id] = _job_state(job_id, raw, exit_code, reason)
         return states
 
     def parse_scontrol(self, stdout: str) -> JobState | None:
@@ -133,14 +137,8 @@ class Slurm(Scheduler):
         fields = dict(re.findall(r"(\w+)=(\S*)", stdout))
         if "JobId" not in fields:
             return None
-        raw = fields.get("JobState", "")
-        exit_code = _exit_code(fields.get("ExitCode", ""))
-        state = _state(raw)
-        if state == COMPLETED and exit_code not in (None, 0):
-            state = FAILED
-        reason = fields.get("Reason")
-        return JobState(fields["JobId"], state, raw, exit_code,
-                        None if reason in (None, "", "None") else reason)
+        return _job_state(fields["JobId"], fields.get("JobState", ""),
+                          _exit_code(fields.get("ExitCode", "")), fields.get("Reason"))
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """`scancel ID...`."""
