@@ -6,7 +6,11 @@ smallest world size (on a tie, the configuration with fewer nodes) and
     speedup(P)    = throughput(P) / throughput(P0)
     efficiency(P) = (throughput(P) / P) / (throughput(P0) / P0)
 
-where throughput is the median over repeats of the images/s over all ranks.
+where throughput is the median over repeats of the images/s over all ranks. The
+baseline P0 is configurable (`baseline=`): "smallest" (default), "node" (the largest
+world size on one node) or a world size; a group that lacks the requested one falls
+back to its smallest world size and says so in `baseline_rule`. Runs are flagged by
+scalestudy.quality (stragglers, too few iterations, noise), never silently dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.collect import STATUS_COLUMNS
+from scalestudy.quality import Thresholds, merge_flags, repeat_cv, run_quality
 
 SCALING_MODES: tuple[str, ...] = ("weak", "strong")
 #: Parameters that vary inside a group: the points of one scaling curve.
@@ -38,6 +43,25 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "throughput_median", "throughput_min", "throughput_max", "throughput_per_gpu",
     "ideal_throughput", "speedup", "efficiency", "baseline",
 )
+#: Metrics of the bundled workload's diagnostics, medians over repeats (NaN when absent).
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
+    "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "grad_bytes",
+    "num_params", "allreduce_busbw_GBps", "allreduce_latency_s",
+)
+#: Quality columns after the diagnostics: see scalestudy.quality.
+QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")
+BASELINES: tuple[str, ...] = ("smallest", "node")
+Baseline = str | int
+
+
+def parse_baseline(text: str) -> Baseline:
+    """`smallest`, `node` or a world size (a positive integer) -> a baseline choice."""
+    if text in BASELINES:
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(f"baseline must be one of {', '.join(BASELINES)} or a world size "
+                     f"(a positive integer), got {text!r}")
 
 
 def param_columns(runs: pd.DataFrame) -> list[str]:
@@ -84,16 +108,33 @@ def _label(combo: pd.Series, shown: list[str], scaling: str) -> str:
 
 
 def _empty_table(keys: list[str]) -> pd.DataFrame:
-    cols = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS]
-    dtypes = {"group": str, "baseline": bool}
+    cols = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
+            *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS]
+    dtypes = {"group": str, "baseline": bool, "flags": str, "baseline_rule": str}
     return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, float)) for c in cols})
 
 
-def _curve(points: pd.DataFrame) -> pd.DataFrame:
+def _baseline_row(agg: pd.DataFrame, baseline: Baseline) -> tuple[int, str]:
+    """Index of the baseline row in `agg` (sorted by world size) and how it was chosen."""
+    if baseline == "node":
+        one = agg.index[agg["nodes"] == 1]
+        if len(one):
+            return int(one[-1]), "one node"
+        return 0, "no one-node run: smallest world size"
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        hit = agg.index[agg["world_size"] == baseline]
+        if len(hit):
+            return int(hit[0]), f"world size {baseline}"
+        return 0, f"world size {baseline} not measured: smallest world size"
+    return 0, "smallest world size"
+
+
+def _curve(points: pd.DataFrame, baseline: Baseline = "smallest") -> pd.DataFrame:
     """Aggregate one group's runs per (nodes, ranks_per_node) and scale to its baseline."""
+    keys = ["nodes", "ranks_per_node"]
+    by = points.groupby(keys, sort=False)
     agg = (
-        points.groupby(["nodes", "ranks_per_node"], sort=False)
-        .agg(
+        by.agg(
             world_size=("world_size", "first"),
             batch_size=("batch_size", "first"),
             global_batch=("global_batch", "first"),
@@ -103,18 +144,25 @@ def _curve(points: pd.DataFrame) -> pd.DataFrame:
             throughput_max=("throughput", "max"),
         )
         .reset_index()
-        .sort_values(["world_size", "nodes"], kind="stable")
-        .reset_index(drop=True)
     )
-    p0 = float(agg.loc[0, "world_size"])
-    t0 = float(agg.loc[0, "throughput_median"])
+    extra = pd.DataFrame({"throughput_cv": by["throughput"].apply(repeat_cv)})
+    for col in DIAGNOSTIC_COLUMNS:
+        extra[col] = by[col].median() if col in points.columns else np.nan
+    extra["rank_spread"] = by["rank_spread"].max()
+    extra["flags"] = by["flags"].agg(list)
+    agg = agg.merge(extra.reset_index(), on=keys, how="left")
+    agg = agg.sort_values(["world_size", "nodes"], kind="stable").reset_index(drop=True)
+    b, rule = _baseline_row(agg, baseline)
+    p0 = float(agg.loc[b, "world_size"])
+    t0 = float(agg.loc[b, "throughput_median"])
     size = agg["world_size"].astype(float)
     agg["throughput_per_gpu"] = agg["throughput_median"] / size
     agg["ideal_throughput"] = size / p0 * t0
     agg["speedup"] = agg["throughput_median"] / t0
     agg["efficiency"] = (agg["throughput_median"] / size) / (t0 / p0)
     agg["baseline"] = False
-    agg.loc[0, ["speedup", "efficiency", "baseline"]] = [1.0, 1.0, True]
+    agg.loc[b, ["speedup", "efficiency", "baseline"]] = [1.0, 1.0, True]
+    agg["baseline_rule"] = rule
     return agg
 
 
@@ -134,24 +182,33 @@ def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("batch_size", "global_batch"):
         if col not in done.columns:
             done[col] = np.nan
+    for col in DIAGNOSTIC_COLUMNS:
+        if col in done.columns:
+            done[col] = pd.to_numeric(done[col], errors="coerce").astype(float)
     return done
 
 
-def scaling_table(runs: pd.DataFrame, scaling: str) -> pd.DataFrame:
+def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smallest",
+                  thresholds: Thresholds | None = None) -> pd.DataFrame:
     """Per group and (nodes, ranks_per_node): median/min/max throughput over repeats,
-    per-GPU throughput, ideal throughput, speedup and efficiency against the baseline.
+    per-GPU throughput, ideal throughput, speedup and efficiency against the baseline,
+    then the diagnostics' medians and the quality flags.
 
     Rows come in group order (first appearance in `runs`), then by world size and nodes.
     """
+    th = thresholds or Thresholds()
     keys = group_keys(runs, scaling)
     done = completed_runs(runs)
     if done.empty:
         return _empty_table(keys)
+    quality = run_quality(done, th)
+    done["rank_spread"] = quality["rank_spread"]
+    done["flags"] = quality["flags"]
     grouped = done.groupby(keys, dropna=False, sort=False) if keys else [((), done)]
     curves = []
     for combo, points in grouped:
         values = combo if isinstance(combo, tuple) else (combo,)
-        curve = _curve(points)
+        curve = _curve(points, baseline)
         for key, value in zip(keys, values, strict=True):
             if key not in curve.columns:
                 curve[key] = value
@@ -162,7 +219,11 @@ def scaling_table(runs: pd.DataFrame, scaling: str) -> pd.DataFrame:
     for curve, (_, combo) in zip(curves, combos.iterrows(), strict=True):
         curve.insert(0, "group", _label(combo, shown, scaling))
     table = pd.concat(curves, ignore_index=True)
-    order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS]
+    noisy = table["throughput_cv"] > th.max_cv
+    table["flags"] = [merge_flags([*f, "noisy-repeats" if n else ""])
+                      for f, n in zip(table["flags"], noisy, strict=True)]
+    order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
+             *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS]
     table = table[order]
     for col in ("nodes", "ranks_per_node", "world_size", "n_repeats"):
         table[col] = table[col].astype(int)

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from scalestudy.analyze import failures, group_keys, scaling_table
+from scalestudy.analyze import failures, group_keys, parse_baseline, scaling_table
 
 PARAMS = ("run_id", "study", "system", "scaling", "nodes", "ranks_per_node", "world_size",
           "batch_size", "global_batch", "backend", "tuning", "repeat", "workload", "model",
@@ -167,3 +167,40 @@ def test_table_from_csv_types() -> None:
     t = scaling_table(runs, "weak")
     assert t["world_size"].tolist() == [1, 2]
     assert t["efficiency"].tolist() == pytest.approx([1.0, 0.75])
+
+
+def test_configurable_baseline() -> None:
+    # 1x1, 1x2, 1x4 on one node, then 2x4 and 4x4: per-GPU img/s 100, 95, 90, 81, 72.
+    per_gpu = {1: 100.0, 2: 95.0, 4: 90.0, 8: 81.0, 16: 72.0}
+    runs = frame([run(n, r, per_gpu[n * r] * n * r) for n, r in SHAPES])
+    node = scaling_table(runs, "weak", baseline="node")
+    assert node["baseline"].tolist() == [False, False, True, False, False]
+    assert node["efficiency"].tolist() == pytest.approx([v / 90.0 for v in per_gpu.values()])
+    assert set(node["baseline_rule"]) == {"one node"}
+    eight = scaling_table(runs, "weak", baseline=8)
+    assert eight["efficiency"].tolist() == pytest.approx([v / 81.0 for v in per_gpu.values()])
+    assert eight.loc[eight["baseline"], "world_size"].tolist() == [8]
+    missing = scaling_table(runs, "weak", baseline=32)
+    assert missing["baseline"].tolist()[0]
+    assert missing["baseline_rule"].iloc[0] == "world size 32 not measured: smallest world size"
+    no_node = scaling_table(frame([run(2, 1, 200.0), run(4, 1, 360.0)]), "weak",
+                            baseline="node")
+    assert no_node["baseline_rule"].iloc[0].startswith("no one-node run")
+    assert no_node["efficiency"].tolist() == pytest.approx([1.0, 0.9])
+
+
+def test_parse_baseline() -> None:
+    assert parse_baseline("smallest") == "smallest"
+    assert parse_baseline("node") == "node"
+    assert parse_baseline("8") == 8
+    for bad in ("0", "-2", "nodes", "2.5"):
+        with pytest.raises(ValueError, match="baseline must be one of smallest, node"):
+            parse_baseline(bad)
+
+
+def test_strong_scaling_keeps_global_batch_next_to_throughput() -> None:
+    runs = frame([run(n, 4, 400.0 * n * 0.9 ** (n - 1), global_batch=256) for n in (1, 2, 4)])
+    t = scaling_table(runs, "strong", baseline="node")
+    assert t["global_batch"].tolist() == [256, 256, 256]
+    assert t["batch_size"].tolist() == [64, 32, 16]
+    assert t["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.9 ** 3])

@@ -1,0 +1,93 @@
+"""Measurement quality: which runs and points should not be trusted blindly.
+
+A run is flagged (never dropped) when
+
+- `straggler`: its slowest rank is more than `straggler` (default 10 %) below the mean
+  rank (`1 - throughput_per_rank_min / throughput_per_rank_mean`);
+- `few-iters`: it timed fewer than `min_iters` (default 10) iterations;
+- `noisy-run`: the coefficient of variation of its iteration times
+  (`iter_time_std / iter_time_mean`) is above `max_cv` (default 5 %).
+
+A point (one configuration, all its repeats) is also flagged `noisy-repeats` when the
+coefficient of variation of throughput over its repeats is above `max_cv`. Flagged
+runs stay in the median; the report lists them with the numbers that flagged them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+FLAG_CODES: tuple[str, ...] = ("straggler", "few-iters", "noisy-run", "noisy-repeats")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits beyond which a run or point is flagged."""
+
+    straggler: float = 0.10
+    max_cv: float = 0.05
+    min_iters: int = 10
+
+    def describe(self) -> str:
+        """The thresholds in one sentence, for the report."""
+        return (f"Flags: straggler = slowest rank more than {self.straggler:.0%} below the "
+                f"mean rank; few-iters = fewer than {self.min_iters} timed iterations; "
+                f"noisy-run / noisy-repeats = coefficient of variation of iteration times / "
+                f"of throughput over repeats above {self.max_cv:.0%}.")
+
+
+def _column(runs: pd.DataFrame, name: str) -> pd.Series:
+    if name not in runs.columns:
+        return pd.Series(np.nan, index=runs.index, dtype=float)
+    return pd.to_numeric(runs[name], errors="coerce").astype(float)
+
+
+def run_quality(runs: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
+    """Per run (same index as `runs`): rank_spread, iter_cv, iters and `flags`
+    (comma-joined codes, "" when none)."""
+    spread = 1 - _column(runs, "throughput_per_rank_min") / _column(
+        runs, "throughput_per_rank_mean")
+    cv = _column(runs, "iter_time_std") / _column(runs, "iter_time_mean")
+    iters = _column(runs, "iters")
+    checks = {
+        "straggler": spread > th.straggler,
+        "few-iters": iters < th.min_iters,
+        "noisy-run": cv > th.max_cv,
+    }
+    flags = pd.Series("", index=runs.index, dtype=object)
+    for code, hit in checks.items():
+        hit = hit.fillna(False).astype(bool)
+        flags[hit] = flags[hit].map(lambda f, c=code: f"{f},{c}" if f else c)
+    return pd.DataFrame({"rank_spread": spread, "iter_cv": cv, "iters": iters,
+                         "flags": flags}, index=runs.index)
+
+
+def repeat_cv(throughputs: pd.Series) -> float:
+    """Sample std / mean of a point's throughput over repeats (NaN for one repeat)."""
+    values = throughputs.to_numpy(float)
+    if len(values) < 2 or values.mean() <= 0:
+        return float("nan")
+    return float(values.std(ddof=1) / values.mean())
+
+
+def merge_flags(codes: list[str]) -> str:
+    """Comma-joined codes in FLAG_CODES order, each once."""
+    seen = {c for text in codes for c in str(text).split(",") if c}
+    return ",".join(c for c in FLAG_CODES if c in seen)
+
+
+def flagged_runs(done: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
+    """The flagged runs with the numbers that flagged them (for the report)."""
+    q = run_quality(done, th)
+    keep = q["flags"] != ""
+    cols = [c for c in ("run_id", "nodes", "ranks_per_node", "batch_size", "repeat")
+            if c in done.columns]
+    out = done.loc[keep, cols].copy()
+    out["flags"] = q.loc[keep, "flags"]
+    out["rank_spread"] = q.loc[keep, "rank_spread"]
+    out["iter_cv"] = q.loc[keep, "iter_cv"]
+    out["iters"] = q.loc[keep, "iters"]
+    return out.reset_index(drop=True)
