@@ -1,0 +1,116 @@
+"""commmodel: fits recover known parameters, the hold-out point is predicted, too few
+points are refused, predictions follow the formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalestudy.analyze import scaling_table
+from scalestudy.commmodel import Params, fit_points, model_study, nnls
+from tests.test_analyze import frame, run
+
+S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)
+TRUE = Params(a=0.002, c=1 / 10e9, alpha=50e-6, latency="log", grad_bytes=S)
+SHAPES = [(1, 1), (1, 2), (1, 4), (2, 4), (4, 4), (8, 4)]
+
+
+def comm_bound_runs(params: Params = TRUE, batch: int = 32, noise: float = 0.0,
+                    with_diag: bool = True) -> pd.DataFrame:
+    """Weak-scaling runs whose throughput the model gives exactly (times 1 + noise)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for n, r in SHAPES:
+        p = n * r
+        t = params.step_time(np.array([p]), np.array([batch]))[0]
+        rows.append(run(n, r, batch * p / t * (1 + noise * rng.standard_normal()),
+                        batch=batch))
+    runs = frame(rows)
+    if with_diag:
+        runs["grad_bytes"] = S
+    return runs
+
+
+def test_nnls_matches_lstsq_when_positive_and_clamps_otherwise() -> None:
+    a = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    assert nnls(a, a @ np.array([2.0, 3.0])) == pytest.approx([2.0, 3.0])
+    # The unconstrained slope is negative: NNLS keeps it at 0 and fits the mean.
+    coef = nnls(a, np.array([3.0, 2.0, 1.0]))
+    assert coef == pytest.approx([2.0, 0.0])
+
+
+def test_fit_recovers_a_known_model_and_predicts_the_holdout() -> None:
+    table = scaling_table(comm_bound_runs(), "weak")
+    fits, points, preds = model_study(table, "weak")
+    fit = fits.iloc[0]
+    assert fit["status"] == "fitted"
+    assert fit["terms"] == "compute+bandwidth+latency"
+    assert fit["sec_per_image"] == pytest.approx(TRUE.a, rel=1e-6)
+    assert fit["bandwidth_GBps"] == pytest.approx(10.0, rel=1e-6)
+    assert fit["latency_s"] == pytest.approx(TRUE.alpha, rel=1e-4)
+    assert fit["rms_residual"] < 1e-9
+    assert fit["holdout_world_size"] == 32
+    assert abs(fit["holdout_error"]) < 1e-6
+    assert points["residual"].abs().max() < 1e-9
+    # Predictions: 2x ... 1,024 nodes of 4 GPUs, efficiency from the formula.
+    assert preds["nodes"].tolist() == [16, 32, 64, 128, 256, 512, 1024]
+    p = preds["world_size"].to_numpy(float)
+    t = TRUE.step_time(p, np.full_like(p, 32.0))
+    per_gpu0 = 32 / TRUE.step_time(np.array([1.0]), np.array([32.0]))[0]
+    assert preds["efficiency_predicted"].to_numpy() == pytest.approx(32 / t / per_gpu0)
+    assert preds["efficiency_predicted"].is_monotonic_decreasing
+    limited = model_study(table, "weak", max_nodes=64)[2]
+    assert limited["nodes"].tolist() == [16, 32, 64]
+
+
+def test_noisy_measurements_predict_the_holdout_within_five_percent() -> None:
+    # 1 % noise per point: the stated error bound for the hold-out check is 5 %.
+    fits = model_study(scaling_table(comm_bound_runs(noise=0.01), "weak"), "weak")[0]
+    assert abs(fits.iloc[0]["holdout_error"]) < 0.05
+    assert fits.iloc[0]["rms_residual"] < 0.02
+
+
+def test_perfect_scaling_fits_no_communication() -> None:
+    runs = frame([run(n, r, 100.0 * n * r) for n, r in SHAPES])
+    fits, _, preds = model_study(scaling_table(runs, "weak"), "weak")
+    assert fits.iloc[0]["latency_s"] == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(fits.iloc[0]["bandwidth_GBps"])  # no grad_bytes: S unknown
+    assert preds["efficiency_predicted"].to_numpy() == pytest.approx(1.0)
+
+
+def test_strong_scaling_amdahl_like() -> None:
+    # Compute splits over P, communication does not: t = a * G / P + c * 2(P-1)/P.
+    a, c, g = 0.001, 0.05, 256
+    sizes = [1, 2, 4, 8, 16]
+    runs = frame([run(1, p, g / (a * g / p + c * 2 * (p - 1) / p), global_batch=g)
+                  for p in sizes])
+    fits, points, preds = model_study(scaling_table(runs, "strong"), "strong")
+    assert fits.iloc[0]["sec_per_image"] == pytest.approx(a, rel=1e-6)
+    assert abs(fits.iloc[0]["holdout_error"]) < 1e-6
+    assert points["comm_share"].iloc[0] == pytest.approx(0.0)
+    # Per-GPU batch halves with each doubling until it would fall below one image.
+    assert preds["batch_size"].tolist() == [8.0, 4.0, 2.0, 1.0]
+
+
+def test_too_few_points_are_not_fitted() -> None:
+    runs = frame([run(1, p, 100.0 * p) for p in (1, 2)])
+    fits, points, preds = model_study(scaling_table(runs, "weak"), "weak")
+    assert fits.iloc[0]["status"].startswith("too few points: 2 world size(s) measured")
+    assert points.empty and preds.empty
+    three = frame([run(1, p, 90.0 * p) for p in (1, 2, 4)])
+    fit = model_study(scaling_table(three, "weak"), "weak")[0].iloc[0]
+    assert fit["terms"] == "compute+bandwidth"  # no latency term with three points
+    assert np.isnan(fit["holdout_error"])  # two points left: no hold-out fit
+
+
+def test_bandwidth_from_the_probe() -> None:
+    runs = comm_bound_runs()
+    runs["allreduce_busbw_GBps"] = 10.0
+    fit = model_study(scaling_table(runs, "weak"), "weak", bandwidth="probe")[0].iloc[0]
+    assert fit["terms"] == "compute+latency"
+    assert fit["probe_busbw_GBps"] == 10.0
+    assert fit["latency_s"] == pytest.approx(TRUE.alpha, rel=1e-4)
+    params, why = fit_points(np.array([1.0, 2.0]), np.array([8.0, 8.0]),
+                             np.array([1.0, 1.1]), None, bandwidth="probe")
+    assert params is None and "no allreduce probe" in why
