@@ -18,6 +18,7 @@ from typing import Any
 
 from scalestudy.errors import ScalestudyError, SpecError
 from scalestudy.spec import Study, walltime_seconds
+from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,39 @@ class Run:
     model: str | None
     image_size: int | None
     precision: str | None
+    # Grid axes over training options other than precision, as (name, value); None
+    # where the option does not apply to this run's backend.
+    axes: tuple[tuple[str, Any], ...] = ()
 
     def params(self) -> dict[str, Any]:
-        """The run's parameters as written to run.json and the tables."""
-        return asdict(self)
+        """The run's parameters as written to run.json and the tables (axes as columns)."""
+        out = asdict(self)
+        out.pop("axes")
+        out.update(self.axes)
+        return out
+
+
+def run_options(study: Study, run: Run) -> dict[str, Any]:
+    """The training options in effect for a run (those its backend reads): the
+    workload's values, the tuning variant's overrides, then the run's grid axes."""
+    base = study.workload.model_dump() if study.workload.kind == "synthetic" else {}
+    values = {name: base.get(name, default) for name, default in DEFAULTS.items()}
+    variant = study.tuning.get(run.tuning)
+    if variant is not None:
+        values.update(variant.option_values())
+    values.update({k: v for k, v in run.axes if v is not None})
+    if run.precision is not None:
+        values["precision"] = run.precision
+    return applicable(values, run.backend)
+
+
+def lr_values(study: Study, run: Run) -> dict[str, Any]:
+    """{lr, base_lr, lr_warmup_iters} of the run's learning-rate policy ({} without one)."""
+    policy = study.workload.lr
+    if policy is None:
+        return {}
+    return {"lr": policy.lr(run.global_batch), "base_lr": policy.base,
+            "lr_warmup_iters": policy.warmup_iters}
 
 
 def _run_id(study: Study, point: dict[str, Any], repeat: int) -> str:
@@ -73,13 +103,23 @@ def expand(study: Study) -> list[Run]:
     workload = study.workload
     synthetic = workload.kind == "synthetic"
     runs: list[Run] = []
-    for nodes, rpn, batch, backend, tuning in itertools.product(
-        g.nodes, g.ranks_per_node, g.batch_size, g.backend, g.tuning
+    axes = g.option_axes()
+    seen: set[str] = set()
+    for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
+        g.nodes, g.ranks_per_node, g.batch_size, g.backend, g.tuning, *axes.values()
     ):
+        # An option the backend does not read is no axis for it: one run, value None.
+        chosen = {name: (value if BY_NAME[name].applies(backend) else None)
+                  for name, value in zip(axes, axis_values, strict=True)}
+        key = json.dumps([nodes, rpn, batch, backend, tuning, chosen], sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
         world = nodes * rpn
         if study.scaling == "strong":
             if batch % world:
-                if _excluded(study, _point(nodes, rpn, 0, batch, backend, tuning)):
+                if _excluded(study, {**_point(nodes, rpn, 0, batch, backend, tuning),
+                                      **chosen}):
                     continue
                 line = study.line_of(("grid", "batch_size", g.batch_size.index(batch)))
                 raise SpecError(
@@ -91,9 +131,10 @@ def expand(study: Study) -> list[Run]:
             per_gpu, global_batch = batch // world, batch
         else:
             per_gpu, global_batch = batch, batch * world
-        point = _point(nodes, rpn, per_gpu, global_batch, backend, tuning)
+        point = {**_point(nodes, rpn, per_gpu, global_batch, backend, tuning), **chosen}
         if _excluded(study, point):
             continue
+        precision = chosen.pop("precision", None) or _base_precision(study, tuning)
         for repeat in range(study.repeats):
             runs.append(Run(
                 run_id=_run_id(study, point, repeat),
@@ -104,8 +145,9 @@ def expand(study: Study) -> list[Run]:
                 workload=workload.kind,
                 model=workload.model if synthetic else None,
                 image_size=workload.image_size if synthetic else None,
-                precision=workload.precision if synthetic else None,
-                **point,
+                precision=precision,
+                axes=tuple(chosen.items()),
+                **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
             ))
     if not runs:
         raise SpecError(
@@ -113,6 +155,16 @@ def expand(study: Study) -> list[Run]:
             "loosen `exclude` or widen `grid`"
         )
     return runs
+
+
+def _base_precision(study: Study, tuning: str) -> str | None:
+    """The precision of a run without a precision axis (None for a `command` workload
+    unless its tuning variant sets one)."""
+    variant = study.tuning.get(tuning)
+    override = variant.option_values().get("precision") if variant else None
+    if study.workload.kind == "synthetic":
+        return override or study.workload.precision
+    return override
 
 
 def _point(nodes: int, rpn: int, per_gpu: int, global_batch: int, backend: str,
@@ -132,7 +184,17 @@ def node_hours(study: Study, runs: Sequence[Run]) -> float:
 
 _CONDITION = re.compile(r"^\s*([a-z_]+)\s*(==|!=|<=|>=|=|<|>)\s*(.+?)\s*$")
 FILTER_KEYS = ("run_id", "nodes", "ranks_per_node", "world_size", "batch_size",
-               "global_batch", "backend", "tuning", "repeat")
+               "global_batch", "backend", "tuning", "repeat", *BY_NAME)
+_NUMERIC_KEYS = ("nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "repeat")
+
+
+def _text(value: Any) -> str:
+    """An option value as `--only` spells it: true/false, 50, 50.0 -> "50"."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def select(runs: Iterable[Run], expr: str | None) -> list[Run]:
@@ -158,7 +220,7 @@ def _parse_condition(term: str) -> Any:
     key, op, raw = match.groups()
     if key not in FILTER_KEYS:
         raise ScalestudyError(f"--only: unknown key {key!r}; valid keys: {', '.join(FILTER_KEYS)}")
-    numeric = key not in ("run_id", "backend", "tuning")
+    numeric = key in _NUMERIC_KEYS
     values = raw.split("|")
     if numeric:
         try:
@@ -174,5 +236,6 @@ def _parse_condition(term: str) -> Any:
     negate = op == "!="
     if key == "run_id":
         return lambda r: any(r.run_id.startswith(v) for v in values) != negate
-    wanted = set(nums) if numeric else set(values)
-    return lambda r: (getattr(r, key) in wanted) != negate
+    if numeric:
+        return lambda r: (getattr(r, key) in set(nums)) != negate
+    return lambda r: (_text(r.params().get(key)) in set(values)) != negate

@@ -19,11 +19,12 @@ import jinja2
 
 from scalestudy import __version__, schedulers
 from scalestudy.errors import ScalestudyError
-from scalestudy.grid import Run
+from scalestudy.grid import Run, lr_values, run_options
 from scalestudy.launchers import Launch, Shell, launch_words
 from scalestudy.schedulers import JobRequest
 from scalestudy.spec import Study
 from scalestudy.systems import SystemProfile
+from scalestudy.workload.options import DEFAULTS, to_args
 
 
 def env_text(value: Any) -> str:
@@ -70,16 +71,22 @@ def workload_args(study: Study, run: Run, run_dir: Path,
     On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
     """
     w = study.workload
+    lr = lr_values(study, run)
     if w.kind == "synthetic":
+        options = run_options(study, run)
         return [
             "--model", w.model, "--image-size", str(w.image_size),
             "--num-classes", str(w.num_classes), "--batch-size", str(run.batch_size),
-            "--precision", w.precision, "--warmup-iters", str(w.warmup_iters),
+            "--precision", options["precision"], "--warmup-iters", str(w.warmup_iters),
             "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
             "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
+            *to_args({k: v for k, v in options.items() if k != "precision"}, run.backend),
+            *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
+              if lr else []),
             *(["--device", "cuda"] if gpus else []),
         ], None
-    values = {**run.params(), "run_dir": str(run_dir)}
+    values = {**DEFAULTS, **run_options(study, run), **lr, **run.params(),
+              "run_dir": str(run_dir)}
     return None, [arg.format(**values) for arg in w.command]
 
 

@@ -26,6 +26,9 @@ RECORD_KEYS = {
     "world_size", "local_world_size", "nodes", "batch_size", "global_batch", "model",
     "image_size", "precision", "backend", "dist_backend", "device", "warmup_iters", "iters",
     "batches_per_iter", "num_params", "hosts", "torch_version", "python_version", "elapsed_s",
+    "channels_last", "compile", "lr", "base_lr", "lr_warmup_iters", "grad_bytes", "diagnostics",
+    "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "compute_iters",
+    "allreduce_probe", "allreduce_busbw_GBps", "allreduce_latency_s", "ddp", "env",
 }  # fmt: skip
 
 
@@ -137,7 +140,6 @@ def test_two_ranks_under_torchrun(tmp_path):
         (["--batch-size", "0"], "--batch-size: must be >= 1"),
         (["--iters", "many"], "--iters: 'many' is not an integer"),
         (["--model", "vgg16"], "unknown model 'vgg16'"),
-        (["--backend", "horovod"], "not supported yet"),
         (["--backend", "mxnet"], "unknown --backend"),
         (["--precision", "fp8"], "invalid choice"),
         (["--no-such-flag"], "unrecognized arguments"),
@@ -150,6 +152,22 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("scalestudy.workload: error: ")
     assert message in lines[0]
+
+
+@pytest.mark.parametrize(("backend", "message"), [
+    ("horovod", "--backend horovod needs Horovod, which this Python cannot import"),
+    ("deepspeed", "--backend deepspeed needs DeepSpeed, which this Python cannot import"),
+])
+def test_a_missing_optional_backend_says_how_to_install_it(tmp_path, backend, message):
+    # The import fails for real (the module is blocked), whether or not it is installed.
+    code = (f"import runpy, sys; sys.modules[{backend!r}] = None; "
+            "sys.argv = ['scalestudy.workload', *sys.argv[1:]]; "
+            "runpy.run_module('scalestudy.workload', run_name='__main__')")
+    proc = run_workload([sys.executable, "-c", code, *TINY, "--backend", backend], tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert ("scripts/build-horovod" if backend == "horovod" else "pip install") in lines[0]
 
 
 def test_fp16_on_cpu_is_a_one_line_error(tmp_path):

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
-from scalestudy.workload.names import BACKENDS, MODEL_NAMES  # noqa: E402
+from scalestudy.workload.names import MODEL_NAMES  # noqa: E402
+from scalestudy.workload.options import BACKENDS, OPTIONS, Option  # noqa: E402
 
 SCHEMA = "scalestudy.metrics/1"
-PLANNED_BACKENDS = ("horovod", "deepspeed")
 PROG = "scalestudy.workload"
 
 
@@ -46,30 +46,64 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _number(minimum: float, kind: type = float) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum:g}, got {text}")
+        return value
+
+    return parse
+
+
+def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
+    """One training option from the shared table as a command-line flag."""
+    helptext = f"{option.help} (default: {option.default}; backends: "
+    helptext += ", ".join(option.backends) + ")"
+    if option.kind is bool:
+        p.add_argument(option.flag, action=argparse.BooleanOptionalAction,
+                       default=option.default, help=helptext)
+    elif option.choices is not None:
+        p.add_argument(option.flag, choices=option.choices, default=option.default,
+                       help=helptext)
+    else:
+        p.add_argument(option.flag, type=_number(option.minimum or 0, option.kind),
+                       default=option.default, help=helptext)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse and check the command line (exit 2 with one line on stderr when wrong)."""
-    p = _Parser(prog=PROG, description="DDP training on synthetic data; prints img/sec.")
+    p = _Parser(prog=PROG, description="Synthetic-data training benchmark (DDP, Horovod, "
+                "DeepSpeed); prints img/sec over all ranks.")
     p.add_argument("--model", default="resnet50", help=f"one of {', '.join(MODEL_NAMES)}")
     p.add_argument("--image-size", type=_count(1), default=224, help="height = width (pixels)")
     p.add_argument("--num-classes", type=_count(1), default=1000)
     p.add_argument("--batch-size", type=_count(1), default=32, help="per rank")
-    p.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     p.add_argument(
         "--warmup-iters", type=_count(0), default=1, help="untimed iterations before timing"
     )
     p.add_argument("--iters", type=_count(1), default=10, help="timed iterations")
     p.add_argument("--batches-per-iter", type=_count(1), default=10, help="batches per iteration")
-    p.add_argument("--backend", default="ddp", help="training backend (only ddp for now)")
-    p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--backend", default="ddp", help=f"one of {', '.join(BACKENDS)}")
+    p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto",
+                   help="torch.distributed backend (ddp, deepspeed)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="auto: CUDA when present, else CPU; cuda: fail rather than fall back")
+    p.add_argument("--lr", type=_number(1e-12), default=0.01, help="learning rate")
+    p.add_argument("--base-lr", type=_number(1e-12), default=None,
+                   help="learning rate the warm-up starts from (default: --lr)")
+    p.add_argument("--lr-warmup-iters", type=_count(0), default=0,
+                   help="optimizer steps of linear warm-up")
+    for option in OPTIONS:
+        _add_option(p, option)
     p.add_argument("--metrics", type=Path, help="rank 0 appends one JSON record to this file")
     p.add_argument("--seed", type=int, default=42)
     args = p.parse_args(argv)
     if args.model not in MODEL_NAMES:
         p.error(f"unknown model {args.model!r}; valid models: {', '.join(MODEL_NAMES)}")
-    if args.backend in PLANNED_BACKENDS:
-        p.error(f"--backend {args.backend} is not supported yet; use ddp")
     if args.backend not in BACKENDS:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
     return args
@@ -96,62 +130,107 @@ def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _config(args: argparse.Namespace) -> Any:
+    from .options import applicable
+    from .train import TrainConfig
+
+    options = applicable(vars(args), args.backend)
+    common = ("precision", "channels_last", "compile", "diagnostics", "mllog")
+    return TrainConfig(
+        model=args.model, image_size=args.image_size, num_classes=args.num_classes,
+        batch_size=args.batch_size, precision=args.precision, warmup_iters=args.warmup_iters,
+        iters=args.iters, batches_per_iter=args.batches_per_iter, seed=args.seed,
+        channels_last=args.channels_last, compile=args.compile, diagnostics=args.diagnostics,
+        lr=args.lr, base_lr=args.base_lr, lr_warmup_iters=args.lr_warmup_iters,
+        options={k: v for k, v in options.items() if k not in common},
+    )
+
+
+def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]:
+    """Join the job's ranks with the chosen backend: (backend, DistEnv, device,
+    dist backend name). WorkloadError/ValueError for settings this machine cannot run."""
+    from . import ddp
+    from .env import discover
+
+    if args.backend == "horovod":
+        from . import hvd as hvd_backend
+
+        hvd = hvd_backend.load()
+        hvd_backend.prepare_environment(os.environ, run_dir)
+        hvd.init()
+        env = hvd_backend.dist_env(hvd)
+        device = ddp.select_device(env, args.device)
+        ddp.check_precision(args.precision, device)
+        if device.type == "cuda":
+            import torch
+
+            torch.cuda.set_device(device)
+        backend: Any = hvd_backend.HorovodBackend(hvd, _config(args).options)
+        return backend, env, device, "mpi" if hvd.mpi_enabled() else "gloo"
+    env = discover(os.environ)
+    device = ddp.select_device(env, args.device)
+    dist_backend = ddp.resolve_dist_backend(args.dist_backend, device)
+    ddp.check_precision(args.precision, device)
+    timeout = ddp.dist_timeout(os.environ)
+    if args.backend == "deepspeed":
+        from . import ds
+
+        deepspeed = ds.load()
+        if env.local_rank == 0:
+            for lock in ds.clear_stale_build_locks(os.environ):
+                print(f"{PROG}: removed a stale build lock left by a killed DeepSpeed "
+                      f"start: {lock}", file=sys.stderr)
+        ddp.init_process_group(env, dist_backend, timeout, device)
+        backend = ds.DeepSpeedBackend(deepspeed, _config(args).options, run_dir,
+                                      env.world_size, env.rank == 0)
+    else:
+        ddp.init_process_group(env, dist_backend, timeout, device)
+        backend = ddp.DDPBackend(_config(args).options)
+    return backend, env, device, dist_backend
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit status."""
     args = parse_args(argv)
     import torch
 
-    from . import ddp
-    from .env import discover
+    from . import ddp, output, train
     from .timing import aggregate
 
+    run_dir = args.metrics.parent if args.metrics is not None else Path.cwd()
     try:
-        env = discover(os.environ)
-        device = ddp.select_device(env, args.device)
-        dist_backend = ddp.resolve_dist_backend(args.dist_backend, device)
-        ddp.check_precision(args.precision, device)
-        timeout = ddp.dist_timeout(os.environ)
-    except (ddp.WorkloadError, ValueError) as exc:
+        backend, env, device, dist_backend = _start(args, run_dir)
+    except (train.WorkloadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     lead = env.rank == 0
     if device.type == "cpu":
         ddp.set_cpu_threads(env, os.environ)
-    cfg = ddp.TrainConfig(
-        model=args.model,
-        image_size=args.image_size,
-        num_classes=args.num_classes,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        warmup_iters=args.warmup_iters,
-        iters=args.iters,
-        batches_per_iter=args.batches_per_iter,
-        seed=args.seed,
-    )
-    images = cfg.batch_size * cfg.batches_per_iter
+    cfg = _config(args)
 
     def on_iter(i: int, seconds: float) -> None:
         if i == 0 and lead:
             _log("Running benchmark...")
         if lead:
-            _log(f"Iter #{i}: {images / seconds:.1f} img/sec per GPU")
+            _log(f"Iter #{i}: {cfg.images_per_iter / seconds:.1f} img/sec per GPU")
 
-    ddp.init_process_group(env, dist_backend, timeout, device)
     if lead:
         _log(f"Model: {cfg.model}")
         _log(f"Batch size: {cfg.batch_size}")
         _log(f"Number of GPUs: {env.world_size}")
-        _log(f"Device: {device.type}, dist backend: {dist_backend}, precision: {cfg.precision}")
+        _log(f"Backend: {backend.name}, device: {device.type}, dist backend: {dist_backend}, "
+             f"precision: {cfg.precision}")
         _log("Running warmup...")
-    times, num_params = ddp.train(cfg, device, on_iter)
-    ranks = ddp.gather({"host": socket.gethostname(), "iter_times": times})
+    result = train.run(backend, cfg, device, on_iter)
+    results = backend.gather(result)
+    hosts = _distinct(backend.gather(socket.gethostname()))
     status = 0
     if lead:
-        stats = aggregate([r["iter_times"] for r in ranks], cfg.batch_size, cfg.batches_per_iter)
+        stats = aggregate([r.iter_times for r in results], cfg.batch_size, cfg.batches_per_iter)
         total, ci = stats["throughput"], stats["throughput_ci"]
-        _log(f"Img/sec per GPU: {total / env.world_size:.1f} +-{ci / env.world_size:.1f}")
-        _log(f"Total img/sec on {env.world_size} GPU(s): {total:.1f} +-{ci:.1f}")
-        hosts = _distinct([r["host"] for r in ranks])
+        for line in output.horovod_lines(total, ci, env.world_size):
+            _log(line)
+        _log(output.tf_cnn_line(total))
         record = {
             "schema": SCHEMA,
             "source": "workload",
@@ -164,25 +243,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             "model": cfg.model,
             "image_size": cfg.image_size,
             "precision": cfg.precision,
-            "backend": args.backend,
+            "channels_last": cfg.channels_last,
+            "compile": cfg.compile,
+            "backend": backend.name,
             "dist_backend": dist_backend,
             "device": device.type,
             "warmup_iters": cfg.warmup_iters,
             "iters": cfg.iters,
             "batches_per_iter": cfg.batches_per_iter,
-            "num_params": num_params,
+            "lr": cfg.lr,
+            "base_lr": cfg.base_lr if cfg.base_lr is not None else cfg.lr,
+            "lr_warmup_iters": cfg.lr_warmup_iters,
+            **train.summarize(results, cfg, env.world_size),
+            **backend.describe(),
+            "env": output.tuning_env(os.environ),
             "hosts": hosts,
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "elapsed_s": round(time.perf_counter() - _STARTED, 3),
         }
+        for line in output.diagnostics_lines(record):
+            _log(line)
+        if args.mllog:
+            for line in output.mllog_summary(record):
+                _log(line)
         if args.metrics is not None:
             try:
                 append_record(args.metrics, record)
             except OSError as exc:  # still shut down with the others, then fail
                 print(f"{PROG}: error: cannot write {args.metrics}: {exc}", file=sys.stderr)
                 status = 1
-    ddp.shutdown(device)
+    if hasattr(backend, "shutdown"):
+        backend.shutdown()
+    else:
+        ddp.shutdown(device)
     return status
 
 

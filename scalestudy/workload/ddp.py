@@ -1,45 +1,24 @@
-"""PyTorch DistributedDataParallel training on synthetic data (like Horovod's benchmark)."""
+"""The torch.distributed side: device, process group, shutdown, and the DDP backend."""
 
 from __future__ import annotations
 
 import gc
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from .env import DistEnv
-from .models import build_model, num_parameters
-from .timing import time_iterations
+from .train import Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler, plain_step
 
 TIMEOUT_ENV = "SCALESTUDY_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 300.0
-_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class WorkloadError(Exception):
-    """A setting this machine cannot run; reported in one line, exit status 2."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """What to train and how to time it."""
-
-    model: str
-    image_size: int
-    num_classes: int
-    batch_size: int
-    precision: str
-    warmup_iters: int
-    iters: int
-    batches_per_iter: int
-    seed: int
 
 
 def select_device(env: DistEnv, wanted: str = "auto") -> torch.device:
@@ -121,53 +100,61 @@ def init_process_group(
     )
 
 
-def train(
-    cfg: TrainConfig, device: torch.device, on_iter: Callable[[int, float], object] | None = None
-) -> tuple[list[float], int]:
-    """Build, wrap and time the model; returns (seconds per timed iteration, parameters).
+class DDPBackend:
+    """torch DistributedDataParallel over the job's process group."""
 
-    Everything heavy is local, so it is released when this returns (clean shutdown).
-    """
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, cfg.num_classes).to(device)
-    params = num_parameters(model)
-    ddp_model = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
-    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    shape = (cfg.batch_size, 3, cfg.image_size, cfg.image_size)
-    data = torch.randn(shape, device=device)
-    target = torch.randint(0, cfg.num_classes, (cfg.batch_size,), device=device)
-    amp_dtype = _AMP_DTYPES.get(cfg.precision)
-    scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
+    name = "ddp"
+    bare_compute = False
 
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = loss_fn(ddp_model(data), target)
-        if scaler is None:
-            loss.backward()
-            optimizer.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
+        self.wire = self.options.get("comm_hook", "none")
+        self._model: DistributedDataParallel | None = None
+        self._step_args: tuple[Any, ...] = ()
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
+    def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
+             batch: Batch) -> Callable[[], None]:
+        """DDP with the run's bucket, view, static-graph and compression settings."""
+        opts = self.options
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=opts.get("bucket_cap_mb", 25.0),
+            gradient_as_bucket_view=opts.get("gradient_as_bucket_view", False),
+            static_graph=opts.get("static_graph", False),
+        )
+        hook = _COMM_HOOKS.get(self.wire)
+        if hook is not None:
+            ddp.register_comm_hook(state=None, hook=hook)
+        self._model = ddp
+        optimizer = make_optimizer(ddp.parameters(), cfg)
+        self._step_args = (optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
+        return plain_step(ddp, *self._step_args)
 
-    times = time_iterations(
-        step,
-        warmup_iters=cfg.warmup_iters,
-        iters=cfg.iters,
-        batches_per_iter=cfg.batches_per_iter,
-        sync=sync,
-        on_iter=on_iter,
-    )
-    return times, params
+    def compute_step(self) -> Callable[[], None]:
+        """The same step under `no_sync()`: gradients stay local."""
+        assert self._model is not None, "wrap() first"
+        return plain_step(self._model, *self._step_args, context=self._model.no_sync)
+
+    def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:
+        """dist.all_reduce of one fp32 buffer on the job's process group."""
+        buf = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=device)
+        return lambda: dist.all_reduce(buf)
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order."""
+        return gather(obj)
+
+    def describe(self) -> dict[str, Any]:
+        """The DDP settings in effect."""
+        return {"ddp": {k: self.options[k] for k in _DDP_KEYS if k in self.options}}
+
+
+_DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook")
+_COMM_HOOKS: dict[str, Any] = {
+    "fp16": default_hooks.fp16_compress_hook,
+    "bf16": default_hooks.bf16_compress_hook,
+}
 
 
 def gather(obj: Any) -> list[Any]:

@@ -4,4 +4,3 @@
 """
 
 MODEL_NAMES: tuple[str, ...] = ("small_cnn", "resnet18", "resnet50", "resnet101")
-BACKENDS: tuple[str, ...] = ("ddp",)

@@ -1,0 +1,133 @@
+"""The DeepSpeed backend: deepspeed.initialize with a generated config, ZeRO stage 0-3,
+micro-batch = the per-GPU batch, over the job's torch.distributed process group.
+
+DeepSpeed is optional (`pip install 'scalestudy[deepspeed]'`). It runs its own mixed
+precision: in bf16/fp16 the model's weights are cast and the images follow.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .train import AMP_DTYPES, Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler
+
+CONFIG_FILE = "deepspeed_config.json"
+#: A torch-extensions build lock older than this is left over from a killed build:
+#: DeepSpeed's first start compiles a comm op (~25 s), and a rank killed meanwhile leaves
+#: a lock that makes every later start wait forever.
+STALE_LOCK_S = 600.0
+
+
+def clear_stale_build_locks(environ: Mapping[str, str], now: float | None = None) -> list[Path]:
+    """Remove torch-extension build locks older than STALE_LOCK_S; returns them."""
+    root = Path(environ.get("TORCH_EXTENSIONS_DIR")
+                or Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                / "torch_extensions")
+    now = time.time() if now is None else now
+    removed = []
+    for lock in root.glob("**/lock"):
+        try:
+            if now - lock.stat().st_mtime > STALE_LOCK_S:
+                lock.unlink()
+                removed.append(lock)
+        except OSError:
+            continue
+    return removed
+
+
+def load() -> ModuleType:
+    """`deepspeed`, or a WorkloadError that says how to install it."""
+    try:
+        import deepspeed
+    except ImportError as exc:
+        raise WorkloadError(
+            f"--backend deepspeed needs DeepSpeed, which this Python cannot import ({exc}); "
+            "install it with `DS_BUILD_OPS=0 pip install 'scalestudy[deepspeed]'` (its ops "
+            "compile on first use) or load the site's DeepSpeed module in the job's setup"
+        ) from None
+    return deepspeed
+
+
+def config(cfg: TrainConfig, world_size: int, zero_stage: int) -> dict[str, Any]:
+    """The DeepSpeed config of a run (written next to its metrics for provenance)."""
+    return {
+        "train_micro_batch_size_per_gpu": cfg.batch_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": cfg.batch_size * world_size,
+        "zero_optimization": {"stage": zero_stage},
+        # ZeRO 1-2 refuse a plain torch optimizer unless told it is fine.
+        "zero_allow_untested_optimizer": True,
+        "bf16": {"enabled": cfg.precision == "bf16"},
+        "fp16": {"enabled": cfg.precision == "fp16"},
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+
+
+class DeepSpeedBackend:
+    """Training through a DeepSpeed engine."""
+
+    name = "deepspeed"
+    bare_compute = True  # ZeRO partitions the model: time compute before initialize
+    wire = "none"
+
+    def __init__(self, deepspeed: ModuleType, options: Mapping[str, Any],
+                 run_dir: Path | None, world_size: int, lead: bool) -> None:
+        self.deepspeed = deepspeed
+        self.zero_stage = int(options.get("zero_stage", 0))
+        self.run_dir = run_dir
+        self.world_size = world_size
+        self.lead = lead
+        self.config: dict[str, Any] = {}
+
+    def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
+             batch: Batch) -> Callable[[], None]:
+        """engine(data) -> loss -> engine.backward -> engine.step."""
+        self.config = config(cfg, self.world_size, self.zero_stage)
+        if self.lead and self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / CONFIG_FILE).write_text(json.dumps(self.config, indent=2) + "\n")
+        optimizer = make_optimizer(model.parameters(), cfg)
+        engine, *_ = self.deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=make_scheduler(optimizer, cfg),
+            config=self.config, dist_init_required=False,
+        )
+        data = batch.data.to(AMP_DTYPES[cfg.precision]) if cfg.precision in AMP_DTYPES \
+            else batch.data
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step() -> None:
+            loss = loss_fn(engine(data).float(), batch.target)
+            engine.backward(loss)
+            engine.step()
+
+        return step
+
+    def compute_step(self) -> Callable[[], None]:
+        """Not used: compute-only steps run on the bare model before `wrap`."""
+        raise NotImplementedError("DeepSpeed times compute-only steps before initialize")
+
+    def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:
+        """dist.all_reduce of one fp32 buffer on the process group the engine uses."""
+        buf = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=device)
+        return lambda: dist.all_reduce(buf)
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order."""
+        out: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(out, obj)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """DeepSpeed's version and the config it ran with."""
+        return {"deepspeed": {"version": self.deepspeed.__version__,
+                              "zero_stage": self.zero_stage, "config": self.config}}

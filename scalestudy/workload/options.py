@@ -1,0 +1,111 @@
+"""Training options of the bundled benchmark: one table read by the spec, the renderer
+and the workload's command line (importable without torch).
+
+Each option is a key of `workload:` (its base value), of a tuning variant's `options:`
+(an override) and of `grid:` (an axis). An option applies to some backends only;
+elsewhere it is ignored, and a grid axis over it does not multiply the other backends'
+runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+BACKENDS: tuple[str, ...] = ("ddp", "horovod", "deepspeed")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One training option: its type, default, where it applies and what it does."""
+
+    name: str
+    kind: type  # bool, int, float or str
+    default: Any
+    help: str
+    backends: tuple[str, ...] = BACKENDS
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def flag(self) -> str:
+        """The workload's command-line flag, e.g. `--bucket-cap-mb`."""
+        return "--" + self.name.replace("_", "-")
+
+    def applies(self, backend: str) -> bool:
+        """Whether this option means anything to `backend`."""
+        return backend in self.backends
+
+    def check(self, value: Any) -> Any:
+        """The value if it has the right type and range, else ValueError saying why."""
+        ok_type = (
+            isinstance(value, bool) if self.kind is bool
+            else isinstance(value, int) and not isinstance(value, bool) if self.kind is int
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+            if self.kind is float else isinstance(value, str)
+        )
+        if not ok_type:
+            raise ValueError(f"{self.name}: {value!r} is not a {self.kind.__name__}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{self.name}: {value!r} is not one of {', '.join(self.choices)}")
+        if self.kind is float and not math.isfinite(value):
+            raise ValueError(f"{self.name}: {value!r} is not a finite number")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"{self.name}: {value!r} is below the minimum {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"{self.name}: {value!r} is above the maximum {self.maximum:g}")
+        return value
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("precision", str, "fp32", "fp32; bf16 (autocast); fp16 (autocast + GradScaler, "
+           "CUDA only)", choices=PRECISIONS),
+    Option("channels_last", bool, False, "NHWC memory format for the model and the images"),
+    Option("compile", bool, False, "torch.compile the model before wrapping it"),
+    Option("bucket_cap_mb", float, 25.0, "DDP gradient bucket size in MB",
+           backends=("ddp",), minimum=0.001, maximum=65536),
+    Option("gradient_as_bucket_view", bool, False,
+           "DDP: gradients are views into the allreduce buckets (saves a copy)",
+           backends=("ddp",)),
+    Option("static_graph", bool, False, "DDP: the graph is the same every step",
+           backends=("ddp",)),
+    Option("comm_hook", str, "none", "DDP gradient compression hook: none, fp16 or bf16",
+           backends=("ddp",), choices=("none", "fp16", "bf16")),
+    Option("compression", str, "none", "Horovod gradient compression: none or fp16",
+           backends=("horovod",), choices=("none", "fp16")),
+    Option("backward_passes_per_step", int, 1,
+           "Horovod: local gradient accumulation steps per allreduce",
+           backends=("horovod",), minimum=1, maximum=1024),
+    Option("adasum", bool, False, "Horovod: Adasum reduction instead of averaging",
+           backends=("horovod",)),
+    Option("zero_stage", int, 0, "DeepSpeed ZeRO stage (0-3)", backends=("deepspeed",),
+           minimum=0, maximum=3),
+    Option("diagnostics", bool, True,
+           "compute-only timing (no gradient sync) and an allreduce probe after the run"),
+    Option("mllog", bool, False, "print MLPerf-style :::MLLOG lines"),
+)
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+
+
+def applicable(options: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """The options that mean something to `backend`, in table order."""
+    return {o.name: options[o.name] for o in OPTIONS if o.applies(backend) and o.name in options}
+
+
+def to_args(options: Mapping[str, Any], backend: str) -> list[str]:
+    """Workload arguments for the options of `backend` that differ from the default."""
+    args: list[str] = []
+    for name, value in applicable(options, backend).items():
+        option = BY_NAME[name]
+        if value == option.default:
+            continue
+        if option.kind is bool:
+            args.append(option.flag if value else "--no-" + option.flag[2:])
+        else:
+            args += [option.flag, str(value)]
+    return args

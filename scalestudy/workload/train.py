@@ -1,0 +1,256 @@
+"""What every backend shares: the model and synthetic batch, the training step in each
+precision, the learning-rate schedule, and the timed phases (training, compute only,
+allreduce probe).
+
+A backend (ddp.py, hvd.py, ds.py) supplies how the model is wrapped, how a step
+synchronises gradients, how to allreduce and how to gather; `run` does the rest in the
+same way for all of them, so their numbers compare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from . import diagnostics
+from .models import build_model, num_parameters
+from .timing import mean, time_iterations
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+COMPRESSED_BYTES = {"fp16": 2, "bf16": 2}  # bytes per gradient element on the wire
+
+
+class WorkloadError(Exception):
+    """A setting this machine cannot run; reported in one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What to train, how, and how to time it."""
+
+    model: str
+    image_size: int
+    num_classes: int
+    batch_size: int
+    precision: str
+    warmup_iters: int
+    iters: int
+    batches_per_iter: int
+    seed: int
+    channels_last: bool = False
+    compile: bool = False
+    diagnostics: bool = True
+    lr: float = 0.01
+    base_lr: float | None = None  # warm-up starts here (default: lr)
+    lr_warmup_iters: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # backend-specific options
+
+    @property
+    def images_per_iter(self) -> int:
+        """Images one rank trains per timed iteration."""
+        return self.batch_size * self.batches_per_iter
+
+
+@dataclass
+class Batch:
+    """The synthetic images and labels every step trains on."""
+
+    data: torch.Tensor
+    target: torch.Tensor
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of cfg.lr at optimizer step `step`: a linear ramp from base_lr to lr
+    over lr_warmup_iters steps (Goyal et al.), then 1."""
+    if cfg.lr_warmup_iters <= 0 or step >= cfg.lr_warmup_iters:
+        return 1.0
+    start = (cfg.base_lr if cfg.base_lr is not None else cfg.lr) / cfg.lr
+    return start + (1.0 - start) * step / cfg.lr_warmup_iters
+
+
+def make_optimizer(params: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """SGD with momentum at the run's learning rate."""
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=0.9)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> Any:
+    """The warm-up schedule, stepped once per optimizer step."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
+
+
+def build(cfg: TrainConfig, device: torch.device) -> tuple[nn.Module, Batch]:
+    """The model on its device (channels_last when asked) and one synthetic batch."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, cfg.num_classes).to(device)
+    shape = (cfg.batch_size, 3, cfg.image_size, cfg.image_size)
+    data = torch.randn(shape, device=device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        data = data.contiguous(memory_format=torch.channels_last)
+    target = torch.randint(0, cfg.num_classes, (cfg.batch_size,), device=device)
+    return model, Batch(data, target)
+
+
+def grad_bytes(model: nn.Module, wire: str = "none") -> int:
+    """Bytes of gradients allreduced per step (fp32, or 2 per element when compressed)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if wire in COMPRESSED_BYTES:
+        return sum(p.numel() for p in params) * COMPRESSED_BYTES[wire]
+    return sum(p.numel() * p.element_size() for p in params)
+
+
+def autocast(cfg: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """Autocast in bf16/fp16, nothing in fp32."""
+    dtype = AMP_DTYPES.get(cfg.precision)
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+               cfg: TrainConfig, device: torch.device, batch: Batch,
+               context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+               ) -> Callable[[], None]:
+    """One training step: forward (autocast), backward (GradScaler in fp16), step.
+
+    `context` wraps forward and backward (DDP's `no_sync` for compute-only timing).
+    """
+    loss_fn = nn.CrossEntropyLoss()
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+    context = context or contextlib.nullcontext
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with context():
+            with autocast(cfg, device):
+                loss = loss_fn(model(batch.data), batch.target)
+            if scaler is None:
+                loss.backward()
+            else:
+                scaler.scale(loss).backward()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+        scheduler.step()
+
+    return step
+
+
+class Backend(Protocol):
+    """How one training backend wraps the model and talks to the other ranks."""
+
+    name: str
+    #: True: time compute-only steps on the bare model before wrapping (Horovod and
+    #: DeepSpeed hook into the parameters); False: `compute_step` after training (DDP).
+    bare_compute: bool
+    wire: str  # gradient compression on the wire: none, fp16, bf16
+
+    def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
+             batch: Batch) -> Callable[[], None]:
+        """The synchronising training step of the wrapped model."""
+        ...
+
+    def compute_step(self) -> Callable[[], None]:
+        """A step without gradient synchronisation (only when not bare_compute)."""
+        ...
+
+    def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:
+        """A function that allreduces one prepared buffer of `size_bytes`."""
+        ...
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the record says about this backend (versions, settings in effect)."""
+        ...
+
+
+@dataclass
+class TrainResult:
+    """One rank's measurements."""
+
+    iter_times: list[float]
+    compute_iter_times: list[float] | None
+    probe_times: list[float] | None
+    num_params: int
+    grad_bytes: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def compute_iters(cfg: TrainConfig) -> int:
+    """Timed compute-only iterations: a few are enough (it is a ratio, not the result)."""
+    return max(1, min(cfg.iters, 3))
+
+
+def _sync_fn(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _time_compute(step: Callable[[], None], cfg: TrainConfig,
+                  sync: Callable[[], None]) -> list[float]:
+    step()  # one untimed step: allocations, autotuning
+    return time_iterations(step, warmup_iters=0, iters=compute_iters(cfg),
+                           batches_per_iter=cfg.batches_per_iter, sync=sync)
+
+
+def run(backend: Backend, cfg: TrainConfig, device: torch.device,
+        on_iter: Callable[[int, float], object] | None = None) -> TrainResult:
+    """Build the model, time training (and, with diagnostics, compute-only steps and an
+    allreduce probe up to the gradient size); returns this rank's measurements."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    sync = _sync_fn(device)
+    model, batch = build(cfg, device)
+    params = num_parameters(model)
+    wire_bytes = grad_bytes(model, backend.wire)
+    if cfg.compile:
+        model = torch.compile(model)
+    compute_times = None
+    if cfg.diagnostics and backend.bare_compute:
+        optimizer = make_optimizer(model.parameters(), cfg)
+        bare = plain_step(model, optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
+        compute_times = _time_compute(bare, cfg, sync)
+        del optimizer, bare
+    step = backend.wrap(model, cfg, device, batch)
+    times = time_iterations(step, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
+                            batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter)
+    if cfg.diagnostics and not backend.bare_compute:
+        compute_times = _time_compute(backend.compute_step(), cfg, sync)
+    probe = None
+    if cfg.diagnostics:
+        sizes = diagnostics.message_sizes(wire_bytes)
+        probe = diagnostics.time_allreduces(
+            lambda size: backend.allreduce(size, device), sizes, sync)
+    return TrainResult(iter_times=times, compute_iter_times=compute_times,
+                       probe_times=probe, num_params=params, grad_bytes=wire_bytes)
+
+
+def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
+              ) -> dict[str, Any]:
+    """The diagnostics part of the record, from every rank's measurements."""
+    first = results[0]
+    out: dict[str, Any] = {"num_params": first.num_params, "grad_bytes": first.grad_bytes,
+                           "diagnostics": cfg.diagnostics}
+    if first.compute_iter_times is not None:
+        steps = [mean(r.iter_times) / cfg.batches_per_iter for r in results]
+        computes = [mean(r.compute_iter_times or [0.0]) / cfg.batches_per_iter
+                    for r in results]
+        out.update(diagnostics.comm_summary(steps, computes, cfg.batch_size * world_size))
+        out["compute_iters"] = compute_iters(cfg)
+    if first.probe_times is not None:
+        sizes = diagnostics.message_sizes(first.grad_bytes)
+        slowest = [max(r.probe_times[i] for r in results if r.probe_times)
+                   for i in range(len(sizes))]
+        probe = diagnostics.probe_table(sizes, slowest, world_size)
+        out["allreduce_probe"] = probe
+        out.update(diagnostics.probe_summary(probe))
+    return out
