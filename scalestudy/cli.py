@@ -230,16 +230,57 @@ def collect(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
 
 
 @app.command()
-def report(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
-    """Collect, compute speedup and efficiency, and write the report."""
+def report(
+    study: StudyArg,
+    results: ResultsOpt = Path("results"),
+    as_json: JsonOpt = False,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="efficiency baseline: smallest (world size), node (one full "
+        "node) or a world size, e.g. 8")] = "smallest",
+    references: Annotated[Path | None, typer.Option(
+        "--references", help="YAML file of reference values, checked with the study's own")
+    ] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="exit 1 when a reference check fails (for CI)")] = False,
+    straggler: Annotated[float, typer.Option(
+        help="flag a run whose slowest rank is this fraction below the mean rank")] = 0.10,
+    max_cv: Annotated[float, typer.Option(
+        help="flag a coefficient of variation (iteration times, repeats) above this")] = 0.05,
+    min_iters: Annotated[int, typer.Option(
+        help="flag a run with fewer timed iterations")] = 10,
+    latency: Annotated[str, typer.Option(
+        help="model latency term: log (log2 P, tree) or ring (P - 1)")] = "log",
+    bandwidth: Annotated[str, typer.Option(
+        help="model bandwidth: fit, or probe (the allreduce probe's busbw)")] = "fit",
+    max_nodes: Annotated[int, typer.Option(
+        help="predict up to this many nodes")] = 1024,
+) -> None:
+    """Collect, analyse (efficiency, flags, communication model, references), write the
+    report; --check exits 1 when a reference fails."""
+    from scalestudy.references import ReferenceFailed, failed_lines
+    from scalestudy.report import options_from, report_study
     from scalestudy.runner import make_plan
-    from scalestudy.runner import report as write_report
+    from scalestudy.summary import dump
     from scalestudy.tables import scaling_rich_table
 
+    options = options_from(baseline, straggler, max_cv, min_iters, latency, bandwidth,
+                           max_nodes)
     plan = make_plan(study, results)
-    html, table = write_report(plan)
-    out.print(scaling_rich_table(table, plan.study.name))
-    out.print(f"report: {html}")
+    rep = report_study(plan, options, references)
+    if as_json:
+        sys.stdout.write(dump(rep.summary))
+    else:
+        out.print(scaling_rich_table(rep.table, plan.study.name))
+        if len(rep.checks):
+            out.print(f"references: {len(rep.checks) - rep.failed_checks} passed, "
+                      f"{rep.failed_checks} failed")
+        out.print(f"report: {rep.html}")
+    if check and rep.failed_checks:
+        raise ReferenceFailed(f"{rep.failed_checks} reference check(s) failed:\n"
+                              + "\n".join(failed_lines(rep.checks)))
+    if check and not len(rep.checks):
+        err.print("note: --check: the study declares no references and none were given "
+                  "(--references FILE); nothing was checked", markup=False)
 
 
 @app.command()

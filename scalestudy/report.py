@@ -1,189 +1,85 @@
-"""The study report: Markdown and self-contained HTML, PNG plots, CSV of the data.
+"""The study report: Markdown and self-contained HTML, PNG plots, CSV of the data, and
+a JSON summary.
 
-Plots are drawn on `matplotlib.figure.Figure` objects with the Agg canvas; pyplot (and
-its global figure manager) is never used. `write_report` builds the whole report in a
-temporary directory and swaps it in at the end, so a crash never leaves half a report.
+The report is built as a list of blocks (headings, paragraphs, lists, tables, images)
+that render to Markdown and to HTML the same way. `build_report` writes everything in
+a temporary directory and swaps it in at the end, so a crash never leaves half a
+report. See docs/report.md for what each section means.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogFormatter, NullLocator, PercentFormatter
 
-from scalestudy.analyze import failures, format_value
+from scalestudy.analyze import Baseline, completed_runs, failures
 from scalestudy.collect import STATES
-
-PLOTS: tuple[tuple[str, str], ...] = (
-    ("throughput.png", "Throughput vs GPUs"),
-    ("efficiency.png", "Parallel efficiency vs GPUs"),
+from scalestudy.commmodel import MAX_NODES, model_study
+from scalestudy.findings import findings
+from scalestudy.plots import (
+    Draw,
+    heatmap_data,
+    plot_comm_overhead,
+    plot_efficiency,
+    plot_heatmap,
+    plot_model,
+    plot_per_gpu_vs_batch,
+    plot_throughput,
+    plot_variants,
+    render_png,
 )
-TABLE_HEADERS: tuple[str, ...] = (
-    "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
-    "throughput img/s: median [min–max]", "per-GPU img/s", "speedup", "efficiency", "repeats",
+from scalestudy.quality import Thresholds, flagged_runs
+from scalestudy.references import Locate, check_references
+from scalestudy.reporttables import (
+    failure_table,
+    fit_table,
+    flags_table,
+    group_tables,
+    prediction_table,
+    reference_table,
+    residual_table,
 )
-Table = tuple[list[str], list[list[str]]]
+from scalestudy.spec import Reference
+
+__all__ = ["Report", "ReportOptions", "build_report", "plot_efficiency", "plot_throughput",
+           "render_png", "write_report"]
+Block = tuple[str, Any]
 
 
-def _num(value: float) -> str:
-    """Images/s for people: 3 significant digits at least, thousands separated."""
-    if not np.isfinite(value):
-        return "n/a"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the report analyses: baseline, flag thresholds, the model's terms and reach."""
+
+    baseline: Baseline = "smallest"
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    latency: str = "log"
+    bandwidth: str = "fit"
+    max_nodes: int = MAX_NODES
 
 
-class _PlainLogFormatter(LogFormatter):
-    """Log-axis labels as plain numbers (1,000 rather than 10^3); LogFormatter picks
-    which ticks get a label."""
+@dataclass
+class Report:
+    """What a report build produced: where, the tables, the checks and the summary."""
 
-    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
-        return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+    html: Path
+    table: pd.DataFrame
+    checks: pd.DataFrame
+    summary: dict[str, Any]
 
-
-def _groups(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    return [(str(g), rows) for g, rows in table.groupby("group", sort=False)]
-
-
-def _gpu_axis(ax: Axes, table: pd.DataFrame) -> None:
-    """Log2 x axis with a tick at each world size, labelled as plain integers."""
-    ax.set_xscale("log", base=2)
-    sizes = sorted({int(p) for p in table["world_size"]}) if not table.empty else [1, 2, 4, 8]
-    ax.set_xticks(sizes)
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-    ax.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.4)
-    ax.set_xlabel("GPUs (world size = nodes × ranks/node)")
-    ax.grid(True, which="major", alpha=0.3)
-
-
-def _no_data(ax: Axes) -> None:
-    ax.text(0.5, 0.5, "No completed runs yet", transform=ax.transAxes,
-            ha="center", va="center", fontsize=12, color="0.4")
-
-
-def _legend(ax: Axes, extra: Line2D) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    ax.legend([*handles, extra], [*labels, extra.get_label()], fontsize=8, loc="best")
-
-
-def _nonnegative(err: list[np.ndarray]) -> list[np.ndarray]:
-    """Error-bar lengths, with rounding noise below zero clipped (matplotlib rejects it)."""
-    return [np.clip(e, 0.0, None) for e in err]
-
-
-def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
-    """Log-log throughput vs GPUs per group, min–max error bars, dashed ideal line."""
-    ax.set_title(title or "Throughput vs GPUs")
-    ax.set_ylabel("Throughput (img/s, all GPUs)")
-    _gpu_axis(ax, table)
-    if table.empty:
-        _no_data(ax)
-        ax.set_yticks([])
-        return
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
-    ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
-    cmap = colormaps["tab10"]
-    for i, (group, rows) in enumerate(_groups(table)):
-        color = cmap(i % 10)
-        med = rows["throughput_median"].to_numpy(float)
-        err = _nonnegative([med - rows["throughput_min"].to_numpy(float),
-                            rows["throughput_max"].to_numpy(float) - med])
-        ax.errorbar(rows["world_size"], med, yerr=err, fmt="o-", color=color, capsize=3,
-                    label=group)
-        ax.plot(rows["world_size"], rows["ideal_throughput"], "--", color=color, alpha=0.6)
-    _legend(ax, Line2D([], [], ls="--", color="0.4", label="ideal (linear from baseline)"))
-
-
-def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
-    """Efficiency vs GPUs (x log2, y from 0) per group with a 1.0 reference line."""
-    ax.set_title(title or "Parallel efficiency vs GPUs")
-    ax.set_ylabel("Parallel efficiency (per-GPU img/s vs baseline)")
-    _gpu_axis(ax, table)
-    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-    top = 1.1
-    if table.empty:
-        _no_data(ax)
-    else:
-        cmap = colormaps["tab10"]
-        annotate = len(table) <= 24
-        for i, (group, rows) in enumerate(_groups(table)):
-            color = cmap(i % 10)
-            eff = rows["efficiency"].to_numpy(float)
-            scale = eff / rows["throughput_median"].to_numpy(float)
-            err = _nonnegative([eff - rows["throughput_min"].to_numpy(float) * scale,
-                                rows["throughput_max"].to_numpy(float) * scale - eff])
-            ax.errorbar(rows["world_size"], eff, yerr=err, fmt="o-", color=color, capsize=3,
-                        label=group)
-            if annotate:
-                base = rows["baseline"].to_numpy(bool)
-                for x, y in zip(rows["world_size"][~base], eff[~base], strict=True):
-                    ax.annotate(f"{y:.0%}", (x, y), textcoords="offset points", xytext=(7, 0),
-                                ha="left", va="center", fontsize=7, color=color,
-                                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
-                                      "alpha": 0.8})
-            top = max(top, float(np.nanmax(err[1] + eff)) * 1.08)
-    ax.axhline(1.0, ls="--", color="0.4", lw=1)
-    ax.set_ylim(0, top)
-    _legend(ax, Line2D([], [], ls="--", color="0.4", label="ideal (100 %)"))
-
-
-def render_png(draw: Callable[[pd.DataFrame, Axes, str], None], table: pd.DataFrame,
-               title: str) -> bytes:
-    """Draw on a fresh Agg figure and return the PNG bytes (no pyplot state)."""
-    fig = Figure(figsize=(8, 5), layout="constrained")
-    FigureCanvasAgg(fig)
-    draw(table, fig.add_subplot(), title)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    return buf.getvalue()
-
-
-def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
-    """(group label, baseline note, (headers, rows)) for each group, cells as text."""
-    out = []
-    for group, rows in _groups(table):
-        body = []
-        for r in rows.itertuples(index=False):
-            spread = f"{_num(r.throughput_median)} [{_num(r.throughput_min)}–" \
-                     f"{_num(r.throughput_max)}]"
-            body.append([
-                str(r.world_size), f"{r.nodes} × {r.ranks_per_node}",
-                format_value(r.batch_size), format_value(r.global_batch), spread,
-                _num(r.throughput_per_gpu), f"{r.speedup:.2f}", f"{r.efficiency:.1%}",
-                str(r.n_repeats),
-            ])
-        base = rows[rows["baseline"].astype(bool)].iloc[0]
-        note = (f"Baseline: {base.world_size} GPU{'s' if base.world_size != 1 else ''} "
-                f"({base.nodes} × {base.ranks_per_node}), "
-                f"{_num(base.throughput_median)} img/s.")
-        out.append((group, note, (list(TABLE_HEADERS), body)))
-    return out
-
-
-def failure_table(runs: pd.DataFrame) -> Table:
-    """Failed runs as text cells (run id, configuration, exit code, reason)."""
-    failed = failures(runs)
-    rows = [["" if pd.isna(v) else format_value(v) for v in rec]
-            for rec in failed.itertuples(index=False)]
-    return [str(c) for c in failed.columns], rows
+    @property
+    def failed_checks(self) -> int:
+        """How many reference checks failed."""
+        return int((self.checks["result"] == "fail").sum()) if len(self.checks) else 0
 
 
 def run_counts(runs: pd.DataFrame) -> str:
@@ -193,6 +89,105 @@ def run_counts(runs: pd.DataFrame) -> str:
     names = [*[s for s in STATES if s in counts], *[s for s in counts.index if s not in STATES]]
     parts = ", ".join(f"{counts[s]} {s}" for s in names)
     return f"{len(runs)} runs planned" + (f": {parts}" if parts else "")
+
+
+def _definitions(scaling: str, options: ReportOptions) -> str:
+    fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
+             else "global batch fixed, per-GPU batch shrinks with the GPUs")
+    return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is images/s over all "
+            "GPUs, median over repeats, [min–max] over repeats. Speedup = throughput(P) / "
+            "throughput(P0); efficiency = (throughput(P) / P) / (throughput(P0) / P0), P0 = "
+            f"the baseline (asked for: {options.baseline}). "
+            + options.thresholds.describe())
+
+
+MODEL_TEXT = ("Step time t(P) = a·b(P) + 2(P−1)/P·S/B + α·L(P): compute (b = per-GPU batch), "
+              "ring allreduce of S gradient bytes at bus bandwidth B, latency α per {lat}. "
+              "Measured step time = global batch / throughput. Fitted by non-negative least "
+              "squares on relative residuals; the hold-out check refits without the largest "
+              "world size and predicts it.")
+
+
+def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
+           ) -> list[tuple[str, str, Draw, pd.DataFrame, str]]:
+    """(file, title, draw, frame, data csv) of each plot the data supports."""
+    out: list[tuple[str, str, Draw, pd.DataFrame, str]] = [
+        ("throughput.png", "Throughput vs GPUs", plot_throughput, table, "scaling.csv"),
+        ("efficiency.png", "Parallel efficiency vs GPUs", plot_efficiency, table,
+         "scaling.csv")]
+    if table.empty:
+        return out
+    if table["batch_size"].nunique() > 1:
+        out.append(("per_gpu_batch.png", "Per-GPU throughput vs per-GPU batch",
+                    plot_per_gpu_vs_batch, table, "scaling.csv"))
+    if table["group"].nunique() > 1:
+        out.append(("variants.png", "Throughput of each configuration at each scale",
+                    plot_variants, table, "scaling.csv"))
+    heat = heatmap_data(table)
+    if heat.shape[0] > 1 and heat.shape[1] > 1:
+        out.append(("heatmap.png", "Efficiency by nodes and per-GPU batch", plot_heatmap,
+                    table, "heatmap.csv"))
+    if table["comm_overhead"].notna().any():
+        out.append(("comm_overhead.png", "Communication overhead vs GPUs", plot_comm_overhead,
+                    table, "scaling.csv"))
+    if (fits["status"] == "fitted").any():
+        out.append(("model.png", "Step time: measured, fit and prediction", plot_model,
+                    model_frame, "model_points.csv"))
+    return out
+
+
+def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
+            table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
+    b: list[Block] = [("h1", f"Scaling study: {name}"),
+                      ("note", f"Generated {date}. {run_counts(runs)}.")]
+    b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
+    b.append(("note", _definitions(scaling, options)))
+    b += [("h2", "Findings"), ("ul", parts["findings"] or ["No completed runs yet."])]
+    if table.empty:
+        b.append(("p", "No completed runs yet: nothing to analyse."))
+    for group, note, tab in group_tables(table):
+        b += [("h2", group), ("note", note), ("table", tab)]
+    checks = parts["checks"]
+    if len(checks):
+        failed = int((checks["result"] == "fail").sum())
+        b += [("h2", "References"),
+              ("p", f"{len(checks) - failed} passed, {failed} failed."),
+              ("table", reference_table(checks))]
+    if not table.empty:
+        b += [("h2", "Communication model"),
+              ("note", MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
+                                         else "extra rank (P − 1)")),
+              ("table", fit_table(parts["fits"]))]
+        if len(parts["points"]):
+            b += [("h3", "Residuals"), ("table", residual_table(parts["points"]))]
+        if len(parts["preds"]):
+            b += [("h3", f"Predictions (up to {options.max_nodes:,} nodes)"),
+                  ("table", prediction_table(parts["preds"]))]
+    b.append(("h2", "Plots"))
+    b += [("img", (fname, title)) for fname, title, *_ in parts["plots"]]
+    flagged = parts["flagged"]
+    b += [("h2", "Quality flags"),
+          ("table", flags_table(flagged)) if len(flagged) else ("p", "None.")]
+    failed_tab = failure_table(runs)
+    b += [("h2", "Failed runs"), ("table", failed_tab) if failed_tab[1] else ("p", "None.")]
+    b += [("h2", "Data"), ("ul", [f"[{f}]({f}): {what}" for f, what in DATA_FILES
+                                  if f in parts["files"]] + ["[../runs.csv](../runs.csv): "
+                                                            "one row per run"])]
+    return b
+
+
+DATA_FILES: tuple[tuple[str, str], ...] = (
+    ("scaling.csv", "the scaling tables and the data of the throughput, efficiency, "
+     "per-GPU batch, configuration and comm-overhead plots"),
+    ("heatmap.csv", "the data of the heatmap"),
+    ("model_fit.csv", "the model's parameters per group"),
+    ("model_points.csv", "measured vs fitted step time (the model plot's data)"),
+    ("model_predictions.csv", "predicted throughput and efficiency at larger scales"),
+    ("references.csv", "the reference checks"),
+    ("flags.csv", "the flagged runs"),
+    ("failures.csv", "the failed runs"),
+    ("summary.json", "the summary `scalestudy report --json` prints"),
+)
 
 
 def _md_cell(text: str) -> str:
@@ -206,71 +201,73 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>\n"
-                   for row in rows)
-    attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
-
-
-CSS = """body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;
-color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;
-padding:.25em .6em;text-align:right}th{background:#f3f3f3}.failed td:last-child{text-align:left}
-img{max-width:100%}.note{color:#555}figure{margin:1em 0}"""
-
-
-def _definitions(scaling: str) -> str:
-    fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
-             else "global batch fixed, per-GPU batch shrinks with the GPUs")
-    return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is images/s over all "
-            "GPUs, median over repeats. Speedup = throughput(P) / throughput(P0); "
-            "efficiency = (throughput(P) / P) / (throughput(P0) / P0), P0 = the smallest "
-            "world size in the group (fewer nodes on a tie).")
-
-
-def _markdown(name: str, description: str, scaling: str, date: str, counts: str,
-              groups: list[tuple[str, str, Table]], failed: Table) -> str:
-    out = [f"# Scaling study: {name}", "", f"_Generated {date}._ {counts}.", ""]
-    if description.strip():
-        out += [description.strip(), ""]
-    out += [_definitions(scaling), ""]
-    if not groups:
-        out += ["**No completed runs yet**: nothing to analyse.", ""]
-    for group, note, (headers, rows) in groups:
-        out += [f"## {group}", "", note, "", _md_table(headers, rows), ""]
-    out += ["## Plots", ""]
-    out += [f"![{title}]({fname})" + "\n" for fname, title in PLOTS]
-    out += ["## Failed runs", ""]
-    out += [_md_table(*failed) if failed[1] else "None.", ""]
-    out += ["## Data", "", "- [scaling.csv](scaling.csv): the tables and plotted data",
-            "- [failures.csv](failures.csv): the failed runs",
-            "- [../runs.csv](../runs.csv): one row per run", ""]
+def markdown(blocks: list[Block]) -> str:
+    """The blocks as Markdown (images as links to the PNG files next to it)."""
+    out = []
+    for kind, value in blocks:
+        if kind in ("h1", "h2", "h3"):
+            out.append("#" * int(kind[1]) + " " + value)
+        elif kind == "note":
+            out.append(f"_{value}_" if value.startswith("Generated") else value)
+        elif kind == "p":
+            out.append(value)
+        elif kind == "ul":
+            out.append("\n".join(f"- {item}" for item in value))
+        elif kind == "table":
+            out.append(_md_table(*value))
+        elif kind == "img":
+            out.append(f"![{value[1]}]({value[0]})")
+        out.append("")
     return "\n".join(out)
 
 
-def _html(name: str, description: str, scaling: str, date: str, counts: str,
-          groups: list[tuple[str, str, Table]], failed: Table,
-          images: dict[str, bytes]) -> str:
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;
+padding:.25em .6em;text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}
+img{max-width:100%}.note{color:#555}figure{margin:1em 0}.fail{color:#b00;font-weight:bold}
+.pass{color:#070}"""
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+
+    def cell(c: str) -> str:
+        cls = {"FAIL": ' class="fail"', "PASS": ' class="pass"'}.get(c, "")
+        return f"<td{cls}>{e(c)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(c) for c in row) + "</tr>\n" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
+
+
+def _html_link(item: str) -> str:
+    """`[a](b): text` -> an escaped anchor (the Data list)."""
+    if item.startswith("[") and "](" in item:
+        label, rest = item[1:].split("](", 1)
+        target, text = rest.split(")", 1)
+        return f'<a href="{html.escape(target)}">{html.escape(label)}</a>{html.escape(text)}'
+    return html.escape(item)
+
+
+def html_page(blocks: list[Block], title: str, caption: str, images: dict[str, bytes]) -> str:
+    """The blocks as one self-contained HTML page (PNG images inlined as data URIs)."""
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>Scaling study: {e(name)}</title><style>{CSS}</style></head><body>",
-           f"<h1>Scaling study: {e(name)}</h1>",
-           f'<p class="note">Generated {e(date)}. {e(counts)}.</p>']
-    out += [f"<p>{e(p.strip())}</p>" for p in description.split("\n\n") if p.strip()]
-    out.append(f'<p class="note">{e(_definitions(scaling))}</p>')
-    if not groups:
-        out.append("<p><strong>No completed runs yet</strong>: nothing to analyse.</p>")
-    for group, note, (headers, rows) in groups:
-        out += [f"<h2>{e(group)}</h2>", f'<p class="note">{e(note)}</p>',
-                _html_table(headers, rows)]
-    out.append("<h2>Plots</h2>")
-    for fname, title in PLOTS:
-        data = base64.b64encode(images[fname]).decode("ascii")
-        out.append(f'<figure><img alt="{e(title)}" src="data:image/png;base64,{data}">'
-                   f"<figcaption>{e(title)}: {e(name)}, {e(date)}</figcaption></figure>")
-    out.append("<h2>Failed runs</h2>")
-    out.append(_html_table(*failed, cls="failed") if failed[1] else "<p>None.</p>")
+           f"<title>{e(title)}</title><style>{CSS}</style></head><body>"]
+    for kind, value in blocks:
+        if kind in ("h1", "h2", "h3"):
+            out.append(f"<{kind}>{e(value)}</{kind}>")
+        elif kind in ("note", "p"):
+            out.append(f'<p class="note">{e(value)}</p>' if kind == "note"
+                       else f"<p>{e(value)}</p>")
+        elif kind == "ul":
+            out.append("<ul>" + "".join(f"<li>{_html_link(i)}</li>" for i in value) + "</ul>")
+        elif kind == "table":
+            out.append(_html_table(*value))
+        elif kind == "img":
+            data = base64.b64encode(images[value[0]]).decode("ascii")
+            out.append(f'<figure><img alt="{e(value[1])}" src="data:image/png;base64,{data}">'
+                       f"<figcaption>{e(value[1])}: {e(caption)}</figcaption></figure>")
     out.append("</body></html>\n")
     return "\n".join(out)
 
@@ -292,37 +289,127 @@ def _swap_in(tmp: Path, final: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def write_report(study_dir: Path, name: str, description: str, scaling: str,
-                 runs: pd.DataFrame, table: pd.DataFrame) -> Path:
-    """Write `report/` (index.md, self-contained index.html, PNGs, CSVs) atomically;
-    return the path of index.html."""
+RefSet = tuple[Sequence[Reference], Locate]
+
+
+def _check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
+               ) -> pd.DataFrame:
+    frames = [check_references(refs, table, system, locate) for refs, locate in references
+              if refs]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else check_references(
+        [], table, system, lambda loc: "")
+
+
+def build_report(study_dir: Path, name: str, description: str, scaling: str,
+                 runs: pd.DataFrame, table: pd.DataFrame, *,
+                 options: ReportOptions | None = None, references: Sequence[RefSet] = (),
+                 system: str = "") -> Report:
+    """Analyse, check references and write `report/` atomically."""
+    from scalestudy.summary import summary_dict
+
+    options = options or ReportOptions()
     study_dir = Path(study_dir)
     study_dir.mkdir(parents=True, exist_ok=True)
     date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+    fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
+                                      options.max_nodes)
+    model_frame = pd.concat([points.assign(kind="measured"), preds.assign(
+        kind="predicted", step_time_fitted=preds["global_batch"] / preds[
+            "throughput_predicted"])], ignore_index=True)
+    checks = _check_all(references, table, system) if not table.empty else _check_all(
+        [], table, system)
+    parts: dict[str, Any] = {
+        "fits": fits, "points": points, "preds": preds, "checks": checks,
+        "flagged": flagged_runs(completed_runs(runs), options.thresholds),
+        "findings": findings(table, runs, scaling, fits, points, preds),
+        "plots": _plots(table, model_frame, fits)}
+    csvs: dict[str, pd.DataFrame] = {
+        "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
+        "model_points.csv": model_frame, "model_predictions.csv": preds,
+        "flags.csv": parts["flagged"]}
+    if any(p[0] == "heatmap.png" for p in parts["plots"]):
+        csvs["heatmap.csv"] = heatmap_data(table).reset_index()
+    if len(checks):
+        csvs["references.csv"] = checks
+    parts["files"] = {*csvs, "summary.json"}
+    summary = summary_dict(name, scaling, date, runs, table, parts)
     tmp = Path(tempfile.mkdtemp(prefix="report.tmp", dir=study_dir))
     try:
         tmp.chmod(0o755)
-        images = {
-            "throughput.png": render_png(
-                plot_throughput, table, f"{name}: throughput, {scaling} scaling ({date})"),
-            "efficiency.png": render_png(
-                plot_efficiency, table, f"{name}: efficiency, {scaling} scaling ({date})"),
-        }
+        images = {fname: render_png(draw, frame, f"{name}: {title}, {scaling} scaling "
+                                    f"({date})")
+                  for fname, title, draw, frame, _ in parts["plots"]}
         for fname, data in images.items():
             (tmp / fname).write_bytes(data)
-        table.to_csv(tmp / "scaling.csv", index=False)
-        failures(runs).to_csv(tmp / "failures.csv", index=False)
-        counts = run_counts(runs)
-        groups = group_tables(table)
-        failed = failure_table(runs)
-        (tmp / "index.md").write_text(
-            _markdown(name, description, scaling, date, counts, groups, failed),
-            encoding="utf-8")
+        for fname, frame in csvs.items():
+            frame.to_csv(tmp / fname, index=False)
+        from scalestudy.summary import dump
+
+        (tmp / "summary.json").write_text(dump(summary), encoding="utf-8")
+        blocks = _blocks(name, description, scaling, date, runs, table, options, parts)
+        (tmp / "index.md").write_text(markdown(blocks), encoding="utf-8")
         (tmp / "index.html").write_text(
-            _html(name, description, scaling, date, counts, groups, failed, images),
+            html_page(blocks, f"Scaling study: {name}", f"{name}, {date}", images),
             encoding="utf-8")
         _swap_in(tmp, study_dir / "report")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return study_dir / "report" / "index.html"
+    return Report(html=study_dir / "report" / "index.html", table=table, checks=checks,
+                  summary=summary)
+
+
+def write_report(study_dir: Path, name: str, description: str, scaling: str,
+                 runs: pd.DataFrame, table: pd.DataFrame, **kw: Any) -> Path:
+    """`build_report` and return the path of index.html."""
+    return build_report(study_dir, name, description, scaling, runs, table, **kw).html
+
+
+def report_study(plan: Any, options: ReportOptions | None = None,
+                 references_file: Path | None = None) -> Report:
+    """Collect a planned study, analyse it and write its report; the references are
+    the study's own `references:` plus those of `references_file`."""
+    from scalestudy.analyze import scaling_table
+    from scalestudy.references import load_references
+    from scalestudy.runner import collect
+
+    options = options or ReportOptions()
+    study = plan.study
+    refs: list[RefSet] = [(study.references, study.line_of)]
+    if references_file is not None:
+        refs.append(load_references(references_file))
+    runs = collect(plan)
+    table = scaling_table(runs, study.scaling, options.baseline, options.thresholds)
+    return build_report(plan.directory, study.name, study.description, study.scaling, runs,
+                        table, options=options, references=refs, system=study.system)
+
+
+def options_from(baseline: str, straggler: float, max_cv: float, min_iters: int,
+                 latency: str, bandwidth: str, max_nodes: int) -> ReportOptions:
+    """Report options from command-line values, or a ScalestudyError saying which is wrong."""
+    from scalestudy.analyze import parse_baseline
+    from scalestudy.commmodel import BANDWIDTHS, LATENCY_TERMS
+    from scalestudy.errors import ScalestudyError
+
+    problems = []
+    try:
+        chosen = parse_baseline(baseline)
+    except ValueError as exc:
+        problems.append(f"--baseline: {exc}")
+    if not 0 < straggler < 1:
+        problems.append(f"--straggler: a fraction between 0 and 1, e.g. 0.1; got {straggler}")
+    if not max_cv > 0:
+        problems.append(f"--max-cv: a positive fraction, e.g. 0.05; got {max_cv}")
+    if min_iters < 1:
+        problems.append(f"--min-iters: at least 1; got {min_iters}")
+    if latency not in LATENCY_TERMS:
+        problems.append(f"--latency: one of {', '.join(LATENCY_TERMS)}; got {latency!r}")
+    if bandwidth not in BANDWIDTHS:
+        problems.append(f"--bandwidth: one of {', '.join(BANDWIDTHS)}; got {bandwidth!r}")
+    if max_nodes < 1:
+        problems.append(f"--max-nodes: at least 1; got {max_nodes}")
+    if problems:
+        raise ScalestudyError("\n".join(problems))
+    return ReportOptions(baseline=chosen, thresholds=Thresholds(straggler, max_cv, min_iters),
+                         latency=latency, bandwidth=bandwidth, max_nodes=max_nodes)

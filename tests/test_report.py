@@ -82,8 +82,9 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     rep = root / "report"
     assert out == rep / "index.html"
     assert sorted(f.name for f in rep.iterdir()) == [
-        "efficiency.png", "failures.csv", "index.html", "index.md", "scaling.csv",
-        "throughput.png"]
+        "efficiency.png", "failures.csv", "flags.csv", "index.html", "index.md", "model.png",
+        "model_fit.csv", "model_points.csv", "model_predictions.csv", "scaling.csv",
+        "summary.json", "throughput.png", "variants.png"]
     assert not [f for f in root.iterdir() if f.name.startswith("report.")]
     for png in ("throughput.png", "efficiency.png"):
         assert (rep / png).read_bytes().startswith(PNG)
@@ -96,10 +97,13 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert "17 runs planned: 16 completed, 1 failed" in md
 
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 2
+    assert page.count("data:image/png;base64,") == 4
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
     assert "http" not in text and "//" not in text  # no network references
-    assert re.findall(r'(?:src|href)="([^"]*)"', text) == ["", ""]
+    srcs = re.findall(r'src="([^"]*)"', text)
+    assert srcs == ["", "", "", ""]
+    assert all(not h.startswith(("/", "http")) and ":" not in h
+               for h in re.findall(r'href="([^"]*)"', text))
     assert "<table>" in page and "<td>2 × 4</td>" in page
     assert "&lt;oops&gt; &amp; more" in page and "<oops>" not in page
     assert "A &lt;b&gt;test&lt;/b&gt; study." in page
@@ -157,3 +161,85 @@ def test_single_repeat_with_rounding_noise_still_plots(tmp_path: Path) -> None:
     fig = Figure()
     plot_efficiency(table, fig.subplots())
     assert write_report(tmp_path, "noise", "", "weak", runs, table).is_file()
+
+
+SPEC = """name: gate
+system: local
+scaling: weak
+workload: {kind: synthetic, model: small_cnn, image_size: 32, iters: 20}
+grid: {nodes: [1], ranks_per_node: [1, 2, 4, 8], batch_size: [16]}
+references:
+  - {metric: efficiency, value: 0.95, lower: -0.1, where: {world_size: 8}}
+"""
+
+
+def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC) -> Path:
+    """A study whose runs all completed with these per-GPU rates (no jobs run)."""
+    from scalestudy.runner import make_plan
+
+    path = root / "study.yaml"
+    path.write_text(spec)
+    plan = make_plan(path, root / "results")
+    for r in plan.runs:
+        p = r.params()
+        d = plan.run_dir(r)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "run.json").write_text(json.dumps(p))
+        (d / "status.json").write_text(json.dumps({"state": "completed", "exit_code": 0}))
+        size = p["world_size"]
+        record = {"throughput": per_gpu[size] * size, "iters": 20, "grad_bytes": 4e6,
+                  "throughput_per_rank_min": per_gpu[size],
+                  "throughput_per_rank_mean": per_gpu[size], "comm_overhead": 0.01 * size}
+        (d / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    return path
+
+
+def test_report_check_gates_on_references(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    good = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0})
+    done = run_cli("report", str(good), "--results", "results", "--check", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "references: 1 passed, 0 failed" in done.stdout
+    md = (tmp_path / "results/gate/report/index.md").read_text()
+    assert "## References" in md and "| PASS | efficiency | world_size=8 |" in md
+    assert "## Communication model" in md and "comm_overhead.png" in md
+
+    # The same results with a slower 8-GPU point: 80 % < 95 % x 0.9.
+    finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 80.0})
+    done = run_cli("report", str(good), "--results", "results", "--check", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "error: 1 reference check(s) failed:" in done.stderr
+    assert f"error: {good}:7: references[0]: efficiency 80.0% at batch 16, 1 × 8" \
+        in done.stderr
+    assert "Traceback" not in done.stderr
+    # Without --check the report is written and the exit code stays 0.
+    done = run_cli("report", str(good), "--results", "results", "--json", cwd=tmp_path)
+    assert done.returncode == 0
+    summary = json.loads(done.stdout)
+    assert summary["references"]["failed"] == 1
+    point = summary["groups"][0]["points"][-1]
+    assert (point["world_size"], point["global_batch"]) == (8, 128)
+    assert point["efficiency"] == pytest.approx(0.8)
+    assert summary["model"]["fits"][0]["status"] == "fitted"
+    assert any("below 90%" in f for f in summary["findings"])
+
+
+def test_report_options_and_extra_references(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0})
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("- {metric: throughput, value: 1000, lower: -0.05, where: {nodes: 1, "
+                    "ranks_per_node: 8}}\n")
+    done = run_cli("report", str(spec), "--results", "results", "--references", str(refs),
+                   "--check", "--baseline", "4", cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"{refs}:1: references[0]: throughput 720.0" in done.stderr
+    summary = json.loads((tmp_path / "results/gate/report/summary.json").read_text())
+    assert summary["groups"][0]["baseline"]["world_size"] == 4
+    bad = run_cli("report", str(spec), "--baseline", "half", "--latency", "tree",
+                  "--results", "results", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "error: --baseline: baseline must be one of smallest, node" in bad.stderr
+    assert "error: --latency: one of log, ring; got 'tree'" in bad.stderr

@@ -1,0 +1,95 @@
+"""plots: each draws what it says on the axis it is given (no pyplot)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib import _pylab_helpers
+from matplotlib.figure import Figure
+
+from scalestudy.analyze import scaling_table
+from scalestudy.commmodel import model_study
+from scalestudy.plots import (
+    heatmap_data,
+    plot_comm_overhead,
+    plot_heatmap,
+    plot_model,
+    plot_per_gpu_vs_batch,
+    plot_throughput,
+    plot_variants,
+    render_png,
+)
+from tests.test_analyze import frame, run
+
+
+@pytest.fixture
+def table() -> pd.DataFrame:
+    """Two backends, batch 16 and 64, 1 x 1 ... 4 x 4; per-GPU img/s known."""
+    rows = []
+    for backend, eff in (("ddp", 0.9), ("horovod", 0.8)):
+        for b in (16, 64):
+            for n, r in ((1, 1), (1, 4), (2, 4), (4, 4)):
+                p = n * r
+                rows.append(run(n, r, b * p * eff ** np.log2(p), batch=b, backend=backend,
+                                comm_overhead=0.02 * np.log2(p)))
+    runs = frame(rows)
+    runs["comm_overhead"] = [r["comm_overhead"] for r in rows]
+    return scaling_table(runs, "weak")
+
+
+def test_heatmap_uses_full_nodes(table: pd.DataFrame) -> None:
+    data = heatmap_data(table)
+    assert list(data.index) == [16, 64] and list(data.columns) == [1, 2, 4]
+    # One node = 1 x 4 (4 GPUs): median of 0.9^2 and 0.8^2.
+    assert data.loc[16, 1] == pytest.approx((0.81 + 0.64) / 2)
+    ax = Figure().subplots()
+    plot_heatmap(table, ax)
+    texts = [t.get_text() for t in ax.texts]
+    assert f"{data.loc[16, 1]:.0%}" in texts and "81%" not in texts
+    assert len(texts) == 6
+    assert ax.get_xlabel() == "Nodes"
+
+
+def test_per_gpu_vs_batch_lines_per_world_size(table: pd.DataFrame) -> None:
+    ax = Figure().subplots()
+    plot_per_gpu_vs_batch(table, ax)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "ddp, 1 GPU" in labels and "horovod, 16 GPUs" in labels
+    line = ax.get_lines()[0]
+    assert list(line.get_xdata()) == [16, 64]
+    assert list(line.get_ydata()) == pytest.approx([16.0, 64.0])  # 1 GPU: b img/s
+    assert "Per-GPU batch" in ax.get_xlabel()
+
+
+def test_variants_bars_per_group_and_scale(table: pd.DataFrame) -> None:
+    ax = Figure().subplots()
+    plot_variants(table, ax)
+    assert len(ax.patches) == len(table) == 16
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "8", "16"]
+
+
+def test_comm_overhead_and_model(table: pd.DataFrame) -> None:
+    ax = Figure().subplots()
+    plot_comm_overhead(table, ax)
+    assert list(ax.get_lines()[0].get_ydata()) == pytest.approx([0.0, 0.04, 0.06, 0.08])
+    empty = Figure().subplots()
+    plot_comm_overhead(table.assign(comm_overhead=np.nan), empty)
+    assert "no comm_overhead" in empty.texts[0].get_text()
+    _, points, preds = model_study(table, "weak", max_nodes=16)
+    frames = pd.concat([points.assign(kind="measured"), preds.assign(
+        kind="predicted", step_time_fitted=preds["global_batch"] / preds[
+            "throughput_predicted"])])
+    ax = Figure().subplots()
+    plot_model(frames, ax)
+    assert ax.get_yscale() == "log"
+    assert max(ax.get_lines()[1].get_xdata()) == 64  # predicted up to 16 nodes x 4
+
+
+def test_titles_and_no_pyplot(table: pd.DataFrame) -> None:
+    png = render_png(plot_throughput, table, "demo: throughput (2026-01-01)")
+    assert png.startswith(b"\x89PNG")
+    ax = Figure().subplots()
+    plot_throughput(table, ax, "demo: throughput (2026-01-01)")
+    assert ax.get_title() == "demo: throughput (2026-01-01)"
+    assert _pylab_helpers.Gcf.get_num_fig_managers() == 0
