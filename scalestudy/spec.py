@@ -20,18 +20,24 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
+    StrictInt,
     StringConstraints,
     ValidationError,
+    create_model,
     field_validator,
 )
 
 from scalestudy.errors import Loc, SpecError, validation_messages
 from scalestudy.workload.names import MODEL_NAMES
+from scalestudy.workload.options import BACKENDS, BY_NAME, OPTIONS, Option
 
+LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
 COMMAND_FIELDS = (
     "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
-    "repeat", "run_id", "run_dir", "backend", "tuning",
+    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
+    *(o.name for o in OPTIONS),
 )
 # Horovod's synthetic benchmark line (and the bundled workload's).
 DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
@@ -62,19 +68,68 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class SyntheticWorkload(_Model):
-    """The bundled benchmark: DDP training of a model on synthetic images."""
+def _option_type(option: Option) -> Any:
+    """The Pydantic type of a training option's value (strict: `true` is not a number)."""
+    if option.choices is not None:
+        return Literal[option.choices]
+    base = {bool: StrictBool, int: StrictInt, float: Annotated[float, Field(allow_inf_nan=False)],
+            str: str}[option.kind]
+    if option.minimum is None and option.maximum is None:
+        return base
+    return Annotated[base, Field(ge=option.minimum, le=option.maximum)]
+
+
+def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
+    """(workload base values, a tuning variant's overrides, grid axes) from the table."""
+    base = {o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS}
+    overrides = {
+        o.name: (_option_type(o) | None, Field(None, description=o.help)) for o in OPTIONS
+    }
+    axes = {
+        o.name: (
+            Annotated[list[_option_type(o)], BeforeValidator(_as_list), Field(min_length=1)]
+            | None,
+            Field(None, description=f"axis: {o.help}"),
+        )
+        for o in OPTIONS
+    }
+    return (create_model("TrainOptions", __base__=_Model, **base),
+            create_model("OptionOverrides", __base__=_Model, **overrides), axes)
+
+
+TrainOptions, OptionOverrides, _OPTION_AXES = _option_models()
+
+
+class LRPolicy(_Model):
+    """Learning rate scaled from a reference global batch (Goyal et al.), with warm-up."""
+
+    base: float = Field(gt=0, allow_inf_nan=False, description="learning rate at `reference_batch`")
+    reference_batch: PosInt = Field(256, description="global batch at which `base` applies")
+    scaling: Literal["linear", "sqrt", "none"] = Field(
+        "linear", description="lr = base x (global_batch / reference_batch), or its square root"
+    )
+    warmup_iters: int = Field(
+        0, ge=0, description="steps over which the lr ramps up linearly from `base`"
+    )
+
+    def lr(self, global_batch: int) -> float:
+        """The learning rate at `global_batch`."""
+        ratio = global_batch / self.reference_batch
+        factor = {"linear": ratio, "sqrt": ratio ** 0.5, "none": 1.0}[self.scaling]
+        return self.base * factor
+
+
+class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
+    """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
 
     kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
     model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
     image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
     num_classes: int = Field(1000, ge=2, description="classifier outputs")
-    precision: Literal["fp32", "bf16", "fp16"] = Field(
-        "fp32", description="fp32; bf16 (autocast); fp16 (autocast + GradScaler, CUDA only)"
-    )
     warmup_iters: int = Field(2, ge=0, description="untimed iterations first")
     iters: int = Field(10, ge=1, description="timed iterations")
     batches_per_iter: int = Field(5, ge=1, description="batches (steps) per timed iteration")
+    lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
 
     @field_validator("model")
     @classmethod
@@ -97,6 +152,9 @@ class CommandWorkload(_Model):
         DEFAULT_THROUGHPUT_REGEX,
         description="regex over the job's stdout; the last match's group `throughput` "
         "(or group 1) is images/s over all ranks",
+    )
+    lr: LRPolicy | None = Field(
+        None, description="learning-rate policy, passed as {lr}, {base_lr}, {lr_warmup_iters}"
     )
 
     @field_validator("command", mode="before")
@@ -152,7 +210,7 @@ Workload = Annotated[
 ]
 
 
-class Grid(_Model):
+class _GridBase(_Model):
     """Axes of the grid; the runs are their cross product (minus `exclude`)."""
 
     nodes: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
@@ -165,16 +223,24 @@ class Grid(_Model):
         default=[32], description="per-GPU batch (weak scaling) or global batch (strong)"
     )
     backend: Annotated[
-        list[Literal["ddp"]], BeforeValidator(_as_list), Field(min_length=1)
-    ] = Field(default=["ddp"], description="training backends")
+        list[Literal[BACKENDS]], BeforeValidator(_as_list), Field(min_length=1)  # type: ignore[valid-type]
+    ] = Field(default=["ddp"], description="training backends: " + ", ".join(BACKENDS))
     tuning: Annotated[list[Name], BeforeValidator(_as_list), Field(min_length=1)] = Field(
         default=["default"], description="names of tuning variants (`default`: no changes)"
     )
 
     @field_validator("*")
     @classmethod
-    def _no_dupes(cls, value: list[Any]) -> list[Any]:
-        return _unique(value)
+    def _no_dupes(cls, value: list[Any] | None) -> list[Any] | None:
+        return value if value is None else _unique(value)
+
+    def option_axes(self) -> dict[str, list[Any]]:
+        """The training options that are axes of this grid, with their values."""
+        return {o.name: getattr(self, o.name) for o in OPTIONS
+                if getattr(self, o.name) is not None}
+
+
+Grid = create_model("Grid", __base__=_GridBase, **_OPTION_AXES)
 
 
 class Tuning(_Model):
@@ -184,6 +250,14 @@ class Tuning(_Model):
     env: dict[EnvName, str | int | float | bool] = Field(
         default_factory=dict, description="environment variables set in the job script"
     )
+    options: OptionOverrides = Field(  # type: ignore[valid-type]
+        default_factory=OptionOverrides,
+        description="training options of the bundled benchmark this variant changes",
+    )
+
+    def option_values(self) -> dict[str, Any]:
+        """The options this variant sets (unset ones left out)."""
+        return self.options.model_dump(exclude_none=True)
 
 
 Token = Annotated[
@@ -249,7 +323,7 @@ def walltime_seconds(value: str) -> int:
 
 
 EXCLUDE_KEYS = ("nodes", "ranks_per_node", "batch_size", "backend", "tuning",
-                "world_size", "global_batch")
+                "world_size", "global_batch", *(o.name for o in OPTIONS))
 
 
 class Reference(_Model):
@@ -398,6 +472,38 @@ def _cross_checks(study: Study) -> list[tuple[Loc, str]]:
             problems.append((("grid", "tuning", i), (
                 f"no tuning variant {name!r}; defined: {', '.join(sorted(known))} "
                 "(add it under `tuning:` or fix the name)")))
+    problems += _option_checks(study)
+    return problems
+
+
+def _option_checks(study: Study) -> list[tuple[Loc, str]]:
+    """Options that are set twice, or set where no backend of the grid reads them."""
+    problems: list[tuple[Loc, str]] = []
+    backends = study.grid.backend
+    axes = study.grid.option_axes()
+    set_by: list[tuple[Loc, str]] = [(("grid", name), name) for name in axes]
+    for tname in study.grid.tuning:
+        variant = study.tuning.get(tname)
+        for name in variant.option_values() if variant else {}:
+            loc = ("tuning", tname, "options", name)
+            set_by.append((loc, name))
+            if name in axes:
+                problems.append((loc, (
+                    f"{name} is also a grid axis (grid.{name}); set it in one place only")))
+    for loc, name in set_by:
+        option = BY_NAME[name]
+        if not any(option.applies(b) for b in backends):
+            problems.append((loc, (
+                f"{name} applies to the {' and '.join(option.backends)} backend, which "
+                f"grid.backend ({', '.join(backends)}) does not run: add the backend or "
+                "remove the option")))
+    if study.workload.kind == "command":
+        used = {f for arg in study.workload.command
+                for _, f, _, _ in string.Formatter().parse(arg) if f}
+        if used & set(LR_FIELDS) and study.workload.lr is None:
+            problems.append((("workload", "command"), (
+                "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
+                "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
     return problems
 
 
