@@ -168,7 +168,7 @@ def validation_messages(
             msg = "needs a `kind` key (synthetic or command)"
         elif msg.startswith("Value error, "):
             msg = msg.removeprefix("Value error, ")
-        elif e["type"] in ("literal_error", "enum"):
-            msg = f"{msg}, got {e.get('input')!r}"
+        elif isinstance(e.get("input"), (str, int, float, bool)) and "got" not in msg:
+            msg = f"{msg}, got {e.get('input')!r}"  # wrong type, range or choice
         messages.append(f"{where(source, shown, lines)}: {msg}")
     return messages

@@ -100,3 +100,57 @@ def test_only_matches_run_id_prefix() -> None:
 def test_only_errors_say_how_to_write_it(expr: str, message: str) -> None:
     with pytest.raises(ScalestudyError, match=message):
         select(expand(parse_study(BASE)), expr)
+
+
+OPTIONS_SPEC = """
+name: o
+workload: {model: small_cnn, channels_last: true}
+grid:
+  backend: [ddp, horovod, deepspeed]
+  precision: [fp32, bf16]
+  zero_stage: [0, 3]
+  tuning: [default, fp16-wire]
+tuning:
+  fp16-wire: {options: {compression: fp16, comm_hook: fp16}}
+"""
+
+
+def test_an_option_axis_multiplies_only_the_backends_that_read_it() -> None:
+    from scalestudy.grid import run_options
+
+    study = parse_study(OPTIONS_SPEC)
+    runs = expand(study)
+    by_backend = {b: [r for r in runs if r.backend == b] for b in ("ddp", "horovod", "deepspeed")}
+    # precision x tuning for all; zero_stage only multiplies deepspeed
+    assert len(by_backend["ddp"]) == len(by_backend["horovod"]) == 2 * 2
+    assert len(by_backend["deepspeed"]) == 2 * 2 * 2
+    assert {r.params()["zero_stage"] for r in by_backend["ddp"]} == {None}
+    assert {r.params()["zero_stage"] for r in by_backend["deepspeed"]} == {0, 3}
+    assert len({r.run_id for r in runs}) == len(runs)
+    ddp = next(r for r in by_backend["ddp"] if r.tuning == "fp16-wire" and r.precision == "bf16")
+    opts = run_options(study, ddp)
+    assert opts["comm_hook"] == "fp16" and opts["channels_last"] is True
+    assert "compression" not in opts and "zero_stage" not in opts
+    hvd = next(r for r in by_backend["horovod"] if r.tuning == "fp16-wire")
+    assert run_options(study, hvd)["compression"] == "fp16"
+
+
+def test_only_selects_on_option_axes() -> None:
+    runs = expand(parse_study(OPTIONS_SPEC))
+    picked = select(runs, "zero_stage=3,precision=bf16")
+    assert picked and all(r.backend == "deepspeed" and r.precision == "bf16" for r in picked)
+    assert {r.params()["zero_stage"] for r in picked} == {3}
+
+
+def test_the_lr_policy_scales_with_the_global_batch() -> None:
+    from scalestudy.grid import lr_values
+
+    study = parse_study("""
+name: lr
+grid: {nodes: [1, 4], batch_size: 64}
+workload: {lr: {base: 0.1, reference_batch: 256, scaling: sqrt, warmup_iters: 5}}
+""")
+    small, big = expand(study)
+    assert lr_values(study, small) == {"lr": pytest.approx(0.1 * 0.5), "base_lr": 0.1,
+                                       "lr_warmup_iters": 5}
+    assert lr_values(study, big)["lr"] == pytest.approx(0.1)

@@ -129,3 +129,41 @@ def test_a_template_error_names_the_template(tmp_path: Path) -> None:
     with pytest.raises(ScalestudyError, match=r"local.sh.j2:2: job template error: "
                                               r"'no_such_variable' is undefined"):
         render(plan.study, plan.system, plan.runs[0], tmp_path / "r")
+
+
+def test_options_and_the_lr_policy_reach_the_workload(tmp_path: Path) -> None:
+    study = parse_study("""
+name: o
+grid: {backend: [ddp, horovod], nodes: [2]}
+workload:
+  model: small_cnn
+  channels_last: true
+  bucket_cap_mb: 50
+  compression: fp16
+  lr: {base: 0.1, reference_batch: 64, warmup_iters: 3}
+""")
+    ddp, hvd = expand(study)
+    ddp_args, _ = workload_args(study, ddp, tmp_path)
+    hvd_args, _ = workload_args(study, hvd, tmp_path)
+    assert ddp_args and hvd_args
+    assert "--channels-last" in ddp_args and "--channels-last" in hvd_args
+    assert ddp_args[ddp_args.index("--bucket-cap-mb") + 1] == "50.0"
+    assert "--compression" not in ddp_args and "--bucket-cap-mb" not in hvd_args
+    assert hvd_args[hvd_args.index("--compression") + 1] == "fp16"
+    # global batch 2 x 32 = 64 = the reference batch: lr = base
+    assert ddp_args[ddp_args.index("--lr") + 1] == "0.1"
+    assert ddp_args[ddp_args.index("--lr-warmup-iters") + 1] == "3"
+
+
+def test_command_placeholders_include_lr_and_options(tmp_path: Path) -> None:
+    study = parse_study("""
+name: c
+grid: {nodes: [4], batch_size: 32, precision: [bf16]}
+workload:
+  kind: command
+  command: train --lr {lr} --warmup {lr_warmup_iters} --prec {precision} --gb {global_batch}
+  lr: {base: 0.1, reference_batch: 256, scaling: linear}
+""")
+    (run,) = expand(study)
+    _, argv = workload_args(study, run, tmp_path)
+    assert argv == ["train", "--lr", "0.05", "--warmup", "0", "--prec", "bf16", "--gb", "128"]

@@ -71,7 +71,7 @@ def test_several_problems_are_all_reported_one_per_line() -> None:
         parse_study("name: s\nrepeats: 0\ngrid: {nodez: [1]}\n", "s.yaml")
     lines = str(info.value).splitlines()
     assert len(lines) == 2
-    assert "s.yaml:2: repeats: Input should be greater than or equal to 1" in lines
+    assert "s.yaml:2: repeats: Input should be greater than or equal to 1, got 0" in lines
     assert "s.yaml:3: grid.nodez: unknown key (did you mean `nodes`?)" in lines
 
 
