@@ -284,6 +284,29 @@ def report(
 
 
 @app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="study A: a spec (.yaml) or a results directory",
+                                      show_default=False)],
+    b: Annotated[Path, typer.Argument(help="study B: a spec (.yaml) or a results directory",
+                                      show_default=False)],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="where compare.md/.csv/.png go [default: results/compare-A-vs-B]")
+    ] = None,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """Throughput and efficiency of two studies side by side, with B / A ratios."""
+    from scalestudy.compare import compare as compare_studies
+    from scalestudy.compare import rows_text
+    from scalestudy.tables import text_table
+
+    frame, differs, where = compare_studies(a, b, out_dir, results)
+    caption = "; ".join(f"{k}: A {va}, B {vb}" for k, (va, vb) in differs.items())
+    out.print(text_table(f"{a} vs {b}: throughput (img/s, all GPUs) and efficiency",
+                         *rows_text(frame), caption))
+    out.print(f"comparison: {where / 'compare.md'}")
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of a study spec (for editors and validators)."""
     from scalestudy.spec import study_schema

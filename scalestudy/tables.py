@@ -61,3 +61,17 @@ def status_table(study: str, rows: list[dict[str, Any]]) -> Table:
     table.caption = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     table.caption_justify = "left"
     return table
+
+
+def text_table(title: str, headers: list[str], rows: list[list[str]],
+               caption: str = "") -> Table:
+    """Any table of text cells (the first column left-aligned, the rest right)."""
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(headers):
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    if caption:
+        table.caption = caption
+        table.caption_justify = "left"
+    return table
