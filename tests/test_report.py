@@ -243,3 +243,43 @@ def test_report_options_and_extra_references(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "error: --baseline: baseline must be one of smallest, node" in bad.stderr
     assert "error: --latency: one of log, ring; got 'tree'" in bad.stderr
+
+
+PROBE = """<img id="control" alt="control" src="data:image/png;base64,AAAA">
+<script>window.addEventListener('load', () => {
+  const imgs = [...document.images].filter(i => i.id !== 'control');
+  document.body.dataset.images = imgs.map(i => i.naturalWidth + 'x' + i.naturalHeight).join(' ');
+  document.body.dataset.control = document.getElementById('control').naturalWidth;
+  document.body.dataset.rows = document.querySelectorAll('table tbody tr').length;
+});</script></body>"""
+
+
+def test_html_renders_in_headless_chromium(
+        study: tuple[Path, pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
+    """The page opens in a real browser: every image decodes, the tables have rows.
+    A broken control image (width 0) shows the check can fail."""
+    import os
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        if os.environ.get("SCALESTUDY_REQUIRE_CHROMIUM") == "1":
+            pytest.fail("chromium is not installed (apt-get install chromium)")
+        pytest.skip("chromium is not installed")
+    root, runs, table = study
+    page = write_report(root, "demo", "", "weak", runs, table)
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE))
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+         "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    body = re.search(r"<body([^>]*)>", done.stdout)
+    assert body is not None, done.stderr[-2000:]
+    attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', body.group(1)))
+    sizes = attrs["images"].split()
+    assert len(sizes) == page.read_text().count("<img ") == 4
+    assert all(s == "800x500" for s in sizes), sizes
+    assert attrs["control"] == "0"
+    assert int(attrs["rows"]) >= len(table) + 1  # scaling rows + the failed run, and more
+    assert "<h2>Findings</h2>" in done.stdout and "<td>2 × 4</td>" in done.stdout
