@@ -133,8 +133,15 @@ LAUNCHERS: dict[str, Callable[..., list[Word]]] = {
 
 
 def launch_words(launch: Launch) -> list[Word]:
-    """The launch command of a run on its system."""
+    """The launch command of a run on its system.
+
+    Horovod ranks join through MPI (or Horovod's own gloo rendezvous), not torchrun's:
+    on a torchrun system a Horovod run starts one process per rank with the launcher
+    torchrun would have been started by.
+    """
     name = launch.system.launcher
+    if name == "torchrun" and launch.run.backend == "horovod":
+        name = launch.system.launcher_options.torchrun_via or "torchrun"
     if name == "torchrun":
         return torchrun(launch)
     try:

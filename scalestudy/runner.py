@@ -88,6 +88,38 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[tuple[str |
         problems.append((("job", "submit"), (
             f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
             "use `submit: native`")))
+    if system.scheduler == "local":
+        problems += _local_backend_checks(study)
+    return problems
+
+
+#: Optional backends: the module to import, and how to get it.
+_OPTIONAL_BACKENDS = {
+    "horovod": ("horovod.torch", "build it with `scripts/build-horovod` (see the README, "
+                "'Optional backends')"),
+    "deepspeed": ("deepspeed", "install it with `pip install 'scalestudy[deepspeed]'`"),
+}
+
+
+def _local_backend_checks(study: Study) -> list[tuple[tuple[str | int, ...], str]]:
+    """On this machine the jobs run this Python: an optional backend it lacks is a
+    mistake in the study, said before any run starts."""
+    import importlib.util
+    import sys
+
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, backend in enumerate(study.grid.backend):
+        module, hint = _OPTIONAL_BACKENDS.get(backend, (None, ""))
+        if module is None:
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            problems.append((("grid", "backend", i), (
+                f"backend {backend} needs {module.split('.')[0]}, which {sys.executable} "
+                f"cannot import: {hint}, or remove {backend} from grid.backend")))
     return problems
 
 
