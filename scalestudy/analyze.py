@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.collect import STATUS_COLUMNS
-from scalestudy.quality import Thresholds, merge_flags, repeat_cv, run_quality
+from scalestudy.quality import Thresholds, merge_flags, run_quality
 
 SCALING_MODES: tuple[str, ...] = ("weak", "strong")
 #: Parameters that vary inside a group: the points of one scaling curve.
@@ -129,28 +129,26 @@ def _baseline_row(agg: pd.DataFrame, baseline: Baseline) -> tuple[int, str]:
     return 0, "smallest world size"
 
 
-def _curve(points: pd.DataFrame, baseline: Baseline = "smallest") -> pd.DataFrame:
-    """Aggregate one group's runs per (nodes, ranks_per_node) and scale to its baseline."""
-    keys = ["nodes", "ranks_per_node"]
-    by = points.groupby(keys, sort=False)
-    agg = (
-        by.agg(
-            world_size=("world_size", "first"),
-            batch_size=("batch_size", "first"),
-            global_batch=("global_batch", "first"),
-            n_repeats=("throughput", "size"),
-            throughput_median=("throughput", "median"),
-            throughput_min=("throughput", "min"),
-            throughput_max=("throughput", "max"),
-        )
-        .reset_index()
-    )
-    extra = pd.DataFrame({"throughput_cv": by["throughput"].apply(repeat_cv)})
+def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per group and (nodes, ranks_per_node), in order of first appearance:
+    median/min/max throughput over repeats, their CV, diagnostics' medians, flags."""
+    cols = [*keys, "nodes", "ranks_per_node"]
+    by = done.groupby(cols, dropna=False, sort=False)
+    named = {"world_size": ("world_size", "first")}
+    named |= {c: (c, "first") for c in ("batch_size", "global_batch") if c not in keys}
+    agg = by.agg(**named, n_repeats=("throughput", "size"),
+                 throughput_median=("throughput", "median"),
+                 throughput_min=("throughput", "min"), throughput_max=("throughput", "max"))
+    agg["throughput_cv"] = by["throughput"].std(ddof=1) / by["throughput"].mean()
     for col in DIAGNOSTIC_COLUMNS:
-        extra[col] = by[col].median() if col in points.columns else np.nan
-    extra["rank_spread"] = by["rank_spread"].max()
-    extra["flags"] = by["flags"].agg(list)
-    agg = agg.merge(extra.reset_index(), on=keys, how="left")
+        agg[col] = by[col].median() if col in done.columns else np.nan
+    agg["rank_spread"] = by["rank_spread"].max()
+    agg["flags"] = by["flags"].agg(",".join)
+    return agg.reset_index()
+
+
+def _curve(agg: pd.DataFrame, baseline: Baseline = "smallest") -> pd.DataFrame:
+    """One group's aggregated points, sorted by world size, scaled to its baseline."""
     agg = agg.sort_values(["world_size", "nodes"], kind="stable").reset_index(drop=True)
     b, rule = _baseline_row(agg, baseline)
     p0 = float(agg.loc[b, "world_size"])
@@ -204,15 +202,9 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
     quality = run_quality(done, th)
     done["rank_spread"] = quality["rank_spread"]
     done["flags"] = quality["flags"]
-    grouped = done.groupby(keys, dropna=False, sort=False) if keys else [((), done)]
-    curves = []
-    for combo, points in grouped:
-        values = combo if isinstance(combo, tuple) else (combo,)
-        curve = _curve(points, baseline)
-        for key, value in zip(keys, values, strict=True):
-            if key not in curve.columns:
-                curve[key] = value
-        curves.append(curve)
+    agg = _aggregate(done, keys)
+    grouped = agg.groupby(keys, dropna=False, sort=False) if keys else [((), agg)]
+    curves = [_curve(points, baseline) for _, points in grouped]
     combos = pd.DataFrame([c.iloc[0] for c in curves]).reset_index(drop=True)
     fixed_batch = "batch_size" if scaling == "weak" else "global_batch"
     shown = _label_columns(keys, combos, fixed_batch)
@@ -220,7 +212,7 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
         curve.insert(0, "group", _label(combo, shown, scaling))
     table = pd.concat(curves, ignore_index=True)
     noisy = table["throughput_cv"] > th.max_cv
-    table["flags"] = [merge_flags([*f, "noisy-repeats" if n else ""])
+    table["flags"] = [merge_flags([f, "noisy-repeats" if n else ""])
                       for f, n in zip(table["flags"], noisy, strict=True)]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
              *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS]

@@ -64,10 +64,20 @@ def _no_data(ax: Axes, text: str = "No completed runs yet") -> None:
             color="0.4")
 
 
+#: Legend entries shown at most; the rest are summed up in one entry.
+MAX_LEGEND = 12
+
+
 def _legend(ax: Axes, *extra: Line2D) -> None:
+    """A legend of at most MAX_LEGEND entries (plus `extra`), placed where it hides least
+    when that is cheap to find."""
     handles, labels = ax.get_legend_handles_labels()
+    if len(handles) > MAX_LEGEND:
+        more = len(handles) - MAX_LEGEND + 1
+        handles = [*handles[:MAX_LEGEND - 1], Line2D([], [], ls="none")]
+        labels = [*labels[:MAX_LEGEND - 1], f"… {more} more (see the tables)"]
     ax.legend([*handles, *extra], [*labels, *(e.get_label() for e in extra)], fontsize=8,
-              loc="best")
+              loc="best" if len(handles) <= 4 else "upper left")
 
 
 def _nonnegative(err: list[np.ndarray]) -> list[np.ndarray]:
@@ -154,7 +164,7 @@ def plot_per_gpu_vs_batch(table: pd.DataFrame, ax: Axes, title: str | None = Non
         ax.plot(rows["batch_size"], rows["throughput_per_gpu"], "o-", color=CMAP(i % 10),
                 label=label)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax)
 
 
 def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
@@ -166,8 +176,10 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
     if table.empty:
         _no_data(ax)
         return
-    sizes = sorted(table["world_size"].unique())
-    parts = groups(table)
+    parts = groups(table)[:MAX_LEGEND]
+    if len(parts) < table["group"].nunique():
+        ax.set_title(f"{ax.get_title()} (first {len(parts)} of {table['group'].nunique()})")
+    sizes = sorted({s for _, rows in parts for s in rows["world_size"]})
     width = 0.8 / len(parts)
     for i, (group, rows) in enumerate(parts):
         at = {int(s): r for s, r in zip(rows["world_size"], rows.itertuples(), strict=True)}
@@ -179,7 +191,7 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
         ax.bar(xs, med, width, yerr=err, capsize=2, color=CMAP(i % 10), label=group)
     ax.set_xticks(range(len(sizes)), [str(int(s)) for s in sizes])
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax)
 
 
 def heatmap_data(table: pd.DataFrame) -> pd.DataFrame:
@@ -228,7 +240,7 @@ def plot_comm_overhead(table: pd.DataFrame, ax: Axes, title: str | None = None) 
         ax.plot(rows["world_size"], rows["comm_overhead"], "o-", color=CMAP(i % 10),
                 label=group)
     ax.set_ylim(0, max(0.1, float(rows_all["comm_overhead"].max()) * 1.15))
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax)
 
 
 def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
