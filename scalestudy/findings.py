@@ -27,15 +27,17 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
     for group, rows in table.groupby("group", sort=False):
         rows = rows.sort_values("world_size")
         low = rows.loc[rows["efficiency"].idxmin()]
-        crossed = False
+        firsts: dict[int, list[float]] = {}  # row -> the levels it is the first below
         for level in LEVELS:
             below = rows[rows["efficiency"] < level]
             if len(below):
-                first = below.iloc[0]
-                out.append(f"{group}: efficiency falls below {level:.0%} at {_at(first)}: "
-                           f"{first['efficiency']:.1%}.")
-                crossed = True
-        if not crossed:
+                firsts.setdefault(below.index[0], []).append(level)
+        for index, levels in firsts.items():
+            first = rows.loc[index]
+            named = " and ".join(f"{level:.0%}" for level in levels)
+            out.append(f"{group}: efficiency falls below {named} at {_at(first)}: "
+                       f"{first['efficiency']:.1%}.")
+        if not firsts:
             out.append(f"{group}: efficiency stays at or above {LEVELS[0]:.0%} up to "
                        f"{int(rows['world_size'].max())} GPUs (lowest {low['efficiency']:.1%} "
                        f"at {int(low['world_size'])} GPUs).")

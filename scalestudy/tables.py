@@ -30,16 +30,23 @@ def scaling_rich_table(table: Any, study: str) -> Table:
     """The scaling table (a DataFrame from analyze.scaling_table) for the terminal."""
     out = Table(title=f"{study}: throughput (img/s over all ranks, median over repeats)",
                 title_justify="left")
+    comm = "comm_overhead" in table and table["comm_overhead"].notna().any()
+    flags = "flags" in table and (table["flags"].fillna("") != "").any()
     for name in ("group", "GPUs", "nodes x ranks", "batch/GPU", "global batch",
-                 "img/s (min-max)", "img/s per GPU", "speedup", "efficiency", "repeats"):
-        out.add_column(name, justify="left" if name == "group" else "right", no_wrap=True)
+                 "img/s (min-max)", "img/s per GPU", "speedup", "efficiency", "repeats",
+                 *(["comm"] if comm else []), *(["flags"] if flags else [])):
+        out.add_column(name, justify="left" if name in ("group", "flags") else "right",
+                       no_wrap=name != "flags")
     for row in table.itertuples(index=False):
+        extra = [f"{row.comm_overhead:.1%}" if row.comm_overhead == row.comm_overhead
+                 else "n/a"] if comm else []
+        extra += [str(row.flags or "")] if flags else []
         out.add_row(
             str(row.group), str(row.world_size), f"{row.nodes} x {row.ranks_per_node}",
             str(row.batch_size), str(row.global_batch),
             f"{row.throughput_median:,.1f} ({row.throughput_min:,.1f}-{row.throughput_max:,.1f})",
             f"{row.throughput_per_gpu:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.1%}",
-            str(row.n_repeats),
+            str(row.n_repeats), *extra,
         )
     if not len(table):
         out.caption = "no completed runs yet"

@@ -67,3 +67,10 @@ def test_lr_finding_small_growth_short_warmup() -> None:
     assert lr_findings(table, "weak") == [
         "The global batch grows from 16 to 32 (2×): linear scaling multiplies the learning "
         "rate by 2, square-root scaling by 1.41; use a short warm-up."]
+
+
+def test_one_point_below_both_levels_is_one_sentence() -> None:
+    out = all_findings(frame([run(1, p, v) for p, v in ((1, 100.0), (2, 120.0), (4, 200.0))]))
+    assert out[0] == ("batch 16: efficiency falls below 90% and 75% at 2 GPUs (1 × 2, "
+                      "global batch 32): 60.0%.")
+    assert not any(f.startswith("batch 16: efficiency falls below 75%") for f in out)
