@@ -170,7 +170,7 @@ def plot_per_gpu_vs_batch(table: pd.DataFrame, ax: Axes, title: str | None = Non
 def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """Bars of throughput per group at each scale (backend, tuning, precision ...), with
     the repeat min–max as error bars."""
-    ax.set_title(title or "Throughput of each configuration at each scale")
+    ax.set_title(title or "Throughput per configuration at each scale")
     ax.set_ylabel("Throughput (img/s, all GPUs)")
     ax.set_xlabel("GPUs (world size)")
     if table.empty:
@@ -239,7 +239,9 @@ def plot_comm_overhead(table: pd.DataFrame, ax: Axes, title: str | None = None) 
     for i, (group, rows) in enumerate(groups(rows_all)):
         ax.plot(rows["world_size"], rows["comm_overhead"], "o-", color=CMAP(i % 10),
                 label=group)
-    ax.set_ylim(0, max(0.1, float(rows_all["comm_overhead"].max()) * 1.15))
+    low = float(rows_all["comm_overhead"].min())  # below 0: timing noise, shown as is
+    ax.set_ylim(min(0.0, low * 1.15), max(0.1, float(rows_all["comm_overhead"].max()) * 1.15))
+    ax.axhline(0.0, color="0.4", lw=0.8)
     _legend(ax)
 
 

@@ -121,7 +121,7 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
         out.append(("per_gpu_batch.png", "Per-GPU throughput vs per-GPU batch",
                     plot_per_gpu_vs_batch, table, "scaling.csv"))
     if table["group"].nunique() > 1:
-        out.append(("variants.png", "Throughput of each configuration at each scale",
+        out.append(("variants.png", "Throughput per configuration at each scale",
                     plot_variants, table, "scaling.csv"))
     heat = heatmap_data(table)
     if heat.shape[0] > 1 and heat.shape[1] > 1:

@@ -36,7 +36,7 @@ def scaling_rich_table(table: Any, study: str) -> Table:
                  "img/s (min-max)", "img/s per GPU", "speedup", "efficiency", "repeats",
                  *(["comm"] if comm else []), *(["flags"] if flags else [])):
         out.add_column(name, justify="left" if name in ("group", "flags") else "right",
-                       no_wrap=name != "flags")
+                       no_wrap=name != "flags", overflow="fold")
     for row in table.itertuples(index=False):
         extra = [f"{row.comm_overhead:.1%}" if row.comm_overhead == row.comm_overhead
                  else "n/a"] if comm else []
