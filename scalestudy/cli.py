@@ -217,6 +217,63 @@ def _report_and_exit(plan: Any, states: list[str]) -> None:
 
 
 @app.command()
+def probe(
+    study: StudyArg,
+    min_batch: Annotated[int, typer.Option("--min-batch", min=1, help="first batch tried")] = 1,
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="last batch tried")] = 4096,
+    memory_limit_gb: Annotated[float | None, typer.Option(
+        "--memory-limit-gb", min=0.001,
+        help="CPU only: memory the probe may add (GiB) before a batch counts as not fitting",
+    )] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait/--no-wait", help="scheduler systems: follow the probe's job to its end")] = True,
+    as_json: JsonOpt = False,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """The largest per-GPU batch that fits one GPU and the throughput up to it."""
+    from scalestudy import probe as batch_probe
+    from scalestudy.runner import make_plan
+    from scalestudy.state import study_lock
+
+    if min_batch > max_batch:
+        raise ScalestudyError(f"--min-batch {min_batch} is larger than --max-batch {max_batch}")
+    plan = make_plan(study, results)
+    with study_lock(plan.directory):
+        run_, directory = batch_probe.prepare(plan, min_batch, max_batch, memory_limit_gb)
+        if plan.system.scheduler == "local":
+            status = batch_probe.run_here(plan, run_, directory)
+            final = status["state"]
+        else:
+            job_id = batch_probe.submit(plan, directory)
+            out.print(f"submitted the probe as job {job_id}: {directory / 'job.sh'}")
+            if not wait:
+                out.print(f"when job {job_id} ends, its answer is in {directory}/stdout.log "
+                          "and metrics.jsonl")
+                return
+            final = batch_probe.wait(plan, directory)
+    record = batch_probe.result(directory)
+    if record is None:
+        raise ScalestudyError(
+            f"the probe ended ({final}) without an answer; see {directory / 'stderr.log'}")
+    suggested = batch_probe.suggested_batches(record)
+    if as_json:
+        print(json.dumps({**record, "suggested_batch_sizes": suggested}, indent=2))
+        return
+    for point in record["points"]:
+        shown = (f"{point['throughput']:.1f} img/s on 1 GPU" if point["fits"]
+                 else "does not fit")
+        out.print(f"  per-GPU batch {point['batch_size']:>6}: {shown}")
+    best = record["largest_batch_that_fits"]
+    out.print(f"largest per-GPU batch that fits: {best if best else 'none'} "
+              f"({record['model']}, {record['image_size']}px, {record['precision']}, "
+              f"{record['device']})")
+    if suggested:
+        out.print(f"for the grid: batch_size: [{', '.join(map(str, suggested))}]")
+    if not best:
+        raise typer.Exit(1)
+
+
+@app.command()
 def collect(study: StudyArg, results: ResultsOpt = Path("results")) -> None:
     """Gather every run's record into results/<study>/runs.csv."""
     from scalestudy.runner import collect as collect_runs

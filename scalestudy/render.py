@@ -11,6 +11,7 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -64,8 +65,8 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
     return env
 
 
-def workload_args(study: Study, run: Run, run_dir: Path,
-                  gpus: bool = False) -> tuple[list[str] | None, list[str] | None]:
+def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
+                  extra: Sequence[str] = ()) -> tuple[list[str] | None, list[str] | None]:
     """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
     (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
     On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
@@ -84,6 +85,7 @@ def workload_args(study: Study, run: Run, run_dir: Path,
             *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
               if lr else []),
             *(["--device", "cuda"] if gpus else []),
+            *extra,
         ], None
     values = {**DEFAULTS, **run_options(study, run), **lr, **run.params(),
               "run_dir": str(run_dir)}
@@ -129,14 +131,16 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
 
 
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-            python: str | None = None) -> dict[str, Any]:
-    """Everything a job template may use (`python`: the interpreter the job starts)."""
+            python: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
+    """Everything a job template may use (`python`: the interpreter the job starts;
+    `extra_args`: more workload arguments, e.g. the batch-size probe's)."""
     tuning = study.tuning.get(run.tuning)
     env = dict(system.env)
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
     python = python or system.python or sys.executable
-    module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0)
+    module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
+                                         extra_args)
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     launch = Launch(run=run, system=system, python=python, module_args=module_args,
@@ -167,12 +171,12 @@ def template_dir(study: Study) -> str | None:
 
 
 def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-           python: str | None = None) -> str:
+           python: str | None = None, extra_args: Sequence[str] = ()) -> str:
     """The job script of one run."""
     env = environment(template_dir(study))
     try:
         template = env.get_template(f"{system.scheduler}.sh.j2")
-        return template.render(context(study, system, run, run_dir, python))
+        return template.render(context(study, system, run, run_dir, python, extra_args))
     except jinja2.TemplateError as exc:
         where = getattr(exc, "filename", None) or f"{system.scheduler}.sh.j2"
         line = getattr(exc, "lineno", None)

@@ -38,6 +38,7 @@ def test_tf_cnn_and_horovod_lines() -> None:
 
 def test_tuning_env_keeps_communication_variables_only() -> None:
     env = {"HOROVOD_FUSION_THRESHOLD": "0", "NCCL_ALGO": "Ring", "PATH": "/bin",
-           "OMP_NUM_THREADS": "1", "HOME": "/root", "FI_PROVIDER": "cxi"}
+           "OMP_NUM_THREADS": "1", "HOME": "/root", "FI_PROVIDER": "cxi",
+           "OMPI_MCA_orte_hnp_uri": "1605632000.0;tcp://192.0.2.2:41171", "OMPI_MCA_ess": "x"}
     assert output.tuning_env(env) == {"FI_PROVIDER": "cxi", "HOROVOD_FUSION_THRESHOLD": "0",
                                       "NCCL_ALGO": "Ring", "OMP_NUM_THREADS": "1"}

@@ -17,6 +17,7 @@ import platform  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
@@ -99,6 +100,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="optimizer steps of linear warm-up")
     for option in OPTIONS:
         _add_option(p, option)
+    g = p.add_argument_group("batch-size probe (one rank)")
+    g.add_argument("--probe-batch", action="store_true",
+                   help="find the largest per-GPU batch that fits and the throughput up to it")
+    g.add_argument("--min-batch", type=_count(1), default=1, help="first batch tried")
+    g.add_argument("--max-batch", type=_count(1), default=4096, help="last batch tried")
+    g.add_argument("--memory-limit-gb", type=_number(0.001), default=None,
+                   help="CPU: memory this process may add (GiB); an allocation beyond it is "
+                   "'out of memory'")
     p.add_argument("--metrics", type=Path, help="rank 0 appends one JSON record to this file")
     p.add_argument("--seed", type=int, default=42)
     args = p.parse_args(argv)
@@ -106,6 +115,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown model {args.model!r}; valid models: {', '.join(MODEL_NAMES)}")
     if args.backend not in BACKENDS:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
+    if args.min_batch > args.max_batch:
+        p.error(f"--min-batch {args.min_batch} is larger than --max-batch {args.max_batch}")
     return args
 
 
@@ -189,9 +200,56 @@ def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]
     return backend, env, device, dist_backend
 
 
+def probe_main(args: argparse.Namespace) -> int:
+    """`--probe-batch`: the batch-size probe on one rank; returns the exit status."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from . import batchprobe, ddp, train
+    from .env import discover
+
+    try:
+        env = discover(os.environ)
+        if env.world_size != 1:
+            raise train.WorkloadError(
+                f"--probe-batch runs on one rank (one GPU); this job has {env.world_size}")
+        device = ddp.select_device(env, args.device)
+        ddp.check_precision(args.precision, device)
+    except (train.WorkloadError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if device.type == "cpu":
+        ddp.set_cpu_threads(env, os.environ)
+    cfg = replace(_config(args), batch_size=args.min_batch)
+    ddp.init_process_group(env, "nccl" if device.type == "cuda" else "gloo",
+                           ddp.dist_timeout(os.environ), device)
+    model, _ = train.build(cfg, device)
+
+    def wrap() -> Any:
+        return DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    _log(f"Model: {cfg.model}, image size {cfg.image_size}, precision {cfg.precision}, "
+         f"device {device.type}: batch sizes {args.min_batch}..{args.max_batch}")
+    points, best = batchprobe.probe(wrap, cfg, device, args.min_batch, args.max_batch,
+                                    log=_log, memory_limit_gb=args.memory_limit_gb)
+    _log(f"Largest batch that fits: {best if best is not None else 'none'}")
+    status = 0
+    if args.metrics is not None:
+        try:
+            append_record(args.metrics, batchprobe.record(points, best, cfg, args.max_batch,
+                                                          device))
+        except OSError as exc:
+            print(f"{PROG}: error: cannot write {args.metrics}: {exc}", file=sys.stderr)
+            status = 1
+    ddp.shutdown(device)
+    return status if best is not None else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit status."""
     args = parse_args(argv)
+    if args.probe_batch:
+        return probe_main(args)
     import torch
 
     from . import ddp, output, train

@@ -115,7 +115,7 @@ class HorovodBackend:
                 with optimizer.skip_synchronize():
                     scaler.step(optimizer)
                 scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()  # Horovod's takes no set_to_none (torch's default: True)
             scheduler.step()
 
         return step

@@ -18,9 +18,19 @@ TUNING_PREFIXES: tuple[str, ...] = (
 )
 
 
+#: Variables with those prefixes that launchers set for their own bookkeeping (Open MPI's
+#: run-time wiring), not tuning: left out of the record.
+LAUNCHER_PREFIXES: tuple[str, ...] = (
+    "OMPI_MCA_orte_", "OMPI_MCA_ess", "OMPI_MCA_pmix", "OMPI_MCA_initial_wdir",
+    "OMPI_MCA_shmem_RUNTIME_QUERY_hint", "OMPI_MCA_mpi_oversubscribe",
+    "OMPI_MCA_hwloc_base_binding_policy", "OMPI_MCA_rmaps_base_mapping_policy",
+)
+
+
 def tuning_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The communication-tuning variables set in `environ`, sorted by name."""
-    return {k: environ[k] for k in sorted(environ) if k.startswith(TUNING_PREFIXES)}
+    return {k: environ[k] for k in sorted(environ)
+            if k.startswith(TUNING_PREFIXES) and not k.startswith(LAUNCHER_PREFIXES)}
 
 
 def horovod_lines(total: float, ci: float, world_size: int) -> list[str]:
