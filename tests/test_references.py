@@ -86,3 +86,11 @@ def test_load_file(tmp_path: Path) -> None:
     f.write_text("references: [1, 2\n")
     with pytest.raises(SpecError, match="not valid YAML"):
         load_references(f)
+
+
+def test_no_completed_runs_fail_every_reference() -> None:
+    empty = scaling_table(frame([run(1, 1, float("nan"), state="failed")]), "weak")
+    out = check_references([ref(metric="efficiency", value=0.9, where={"nodes": 1})], empty,
+                           "local", locate)
+    assert out["result"].tolist() == ["fail"]
+    assert out["point"].tolist() == ["no measured point matches"]
