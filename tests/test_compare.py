@@ -50,11 +50,11 @@ def test_compare_aligns_and_writes(tmp_path: Path) -> None:
 
 
 def test_compare_cli_and_errors(tmp_path: Path) -> None:
+    from scalestudy.runner import collect, make_plan
+
     a, b = two_studies(tmp_path)
     for spec in (a, b):
-        done = run_cli("collect", str(spec), "--results", str(spec.parent / "results"),
-                       cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
+        collect(make_plan(spec, spec.parent / "results"))
     done = run_cli("compare", str(tmp_path / "a/results/before"),
                    str(tmp_path / "b/results/after"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
