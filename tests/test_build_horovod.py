@@ -76,6 +76,28 @@ def test_interpreter_without_torch_is_refused_before_any_build(tmp_path: Path) -
     assert not (tmp_path / "wheels").exists()
 
 
+def test_missing_build_tools_are_named_with_their_packages(tmp_path: Path) -> None:
+    # A PATH with only what the script needs before its checks: no cmake, g++,
+    # make, MPI or apt-get, as on a cluster login node before `module load`.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname", "uname", "find", "head", "id"):
+        found = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        (bin_dir / tool).symlink_to(found)
+    cache = tmp_path / "wheels"
+    result = subprocess.run(
+        ["bash", str(SCRIPT), sys.executable], capture_output=True, text=True, timeout=60,
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path), "SCALESTUDY_WHEEL_CACHE": str(cache)},
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert ("check system packages: missing system packages: "
+            "cmake g++ make libopenmpi-dev openmpi-bin") in result.stderr
+    assert "load the cmake, compiler and MPI modules" in result.stderr
+    assert not cache.exists()
+
+
 ALLREDUCE = textwrap.dedent("""
     import horovod.torch as hvd
     import torch
