@@ -62,7 +62,7 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
                      num(r.throughput_per_gpu), f"{r.speedup:.2f}", f"{r.efficiency:.1%}",
                      str(r.n_repeats)]
             cells += [pct(r.comm_overhead)] if comm else []
-            cells += [str(r.flags or "")] if flags else []
+            cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
         base = rows[rows["baseline"].astype(bool)].iloc[0]
         rule = base.get("baseline_rule", "smallest world size")
@@ -87,7 +87,8 @@ def flags_table(flagged: pd.DataFrame) -> Table:
     headers = ["run id", "nodes × ranks/node", "per-GPU batch", "repeat", "flags",
                "slowest rank below mean", "iteration-time CV", "timed iterations"]
     rows = [[str(r.run_id), f"{r.nodes} × {r.ranks_per_node}", format_value(r.batch_size),
-             format_value(r.repeat), r.flags, pct(r.rank_spread), pct(r.iter_cv),
+             format_value(r.repeat), r.flags.replace(",", ", "), pct(r.rank_spread),
+             pct(r.iter_cv),
              format_value(r.iters)] for r in flagged.itertuples(index=False)]
     return headers, rows
 

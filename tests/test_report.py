@@ -283,3 +283,21 @@ def test_html_renders_in_headless_chromium(
     assert attrs["control"] == "0"
     assert int(attrs["rows"]) >= len(table) + 1  # scaling rows + the failed run, and more
     assert "<h2>Findings</h2>" in done.stdout and "<td>2 × 4</td>" in done.stdout
+
+
+def test_flags_and_comm_overhead_are_shown(tmp_path: Path) -> None:
+    from tests.test_analyze import frame, run
+
+    runs = frame([run(1, p, 100.0 * p) for p in (1, 2, 4)])
+    runs["throughput_per_rank_min"] = [100.0, 100.0, 70.0]
+    runs["throughput_per_rank_mean"] = 100.0
+    runs["iters"] = [20, 20, 5]
+    runs["comm_overhead"] = [0.0, 0.1, 0.2]
+    write_report(tmp_path, "flags", "", "weak", runs, scaling_table(runs, "weak"))
+    md = (tmp_path / "report" / "index.md").read_text()
+    assert "| comm overhead | flags |" in md
+    assert "| 4 | 1 × 4 | 16 | 64 | 400 [400–400] | 100 | 4.00 | 100.0% | 1 | 20.0% | " \
+           "straggler, few-iters |" in md
+    quality = md.split("## Quality flags")[1].split("##")[0]
+    assert "| 1x4-0-0 | 1 × 4 | 16 | 0 | straggler, few-iters | 30.0% | n/a | 5 |" in quality
+    assert "comm_overhead.png" in md
