@@ -229,3 +229,34 @@ def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray
     predicted = b * size / float(params.step_time(np.array([size]), np.array([b]))[0])
     return {"holdout_world_size": size, "holdout_predicted": predicted,
             "holdout_measured": measured, "holdout_error": predicted / measured - 1}
+
+
+BOUND_COLUMNS: tuple[str, ...] = (
+    "group", "world_size", "grad_bytes", "probe_busbw_GBps", "ring_time_s",
+    "compute_time_s", "compute_source", "efficiency_bound", "efficiency_measured",
+)
+
+
+def ring_bounds(table: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
+    """Per group with a gradient size and an allreduce probe, at its largest world size:
+    the ring allreduce time 2(P-1)/P * S / busbw, the compute time (measured without
+    sync, else the model's), and the efficiency that allows when communication does not
+    overlap compute: t_compute / (t_compute + t_ring)."""
+    rows = []
+    a = dict(zip(fits["group"], fits["sec_per_image"], strict=True)) if len(fits) else {}
+    for group, pts in table.groupby("group", sort=False):
+        top = pts.loc[pts["world_size"].idxmax()]
+        s, bw = top.get("grad_bytes"), top.get("allreduce_busbw_GBps")
+        if not (pd.notna(s) and pd.notna(bw) and bw > 0 and top["world_size"] > 1):
+            continue
+        p = float(top["world_size"])
+        ring = float(_ring(np.array([p]))[0]) * float(s) / (float(bw) * 1e9)
+        if pd.notna(top.get("compute_time_s")):
+            compute, source = float(top["compute_time_s"]), "measured"
+        elif pd.notna(a.get(group)):
+            compute, source = float(a[group]) * float(top["batch_size"]), "model"
+        else:
+            continue
+        rows.append((group, int(p), float(s), float(bw), ring, compute, source,
+                     compute / (compute + ring), float(top["efficiency"])))
+    return pd.DataFrame(rows, columns=list(BOUND_COLUMNS))

@@ -145,11 +145,54 @@ def run_findings(runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     return out
 
 
+def compute_findings(table: pd.DataFrame) -> list[str]:
+    """Does compute alone (no gradient sync) slow down with scale? Per image, largest
+    world size vs the baseline, when the runs carry compute_time_s."""
+    if "compute_time_s" not in table.columns:
+        return []
+    out = []
+    for group, rows in table.groupby("group", sort=False):
+        rows = rows.dropna(subset=["compute_time_s"])
+        base = rows[rows["baseline"].astype(bool)]
+        if base.empty or len(rows) < 2:
+            continue
+        b, top = base.iloc[0], rows.loc[rows["world_size"].idxmax()]
+        ratio = (top["compute_time_s"] / top["batch_size"]) / (b["compute_time_s"]
+                                                                / b["batch_size"])
+        if ratio > 1.1:
+            out.append(
+                f"{group}: compute alone (no gradient sync) takes "
+                f"{top['compute_time_s'] * 1e3:.3g} ms per step at {int(top['world_size'])} "
+                f"GPUs vs {b['compute_time_s'] * 1e3:.3g} ms at {int(b['world_size'])} "
+                f"({ratio:.2f}× per image): part of the loss is compute slowing down "
+                "(shared cores, memory bandwidth, clocks), not communication.")
+    return out
+
+
+def bound_findings(bounds: pd.DataFrame | None) -> list[str]:
+    """What the ring allreduce bound says about the measured efficiency."""
+    out = []
+    for b in (bounds if bounds is not None else pd.DataFrame()).itertuples(index=False):
+        text = (f"{b.group}: at {b.world_size} GPUs a ring allreduce of "
+                f"{b.grad_bytes / 1e6:,.1f} MB at the probe's {b.probe_busbw_GBps:.3g} GB/s "
+                f"takes {b.ring_time_s * 1e3:.3g} ms per step, which caps efficiency at "
+                f"{b.efficiency_bound:.1%} without overlap; measured {b.efficiency_measured:.1%}")
+        if b.efficiency_measured > b.efficiency_bound:
+            text += " (communication overlaps compute)"
+        elif b.efficiency_measured < b.efficiency_bound - 0.1:
+            text += " (most of the loss is not the allreduce's bandwidth)"
+        out.append(text + ".")
+    return out
+
+
 def findings(table: pd.DataFrame, runs: pd.DataFrame, scaling: str, fits: pd.DataFrame,
-             points: pd.DataFrame, preds: pd.DataFrame) -> list[str]:
+             points: pd.DataFrame, preds: pd.DataFrame,
+             bounds: pd.DataFrame | None = None) -> list[str]:
     """All findings, most important first."""
     if table.empty:
         return run_findings(runs, table)
     return [*efficiency_findings(table), *comm_findings(table, points),
-            *batch_findings(table, scaling), *model_findings(fits, preds),
-            *lr_findings(table, scaling), *run_findings(runs, table)]
+            *compute_findings(table), *bound_findings(bounds),
+            *batch_findings(table, scaling),
+            *model_findings(fits, preds), *lr_findings(table, scaling),
+            *run_findings(runs, table)]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from scalestudy.analyze import Baseline, completed_runs, failures
 from scalestudy.collect import STATES
-from scalestudy.commmodel import MAX_NODES, model_study
+from scalestudy.commmodel import MAX_NODES, model_study, ring_bounds
 from scalestudy.findings import findings
 from scalestudy.plots import (
     Draw,
@@ -41,6 +41,7 @@ from scalestudy.plots import (
 from scalestudy.quality import Thresholds, flagged_runs
 from scalestudy.references import Locate, check_references
 from scalestudy.reporttables import (
+    bound_table,
     failure_table,
     fit_table,
     flags_table,
@@ -108,6 +109,12 @@ MODEL_TEXT = ("Step time t(P) = a·b(P) + 2(P−1)/P·S/B + α·L(P): compute (b
               "world size and predicts it.")
 
 
+BOUND_TEXT = ("At each group's largest scale: a ring allreduce of S gradient bytes takes at "
+              "least 2(P−1)/P·S/busbw (busbw from the allreduce probe); with compute time "
+              "t_c, efficiency cannot exceed t_c / (t_c + t_ring) unless communication "
+              "overlaps compute (DDP overlaps it with the backward pass).")
+
+
 def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
            ) -> list[tuple[str, str, Draw, pd.DataFrame, str]]:
     """(file, title, draw, frame, data csv) of each plot the data supports."""
@@ -160,6 +167,9 @@ def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataF
               ("table", fit_table(parts["fits"]))]
         if len(parts["points"]):
             b += [("h3", "Residuals"), ("table", residual_table(parts["points"]))]
+        if len(parts["bounds"]):
+            b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
+                  ("table", bound_table(parts["bounds"]))]
         if len(parts["preds"]):
             b += [("h3", f"Predictions (up to {options.max_nodes:,} nodes)"),
                   ("table", prediction_table(parts["preds"]))]
@@ -183,6 +193,7 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("model_fit.csv", "the model's parameters per group"),
     ("model_points.csv", "measured vs fitted step time (the model plot's data)"),
     ("model_predictions.csv", "predicted throughput and efficiency at larger scales"),
+    ("ring_bound.csv", "the ring allreduce time from the probe and the bound it sets"),
     ("references.csv", "the reference checks"),
     ("flags.csv", "the flagged runs"),
     ("failures.csv", "the failed runs"),
@@ -318,15 +329,16 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
         kind="predicted", step_time_fitted=preds["global_batch"] / preds[
             "throughput_predicted"])], ignore_index=True)
     checks = _check_all(references, table, system)  # with no runs, every reference fails
+    bounds = ring_bounds(table, fits)
     parts: dict[str, Any] = {
-        "fits": fits, "points": points, "preds": preds, "checks": checks,
+        "fits": fits, "points": points, "preds": preds, "checks": checks, "bounds": bounds,
         "flagged": flagged_runs(completed_runs(runs), options.thresholds),
-        "findings": findings(table, runs, scaling, fits, points, preds),
+        "findings": findings(table, runs, scaling, fits, points, preds, bounds),
         "plots": _plots(table, model_frame, fits)}
     csvs: dict[str, pd.DataFrame] = {
         "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
         "model_points.csv": model_frame, "model_predictions.csv": preds,
-        "flags.csv": parts["flagged"]}
+        "flags.csv": parts["flagged"], "ring_bound.csv": parts["bounds"]}
     if any(p[0] == "heatmap.png" for p in parts["plots"]):
         csvs["heatmap.csv"] = heatmap_data(table).reset_index()
     if len(checks):

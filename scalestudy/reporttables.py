@@ -51,7 +51,9 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
     for group, rows in groups(table):
         comm = "comm_overhead" in rows and rows["comm_overhead"].notna().any()
         flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
-        headers = [*TABLE_HEADERS, *(["comm overhead"] if comm else []),
+        compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
+        headers = [*TABLE_HEADERS, *(["compute time (no sync)"] if compute else []),
+                   *(["comm overhead"] if comm else []),
                    *(["flags"] if flags else [])]
         body = []
         for r in rows.itertuples(index=False):
@@ -61,6 +63,7 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
                      format_value(r.batch_size), format_value(r.global_batch), spread,
                      num(r.throughput_per_gpu), f"{r.speedup:.2f}", f"{r.efficiency:.1%}",
                      str(r.n_repeats)]
+            cells += [seconds(r.compute_time_s)] if compute else []
             cells += [pct(r.comm_overhead)] if comm else []
             cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
@@ -150,4 +153,15 @@ def reference_table(checks: pd.DataFrame) -> Table:
         rows.append([c.result.upper(), c.metric, c.where, c.point,
                      format_value(c.global_batch), value, c.accepted, measured,
                      pct(c.deviation, signed=True), c.source])
+    return headers, rows
+
+
+def bound_table(bounds: pd.DataFrame) -> Table:
+    """Ring allreduce time from the probe and the efficiency it allows (no overlap)."""
+    headers = ["group", "GPUs", "gradient bytes", "probe busbw", "ring allreduce time",
+               "compute time", "efficiency bound (no overlap)", "measured efficiency"]
+    rows = [[str(b.group), str(b.world_size), f"{b.grad_bytes / 1e6:,.1f} MB",
+             f"{b.probe_busbw_GBps:.3g} GB/s", seconds(b.ring_time_s),
+             f"{seconds(b.compute_time_s)} ({b.compute_source})", pct(b.efficiency_bound),
+             pct(b.efficiency_measured)] for b in bounds.itertuples(index=False)]
     return headers, rows

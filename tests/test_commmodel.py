@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.analyze import scaling_table
-from scalestudy.commmodel import Params, fit_points, model_study, nnls
+from scalestudy.commmodel import Params, fit_points, model_study, nnls, ring_bounds
 from tests.test_analyze import frame, run
 
 S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)
@@ -114,3 +114,23 @@ def test_bandwidth_from_the_probe() -> None:
     params, why = fit_points(np.array([1.0, 2.0]), np.array([8.0, 8.0]),
                              np.array([1.0, 1.1]), None, bandwidth="probe")
     assert params is None and "no allreduce probe" in why
+
+
+def test_ring_bound_from_the_probe() -> None:
+    runs = comm_bound_runs()
+    runs["allreduce_busbw_GBps"] = 10.0
+    table = scaling_table(runs, "weak")
+    fits = model_study(table, "weak")[0]
+    bound = ring_bounds(table, fits).iloc[0]
+    ring = 2 * 31 / 32 * S / 10e9
+    compute = TRUE.a * 32  # from the fit: the runs carry no compute_time_s
+    assert bound["world_size"] == 32 and bound["compute_source"] == "model"
+    assert bound["ring_time_s"] == pytest.approx(ring)
+    assert bound["efficiency_bound"] == pytest.approx(compute / (compute + ring), rel=1e-6)
+    # The measured efficiency also pays the latency term: below the bound.
+    assert bound["efficiency_measured"] < bound["efficiency_bound"]
+    runs["compute_time_s"] = 0.05
+    measured = ring_bounds(scaling_table(runs, "weak"), fits).iloc[0]
+    assert measured["compute_source"] == "measured"
+    assert measured["efficiency_bound"] == pytest.approx(0.05 / (0.05 + ring))
+    assert ring_bounds(scaling_table(comm_bound_runs(), "weak"), fits).empty  # no probe

@@ -74,3 +74,31 @@ def test_one_point_below_both_levels_is_one_sentence() -> None:
     assert out[0] == ("batch 16: efficiency falls below 90% and 75% at 2 GPUs (1 × 2, "
                       "global batch 32): 60.0%.")
     assert not any(f.startswith("batch 16: efficiency falls below 75%") for f in out)
+
+
+def test_ring_bound_finding() -> None:
+    from scalestudy.commmodel import ring_bounds
+
+    runs = comm_bound_runs()
+    runs["allreduce_busbw_GBps"] = 10.0
+    table = scaling_table(runs, "weak")
+    fits, points, preds = model_study(table, "weak")
+    bounds = ring_bounds(table, fits)
+    out = findings(table, runs, "weak", fits, points, preds, bounds)
+    b = bounds.iloc[0]
+    sentence = [f for f in out if "ring allreduce of 100.0 MB" in f]
+    assert sentence == [
+        f"batch 32: at 32 GPUs a ring allreduce of 100.0 MB at the probe's 10 GB/s takes "
+        f"{b.ring_time_s * 1e3:.3g} ms per step, which caps efficiency at "
+        f"{b.efficiency_bound:.1%} without overlap; measured {b.efficiency_measured:.1%}."]
+
+
+def test_compute_slowdown_finding() -> None:
+    runs = frame([run(1, p, 100.0 * p / (1 + 0.5 * (p - 1))) for p in (1, 2, 4)])
+    runs["compute_time_s"] = [0.1, 0.15, 0.25]  # per step, per-GPU batch 16 throughout
+    out = all_findings(runs)
+    assert ("batch 16: compute alone (no gradient sync) takes 250 ms per step at 4 GPUs vs "
+            "100 ms at 1 (2.50× per image): part of the loss is compute slowing down") in \
+        " ".join(out)
+    runs["compute_time_s"] = 0.1
+    assert not any("compute alone" in f for f in all_findings(runs))

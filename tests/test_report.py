@@ -83,7 +83,8 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert out == rep / "index.html"
     assert sorted(f.name for f in rep.iterdir()) == [
         "efficiency.png", "failures.csv", "flags.csv", "index.html", "index.md", "model.png",
-        "model_fit.csv", "model_points.csv", "model_predictions.csv", "scaling.csv",
+        "model_fit.csv", "model_points.csv", "model_predictions.csv", "ring_bound.csv",
+        "scaling.csv",
         "summary.json", "throughput.png", "variants.png"]
     assert not [f for f in root.iterdir() if f.name.startswith("report.")]
     for png in ("throughput.png", "efficiency.png"):
