@@ -37,7 +37,8 @@ BANDWIDTHS: tuple[str, ...] = ("fit", "probe")
 MAX_NODES = 1024
 FIT_COLUMNS: tuple[str, ...] = (
     "group", "status", "terms", "points", "t_compute_s", "sec_per_image", "grad_bytes",
-    "bandwidth_GBps", "probe_busbw_GBps", "latency_s", "rms_residual", "holdout_world_size",
+    "bandwidth_GBps", "bandwidth_from", "probe_busbw_GBps", "latency_s", "latency_term",
+    "rms_residual", "holdout_world_size",
     "holdout_predicted", "holdout_measured", "holdout_error",
 )
 POINT_COLUMNS: tuple[str, ...] = (
@@ -183,7 +184,8 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         params, terms = fit_points(p, batch, t, gbytes, latency, bandwidth, busbw)
         fit = dict.fromkeys(FIT_COLUMNS, float("nan"))
         fit.update(group=group, points=len(np.unique(p)), grad_bytes=gbytes,
-                   probe_busbw_GBps=busbw)
+                   probe_busbw_GBps=busbw, bandwidth_from=bandwidth,
+                   latency_term="log2 P" if latency == "log" else "P - 1")
         if params is None:
             fit.update(status=terms, terms="")
             fits.append(fit)

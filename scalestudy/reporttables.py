@@ -98,8 +98,8 @@ def flags_table(flagged: pd.DataFrame) -> Table:
 
 def fit_table(fits: pd.DataFrame) -> Table:
     """One row per group: fitted terms and parameters, residual, hold-out error."""
-    headers = ["group", "fit", "compute per step", "bandwidth (fitted)", "probe busbw",
-               "latency per log2 P step", "rms residual", "hold-out: predicted / measured",
+    headers = ["group", "fit", "compute per step", "bandwidth B", "probe busbw",
+               "latency α (per unit of L)", "rms residual", "hold-out: predicted / measured",
                "hold-out error"]
     rows = []
     for f in fits.itertuples(index=False):
@@ -109,12 +109,12 @@ def fit_table(fits: pd.DataFrame) -> Table:
         hold = (f"{num(f.holdout_predicted)} / {num(f.holdout_measured)} img/s at "
                 f"{int(f.holdout_world_size)} GPUs" if math.isfinite(f.holdout_error)
                 else "too few points to hold one out")
-        bw = (f"{f.bandwidth_GBps:.3g} GB/s" if math.isfinite(f.bandwidth_GBps)
-              else "n/a (gradient size unknown)")
+        bw = (f"{f.bandwidth_GBps:.3g} GB/s ({'fitted' if f.bandwidth_from == 'fit' else 'probe'})"
+              if math.isfinite(f.bandwidth_GBps) else "n/a (gradient size unknown)")
         probe = (f"{f.probe_busbw_GBps:.3g} GB/s" if f.probe_busbw_GBps is not None
                  and math.isfinite(f.probe_busbw_GBps) else "n/a")
         rows.append([str(f.group), str(f.terms), seconds(f.t_compute_s), bw, probe,
-                     seconds(f.latency_s), pct(f.rms_residual), hold,
+                     f"{seconds(f.latency_s)} (L = {f.latency_term})", pct(f.rms_residual), hold,
                      pct(f.holdout_error, signed=True)])
     return headers, rows
 
