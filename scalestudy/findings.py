@@ -84,10 +84,11 @@ def batch_findings(table: pd.DataFrame, scaling: str) -> list[str]:
         name = f"{key}: " if key else ""
         out.append(
             f"{name}at {int(small['world_size'])} GPUs, per-GPU batch "
-            f"{format_value(large['batch_size'])} gives {large['throughput_per_gpu']:,.1f} "
-            f"img/s per GPU vs {small['throughput_per_gpu']:,.1f} at batch "
-            f"{format_value(small['batch_size'])} ({gain:+.1%}): the larger batch {verdict} "
-            f"(efficiency {large['efficiency']:.1%} vs {small['efficiency']:.1%}).")
+            f"{format_value(large['batch_size'])} (global {format_value(large['global_batch'])}"
+            f") gives {large['throughput_per_gpu']:,.1f} img/s per GPU vs "
+            f"{small['throughput_per_gpu']:,.1f} at batch {format_value(small['batch_size'])} "
+            f"(global {format_value(small['global_batch'])}) ({gain:+.1%}): the larger batch "
+            f"{verdict} (efficiency {large['efficiency']:.1%} vs {small['efficiency']:.1%}).")
     return out
 
 

@@ -44,9 +44,10 @@ def test_comm_bound_with_batch_sweep_and_failures() -> None:
     runs.loc[len(runs)] = {**runs.iloc[0].to_dict(), "run_id": "bad", "state": "failed",
                            "throughput": float("nan"), "reason": "exit code 1"}
     out = all_findings(runs)
-    batch = [f for f in out if "per-GPU batch 64 gives" in f]
+    batch = [f for f in out if "per-GPU batch 64 (global 2048) gives" in f]
     assert len(batch) == 1 and "the larger batch helps" in batch[0]
-    assert batch[0].startswith("at 32 GPUs, per-GPU batch 64 gives")
+    assert batch[0].startswith("at 32 GPUs, per-GPU batch 64 (global 2048) gives")
+    assert "at batch 16 (global 512) (" in batch[0]
     comm = [f for f in out if "attributes" in f]
     assert len(comm) == 2 and "batch 16: at 32 GPUs, the model attributes" in comm[0]
     assert "1 of 13 runs failed" in out[-1]
