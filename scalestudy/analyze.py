@@ -46,7 +46,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
 #: Metrics of the bundled workload's diagnostics, medians over repeats (NaN when absent).
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "grad_bytes",
-    "num_params", "allreduce_busbw_GBps", "allreduce_latency_s",
+    "num_params", "allreduce_busbw_GBps", "allreduce_latency_s", "lr", "lr_warmup_iters",
 )
 #: Quality columns after the diagnostics: see scalestudy.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")

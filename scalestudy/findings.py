@@ -104,9 +104,23 @@ def lr_findings(table: pd.DataFrame, scaling: str) -> list[str]:
     k = hi / lo
     warm = ("a gradual warm-up over the first epochs (Goyal et al. used 5 epochs at a "
             "global batch of 8,192)" if k >= 8 else "a short warm-up")
-    return [f"The global batch grows from {format_value(lo)} to {format_value(hi)} "
-            f"({k:g}×): linear scaling multiplies the learning rate by {k:g}, square-root "
-            f"scaling by {math.sqrt(k):.2f}; use {warm}."]
+    out = [f"The global batch grows from {format_value(lo)} to {format_value(hi)} "
+           f"({k:g}×): linear scaling multiplies the learning rate by {k:g}, square-root "
+           f"scaling by {math.sqrt(k):.2f}; use {warm}."]
+    used = table.dropna(subset=["lr"]) if "lr" in table.columns else table[:0]
+    if len(used) and used["global_batch"].nunique() > 1:
+        first = used.loc[used["global_batch"].idxmin()]
+        last = used.loc[used["global_batch"].idxmax()]
+        kg = float(last["global_batch"]) / float(first["global_batch"])
+        ratio = float(last["lr"]) / float(first["lr"])
+        rule = ("linear" if math.isclose(ratio, kg, rel_tol=0.02) else "square-root"
+                if math.isclose(ratio, math.sqrt(kg), rel_tol=0.02) else "no" if
+                math.isclose(ratio, 1.0, rel_tol=0.02) else "a custom")
+        out.append(f"The runs used lr {float(first['lr']):.4g} at global batch "
+                   f"{format_value(first['global_batch'])} and {float(last['lr']):.4g} at "
+                   f"{format_value(last['global_batch'])} ({ratio:.3g}×: {rule} scaling), "
+                   f"warm-up {format_value(last.get('lr_warmup_iters'))} iterations.")
+    return out
 
 
 def model_findings(fits: pd.DataFrame, preds: pd.DataFrame) -> list[str]:

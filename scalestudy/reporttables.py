@@ -52,8 +52,10 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
         comm = "comm_overhead" in rows and rows["comm_overhead"].notna().any()
         flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
         compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
+        lr = "lr" in rows and rows["lr"].notna().any()
         headers = [*TABLE_HEADERS, *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
+                   *(["lr (warm-up iters)"] if lr else []),
                    *(["flags"] if flags else [])]
         body = []
         for r in rows.itertuples(index=False):
@@ -65,6 +67,7 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
                      str(r.n_repeats)]
             cells += [seconds(r.compute_time_s)] if compute else []
             cells += [pct(r.comm_overhead)] if comm else []
+            cells += [f"{r.lr:.4g} ({format_value(r.lr_warmup_iters)})"] if lr else []
             cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
         base = rows[rows["baseline"].astype(bool)].iloc[0]

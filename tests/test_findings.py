@@ -103,3 +103,15 @@ def test_compute_slowdown_finding() -> None:
         " ".join(out)
     runs["compute_time_s"] = 0.1
     assert not any("compute alone" in f for f in all_findings(runs))
+
+
+def test_lr_the_runs_used() -> None:
+    runs = frame([run(1, p, 100.0 * p) for p in (1, 2, 4)])
+    runs["lr"] = [0.1, 0.2, 0.4]
+    runs["lr_warmup_iters"] = 100
+    table = scaling_table(runs, "weak")
+    out = lr_findings(table, "weak")
+    assert out[1] == ("The runs used lr 0.1 at global batch 16 and 0.4 at 64 (4×: linear "
+                      "scaling), warm-up 100 iterations.")
+    runs["lr"] = [0.1, 0.1 * 2 ** 0.5, 0.2]
+    assert "(2×: square-root scaling)" in lr_findings(scaling_table(runs, "weak"), "weak")[1]
