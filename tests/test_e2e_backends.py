@@ -83,7 +83,7 @@ def test_horovod_and_ddp_side_by_side_with_1_2_4_ranks(tmp_path: Path, write_spe
     assert half["grad_bytes"] * 2 == full["grad_bytes"] == 4 * full["num_params"]
     assert half["horovod.compression"] == "fp16" and full["horovod.compression"] == "none"
     no_fusion = hvd.loc[("no-fusion", 2)]
-    assert str(no_fusion["env.HOROVOD_FUSION_THRESHOLD"]) == "0"
+    assert float(no_fusion["env.HOROVOD_FUSION_THRESHOLD"]) == 0
     assert pd.isna(full.get("env.HOROVOD_FUSION_THRESHOLD"))
     for row in runs.itertuples():
         assert -1 < row.comm_overhead < 1 and row.allreduce_busbw_GBps >= 0
