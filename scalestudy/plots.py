@@ -194,20 +194,29 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
     _legend(ax)
 
 
+def heatmap_batch(table: pd.DataFrame) -> str:
+    """The batch that defines a curve: the per-GPU batch in weak scaling, the global
+    batch in strong scaling (where the per-GPU batch changes along each curve)."""
+    varies = table.groupby("group", sort=False)["batch_size"].nunique().max() > 1
+    return "global_batch" if varies else "batch_size"
+
+
 def heatmap_data(table: pd.DataFrame) -> pd.DataFrame:
-    """Efficiency by per-GPU batch (rows) and nodes (columns): full nodes only (the most
-    ranks per node measured at that node count), median over configurations."""
+    """Efficiency by batch (rows, see heatmap_batch) and nodes (columns): full nodes only
+    (the most ranks per node measured at that node count), median over configurations."""
     if table.empty:
         return pd.DataFrame()
-    most = table.groupby(["batch_size", "nodes"])["ranks_per_node"].transform("max")
+    batch = heatmap_batch(table)
+    most = table.groupby([batch, "nodes"])["ranks_per_node"].transform("max")
     full = table[table["ranks_per_node"] == most]
-    return full.pivot_table(index="batch_size", columns="nodes", values="efficiency",
+    return full.pivot_table(index=batch, columns="nodes", values="efficiency",
                             aggfunc="median").sort_index()
 
 
 def plot_heatmap(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
-    """Nodes × per-GPU batch heatmap of efficiency, each cell labelled."""
-    ax.set_title(title or "Parallel efficiency by nodes and per-GPU batch")
+    """Nodes × batch heatmap of efficiency (per-GPU batch in weak scaling, global batch
+    in strong scaling), each cell labelled."""
+    ax.set_title(title or "Parallel efficiency by nodes and batch")
     data = heatmap_data(table)
     if data.empty:
         _no_data(ax)
@@ -218,7 +227,8 @@ def plot_heatmap(table: pd.DataFrame, ax: Axes, title: str | None = None) -> Non
     ax.set_xticks(range(data.shape[1]), [format_value(c) for c in data.columns])
     ax.set_yticks(range(data.shape[0]), [format_value(i) for i in data.index])
     ax.set_xlabel("Nodes")
-    ax.set_ylabel("Per-GPU batch (images)")
+    ax.set_ylabel("Per-GPU batch (images)" if heatmap_batch(table) == "batch_size"
+                  else "Global batch (images)")
     for (r, c), v in np.ndenumerate(values):
         if np.isfinite(v):
             ax.text(c, r, f"{v:.0%}", ha="center", va="center", fontsize=8)

@@ -132,7 +132,7 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
                     plot_variants, table, "scaling.csv"))
     heat = heatmap_data(table)
     if heat.shape[0] > 1 and heat.shape[1] > 1:
-        out.append(("heatmap.png", "Efficiency by nodes and per-GPU batch", plot_heatmap,
+        out.append(("heatmap.png", "Efficiency by nodes and batch", plot_heatmap,
                     table, "heatmap.csv"))
     if table["comm_overhead"].notna().any():
         out.append(("comm_overhead.png", "Communication overhead vs GPUs", plot_comm_overhead,

@@ -93,3 +93,15 @@ def test_titles_and_no_pyplot(table: pd.DataFrame) -> None:
     plot_throughput(table, ax, "demo: throughput (2026-01-01)")
     assert ax.get_title() == "demo: throughput (2026-01-01)"
     assert _pylab_helpers.Gcf.get_num_fig_managers() == 0
+
+
+def test_heatmap_rows_are_the_global_batch_in_strong_scaling() -> None:
+    rows = [run(n, 4, 400.0 * n * 0.9 ** (n - 1), global_batch=g) for n in (1, 2, 4)
+            for g in (256, 1024)]
+    table = scaling_table(frame(rows), "strong")
+    data = heatmap_data(table)
+    assert list(data.index) == [256, 1024] and list(data.columns) == [1, 2, 4]
+    assert data.loc[256].tolist() == pytest.approx([1.0, 0.9, 0.729])
+    ax = Figure().subplots()
+    plot_heatmap(table, ax)
+    assert ax.get_ylabel() == "Global batch (images)"
