@@ -1,0 +1,32 @@
+"""reporttables: numbers for people, and tables that say why a value is missing."""
+
+from __future__ import annotations
+
+from scalestudy.analyze import scaling_table
+from scalestudy.commmodel import model_study
+from scalestudy.reporttables import fit_table, num, pct, prediction_table, seconds
+from tests.test_analyze import frame, run
+
+
+def test_number_formats() -> None:
+    assert [num(v) for v in (12345.6, 123.4, 12.34, 1.234, float("nan"))] == [
+        "12,346", "123", "12.3", "1.23", "n/a"]
+    assert pct(0.1234) == "12.3%" and pct(-0.05, signed=True) == "-5.0%"
+    assert pct(float("nan")) == "n/a"
+    assert [seconds(v) for v in (2.5, 0.0123, 4.5e-5)] == ["2.5 s", "12.3 ms", "45 µs"]
+
+
+def test_fit_table_says_why_there_is_no_fit() -> None:
+    two = scaling_table(frame([run(1, p, 100.0 * p) for p in (1, 2)]), "weak")
+    fits, _, preds = model_study(two, "weak")
+    headers, rows = fit_table(fits)
+    assert headers[-1] == "hold-out error"
+    assert rows[0][1].startswith("too few points: 2 world size(s) measured")
+    assert rows[0][2:] == ["n/a"] * 7
+    assert prediction_table(preds)[1] == []
+    four = scaling_table(frame([run(1, p, 90.0 * p) for p in (1, 2, 4, 8)]), "weak")
+    rows = fit_table(model_study(four, "weak")[0])[1]
+    assert rows[0][3] == "n/a (gradient size unknown)"
+    assert rows[0][7].endswith("img/s at 8 GPUs")  # three points left: a hold-out fit
+    three = scaling_table(frame([run(1, p, 90.0 * p) for p in (1, 2, 4)]), "weak")
+    assert fit_table(model_study(three, "weak")[0])[1][0][7] == "too few points to hold one out"
