@@ -156,12 +156,28 @@ def status(study: StudyArg, as_json: JsonOpt = False,
         from scalestudy.tracking import refresh
 
         views = refresh(plan)
-    rows = [{**v.run.params(), "state": v.state, "job_id": v.job_id, "reason": v.reason}
-            for v in views.values()]
+    rows = [{**v.run.params(), "state": v.state, "job_id": v.job_id, "reason": v.reason,
+             **_failure(plan, v)} for v in views.values()]
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    out.print(status_table(plan.study.name, rows))
+    from rich.markup import escape
+
+    # Log lines such as "[rank0]: ..." are text, not rich markup.
+    shown = [{**r, "reason": escape(f"{r['failure']}: {r['reason'] or ''} | {r['failure_line']}")}
+             if r["failure"] else r for r in rows]
+    out.print(status_table(plan.study.name, shown))
+
+
+def _failure(plan: Any, view: Any) -> dict[str, Any]:
+    """A failed run's failure class and decisive log line (None for the others)."""
+    from scalestudy import state
+
+    if view.state != "failed":
+        return {"failure": None, "failure_line": None}
+    found = state.run_status(plan.run_dir(view.run))
+    return {"failure": found["failure"] or "unknown", "failure_line": found["failure_line"],
+            **({"reason": found["reason"]} if view.reason is None else {})}
 
 
 @app.command()

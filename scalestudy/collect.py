@@ -1,7 +1,8 @@
 """Gather the run directories of a study into one tidy table (`runs.csv`).
 
 One row per planned run, in plan order: the run's parameters (the keys of run.json),
-then how it ended (`state`, `reason`, `exit_code`, `elapsed_s`), then the flattened
+then how it ended (`state`, `reason`, `exit_code`, `elapsed_s`, and for a failed run the
+`failure` class and its `failure_line`, see scalestudy.diagnose), then the flattened
 metric record (the last valid line of metrics.jsonl). See docs/results-layout.md.
 
 Nothing a job leaves behind (a missing, empty, truncated or garbled file, a NaN
@@ -22,7 +23,8 @@ import pandas as pd
 from scalestudy.state import run_status
 
 #: Columns that follow the parameter columns in runs.csv; `state` marks the boundary.
-STATUS_COLUMNS: tuple[str, ...] = ("state", "reason", "exit_code", "elapsed_s")
+STATUS_COLUMNS: tuple[str, ...] = ("state", "reason", "exit_code", "elapsed_s", "failure",
+                                   "failure_line")
 #: Run states as collect reports them.
 STATES: tuple[str, ...] = ("completed", "failed", "running", "pending")
 #: Prefix given to a metric key that has the name of a parameter or status column.
@@ -103,4 +105,5 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
 
 def read_runs(path: Path) -> pd.DataFrame:
     """Load a runs.csv written by `collect` (run ids stay strings)."""
-    return pd.read_csv(path, dtype={"run_id": str, "reason": str, "state": str})
+    return pd.read_csv(path, dtype={"run_id": str, "reason": str, "state": str,
+                                    "failure": str, "failure_line": str})

@@ -126,6 +126,11 @@ def execute(
         reason = _exit_reason(code) if code != 0 else state.record_problem(
             state.read_record(run_dir / state.METRICS))
     failed = reason is not None
+    if failed:
+        from scalestudy.diagnose import diagnose
+
+        found = diagnose(run_dir, code, None, reason)
+        status.update(failure=found.failure, failure_line=found.line)
     status.update({
         "state": "failed" if failed else "completed",
         "exit_code": code,

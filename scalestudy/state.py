@@ -157,12 +157,13 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     exists, status = _read_json_object(run_dir / "status.json")
     record = read_record(run_dir / "metrics.jsonl")
     out: dict[str, Any] = {"state": "pending", "reason": None, "exit_code": None,
-                           "elapsed_s": None, "record": record}
+                           "elapsed_s": None, "failure": None, "failure_line": None,
+                           "record": record}
     if not exists:
         return out
     if status is None:
         out.update(state="failed", reason="status.json is unreadable")
-        return out
+        return _with_failure(run_dir, out, {})
     state = status.get("state")
     reason = status.get("reason")
     out.update(
@@ -177,6 +178,24 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         problem = record_problem(record)
         if problem is not None:
             out.update(state="failed", reason=problem)
+    return _with_failure(run_dir, out, status)
+
+
+def _with_failure(run_dir: Path, out: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """A failed run's `failure` class and `failure_line`: from status.json, else diagnosed
+    now from its exit code, scheduler state and log tails (see scalestudy.diagnose)."""
+    if out["state"] != "failed":
+        return out
+    failure, line = status.get("failure"), status.get("failure_line")
+    if isinstance(failure, str) and failure and status.get("state") == "failed":
+        out.update(failure=failure, failure_line=None if line is None else str(line))
+        return out
+    from scalestudy.diagnose import diagnose
+
+    raw = status.get("scheduler_state")
+    found = diagnose(run_dir, out["exit_code"], raw if isinstance(raw, str) else None,
+                     out["reason"])
+    out.update(failure=found.failure, failure_line=found.line)
     return out
 
 

@@ -126,8 +126,14 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         reason = f"{job.raw}" + (f", exit code {exit_code}" if exit_code is not None else "")
     if job.reason and reason and job.reason not in reason:
         reason += f"; scheduler: {job.reason}"
+    failure = None
+    if reason is not None:
+        from scalestudy.diagnose import diagnose
+
+        failure = diagnose(run_dir, exit_code, job.raw, reason)
     status = {
         "state": "completed" if reason is None else "failed",
+        "failure": failure and failure.failure, "failure_line": failure and failure.line,
         "job_id": job.job_id, "scheduler_state": job.raw, "exit_code": exit_code,
         "ended_at": now(), "reason": reason,
         "log_tail": None if reason is None else state.log_tail(run_dir),

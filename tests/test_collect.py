@@ -177,3 +177,15 @@ def test_columns_union_over_heterogeneous_records(tmp_path: Path) -> None:
     assert pd.isna(runs.loc[1, "model"])
 
 
+
+
+def test_failed_runs_carry_their_failure_class_and_line(tmp_path: Path) -> None:
+    p1, p2 = params(), params(nodes=2, run_id="0002")
+    make_run(tmp_path, p1, metrics=record(p1, 10.0))
+    d = make_run(tmp_path, p2, status="failed", exit_code=1, reason="exit code 1")
+    (d / "stderr.log").write_text(
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    collect(tmp_path, [p1, p2])
+    back = read_runs(tmp_path / "runs.csv")
+    assert back.loc[1, "failure"] == "oom" and "CUDA out of memory" in back.loc[1, "failure_line"]
+    assert back["failure"].isna()[0] and back["failure_line"].isna()[0]

@@ -74,3 +74,12 @@ def test_a_second_attempt_keeps_the_first_attempts_logs(tmp_path: Path) -> None:
     assert executor.execute(run_dir, PARAMS, timeout_s=30)["state"] == "completed"
     assert (run_dir / "attempts" / "1" / "stdout.log").read_text() == "first\n"
     assert (run_dir / "stdout.log").read_text() == "second\n"
+
+
+def test_a_failed_run_records_its_failure_class_and_line(tmp_path: Path) -> None:
+    run_dir = job(tmp_path, "python3 -c 'import horovod_not_installed_here'\n")
+    status = executor.execute(run_dir, PARAMS, timeout_s=30)
+    assert status["state"] == "failed" and status["failure"] == "import_error"
+    assert "No module named 'horovod_not_installed_here'" in status["failure_line"]
+    stored = json.loads((run_dir / "status.json").read_text())
+    assert stored["failure"] == "import_error"

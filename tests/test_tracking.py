@@ -209,3 +209,19 @@ def test_a_command_workloads_throughput_is_read_from_its_log_on_a_scheduler(
     view = refresh(plan, fake)[plan.runs[0].run_id]
     assert view.state == "completed", view.reason
     assert json.loads((run_dir / "metrics.jsonl").read_text())["throughput"] == 321.5
+
+
+def test_settled_failures_are_classified_from_state_and_log(plan) -> None:
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs[:2], runner=fake)
+    run_ids = {e["job_id"]: e["run_id"] for e in journal(plan).entries()}
+    (plan.directory / "runs" / run_ids["102"] / "stderr.log").write_text(
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=102.0. Some of the step "
+        "tasks have been OOM Killed.\n")
+    finish(plan, fake, "101", "NODE_FAIL|0:0", None)
+    finish(plan, fake, "102", "OUT_OF_MEMORY|0:125", None)
+    refresh(plan, fake)
+    first = json.loads((plan.directory / "runs" / run_ids["101"] / "status.json").read_text())
+    second = json.loads((plan.directory / "runs" / run_ids["102"] / "status.json").read_text())
+    assert (first["failure"], first["failure_line"]) == ("node_failure", "scheduler: NODE_FAIL")
+    assert second["failure"] == "oom" and "oom-kill event" in second["failure_line"]

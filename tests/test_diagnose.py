@@ -1,0 +1,156 @@
+"""Failure classes from real-looking log tails, scheduler states and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from scalestudy import diagnose, state
+from scalestudy.diagnose import classify
+
+CUDA_OOM = """\
+Traceback (most recent call last):
+  File "/opt/scalestudy/workload/__main__.py", line 212, in step
+    loss.backward()
+[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a \
+total capacity of 79.10 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this \
+process has 77.97 GiB memory in use.
+[rank0]:[E1123 00:12:01.123456 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 0] Process group \
+watchdog thread terminated with exception: NCCL error: remote process exited or there was a \
+network error, NCCL version 2.21.5
+"""
+SLURM_OOM = """\
+slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4412.0. Some of the step tasks \
+have been OOM Killed.
+srun: error: nid001234: task 3: Out Of Memory
+"""
+NCCL_TIMEOUT = """\
+[rank2]:[E1123 01:02:03.000 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective \
+operation timeout: WorkNCCL(SeqNum=1042, OpType=ALLREDUCE, NumelIn=25557032, \
+Timeout(ms)=600000) ran for 600012 milliseconds before timing out.
+"""
+GLOO_PEER = """\
+Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 2501, in \
+all_reduce
+    work.wait()
+RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer \
+[10.0.0.12]:47211
+"""
+MPI_ABORT = """\
+MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD
+with errorcode 1.
+"""
+NODE_FAIL = """\
+slurmstepd: error: *** JOB 5512 ON nid000321 CANCELLED AT 2026-11-23T00:40:12 DUE TO NODE \
+FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***
+"""
+TIME_LIMIT = """\
+[rank0]: step 9100 img/sec 1234.5
+slurmstepd: error: *** JOB 5513 ON nid000322 CANCELLED AT 2026-11-23T01:00:00 DUE TO TIME \
+LIMIT ***
+[rank1]: RuntimeError: Connection closed by peer [10.0.0.3]:4411
+"""
+SCANCEL = """\
+slurmstepd: error: *** JOB 5514 ON nid000323 CANCELLED AT 2026-11-23T01:00:00 ***
+srun: error: nid000323: task 0: Terminated
+"""
+NO_HOROVOD = """\
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/opt/scalestudy/workload/backends.py", line 40, in init
+    import horovod.torch as hvd
+ModuleNotFoundError: No module named 'horovod'
+[rank1]: RuntimeError: Connection closed by peer [127.0.0.1]:29500
+"""
+BAD_ARGS = """\
+usage: python -m scalestudy.workload [-h] [--model MODEL] [--batch-size BATCH_SIZE]
+python -m scalestudy.workload: error: argument --batch-size: invalid int value: '3x'
+"""
+PBS_WALLTIME = "=>> PBS: job killed: walltime 3620 exceeded limit 3600\n"
+
+
+@pytest.mark.parametrize(("log", "exit_code", "sched", "expected", "needle"), [
+    (CUDA_OOM, 1, "FAILED", "oom", "CUDA out of memory"),
+    (SLURM_OOM, 137, "FAILED", "oom", "oom-kill"),
+    ("", 137, "OUT_OF_MEMORY", "oom", "OUT_OF_MEMORY"),
+    (NCCL_TIMEOUT, 1, "FAILED", "comm", "Watchdog caught collective operation timeout"),
+    (GLOO_PEER, 1, "FAILED", "comm", "Connection closed by peer"),
+    (MPI_ABORT, 1, "FAILED", "comm", "MPI_ABORT"),
+    (NODE_FAIL, None, "NODE_FAIL", "node_failure", "DUE TO NODE"),
+    (NODE_FAIL, 1, "FAILED", "node_failure", "DUE TO NODE"),
+    (TIME_LIMIT, 0, "TIMEOUT", "walltime", "DUE TO TIME"),
+    (TIME_LIMIT, 143, "FAILED", "walltime", "DUE TO TIME"),
+    (SCANCEL, 0, "CANCELLED by 1000", "cancelled", "CANCELLED AT"),
+    (SCANCEL, 143, None, "cancelled", "CANCELLED AT"),
+    (NO_HOROVOD, 1, "FAILED", "import_error", "No module named 'horovod'"),
+    (BAD_ARGS, 2, "FAILED", "bad_arguments", "error: argument --batch-size"),
+    ("", 2, "FAILED", "bad_arguments", "exit code 2"),
+    (PBS_WALLTIME, 271, "F", "walltime", "walltime 3620 exceeded"),
+    ("step 10 img/sec 12.0\n", 1, "FAILED", "unknown", "exit code 1"),
+])
+def test_classes_from_real_messages(log: str, exit_code: int | None, sched: str | None,
+                                    expected: str, needle: str) -> None:
+    found = classify(exit_code, sched, log)
+    assert found.failure == expected
+    assert needle in found.line
+
+
+def test_root_cause_beats_its_echo_on_other_ranks() -> None:
+    # The OOM rank's peers report NCCL errors: the class is the memory, and its line.
+    found = classify(1, "FAILED", CUDA_OOM)
+    assert (found.failure, found.line.startswith("[rank1]: torch.OutOfMemoryError")) == (
+        "oom", True)
+
+
+def test_pbs_exit_status_and_local_time_limit_from_reason() -> None:
+    assert classify(-29, "F", "").failure == "walltime"
+    assert classify(None, "F", "", "PBS exit status -29; job exceeded walltime").failure == \
+        "walltime"
+    local = classify(-9, None, "", "time limit of 60 s (job.walltime) exceeded; stopped")
+    assert local.failure == "walltime" and "time limit of 60 s" in local.line
+    assert classify(-2, None, "", "interrupted by the user").failure == "cancelled"
+
+
+def test_long_lines_are_shortened() -> None:
+    found = classify(1, "FAILED", "ImportError: " + "x" * 5000)
+    assert found.failure == "import_error" and len(found.line) == diagnose.MAX_LINE
+
+
+def test_huge_log_reads_only_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as fh:
+        fh.write(b"ModuleNotFoundError: No module named 'early'\n")
+        fh.truncate(8 << 30)  # 8 GiB, sparse
+        fh.seek(0, os.SEEK_END)
+        fh.write(CUDA_OOM.encode())
+    started = time.perf_counter()
+    found = diagnose.diagnose(tmp_path, 1, "FAILED")
+    assert time.perf_counter() - started < 1.0
+    assert found.failure == "oom"  # the early import error is beyond the tail
+
+
+def test_run_status_diagnoses_an_old_status_without_failure(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text(NCCL_TIMEOUT)
+    (tmp_path / state.STATUS).write_text(json.dumps(
+        {"state": "failed", "exit_code": 1, "reason": "exit code 1"}))
+    status = state.run_status(tmp_path)
+    assert status["failure"] == "comm"
+    assert "Watchdog" in status["failure_line"]
+    # A stored diagnosis is used as it is (not recomputed from logs that may have moved).
+    (tmp_path / state.STATUS).write_text(json.dumps(
+        {"state": "failed", "exit_code": 137, "failure": "oom", "failure_line": "x"}))
+    assert (state.run_status(tmp_path)["failure"], state.run_status(tmp_path)["failure_line"]) \
+        == ("oom", "x")
+
+
+def test_completed_run_has_no_failure(tmp_path: Path) -> None:
+    (tmp_path / state.STATUS).write_text(json.dumps({"state": "completed", "exit_code": 0}))
+    (tmp_path / state.METRICS).write_text(json.dumps({"throughput": 10.0}) + "\n")
+    status = state.run_status(tmp_path)
+    assert (status["state"], status["failure"], status["failure_line"]) == (
+        "completed", None, None)
