@@ -195,9 +195,15 @@ def _sync_fn(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
-def _time_compute(step: Callable[[], None], cfg: TrainConfig,
-                  sync: Callable[[], None]) -> list[float]:
-    step()  # one untimed step: allocations, autotuning
+def _time_compute(step: Callable[[], None], cfg: TrainConfig, sync: Callable[[], None],
+                  cold: bool) -> list[float]:
+    """Compute-only iterations; `cold` (before training: the bare model) gets the same
+    warm-up as training, a warm model (after training) one untimed step."""
+    if cold:
+        return time_iterations(step, warmup_iters=max(1, cfg.warmup_iters),
+                               iters=compute_iters(cfg), batches_per_iter=cfg.batches_per_iter,
+                               sync=sync)
+    step()  # allocations of the no-sync path
     return time_iterations(step, warmup_iters=0, iters=compute_iters(cfg),
                            batches_per_iter=cfg.batches_per_iter, sync=sync)
 
@@ -218,13 +224,13 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
     if cfg.diagnostics and backend.bare_compute:
         optimizer = make_optimizer(model.parameters(), cfg)
         bare = plain_step(model, optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
-        compute_times = _time_compute(bare, cfg, sync)
+        compute_times = _time_compute(bare, cfg, sync, cold=True)
         del optimizer, bare
     step = backend.wrap(model, cfg, device, batch)
     times = time_iterations(step, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
                             batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter)
     if cfg.diagnostics and not backend.bare_compute:
-        compute_times = _time_compute(backend.compute_step(), cfg, sync)
+        compute_times = _time_compute(backend.compute_step(), cfg, sync, cold=False)
     probe = None
     if cfg.diagnostics:
         sizes = diagnostics.message_sizes(wire_bytes)
