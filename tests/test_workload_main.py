@@ -170,6 +170,18 @@ def test_a_missing_optional_backend_says_how_to_install_it(tmp_path, backend, me
     assert ("scripts/build-horovod" if backend == "horovod" else "pip install") in lines[0]
 
 
+def test_bf16_compression_hook_on_cpu_is_a_one_line_error(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the hook runs on CUDA")
+    cmd = [sys.executable, "-m", "scalestudy.workload", *TINY, "--comm-hook", "bf16"]
+    proc = run_workload(cmd, tmp_path)
+    assert proc.returncode == 2
+    assert "--comm-hook bf16 needs CUDA GPUs with NCCL" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_fp16_on_cpu_is_a_one_line_error(tmp_path):
     import torch
 

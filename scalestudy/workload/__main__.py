@@ -195,6 +195,7 @@ def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]
         backend = ds.DeepSpeedBackend(deepspeed, _config(args).options, run_dir,
                                       env.world_size, env.rank == 0)
     else:
+        ddp.check_comm_hook(args.comm_hook, device)
         ddp.init_process_group(env, dist_backend, timeout, device)
         backend = ddp.DDPBackend(_config(args).options)
     return backend, env, device, dist_backend

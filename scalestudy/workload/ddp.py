@@ -56,6 +56,13 @@ def check_precision(precision: str, device: torch.device) -> None:
         raise WorkloadError("--precision fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
 
 
+def check_comm_hook(hook: str, device: torch.device) -> None:
+    """torch's bf16 compression hook needs NCCL on CUDA; fp16 and none run anywhere."""
+    if hook == "bf16" and device.type != "cuda":
+        raise WorkloadError("--comm-hook bf16 needs CUDA GPUs with NCCL (torch's "
+                            "bf16_compress_hook); use fp16 on CPU")
+
+
 def dist_timeout(environ: Mapping[str, str]) -> timedelta:
     """Timeout of process-group set-up and collectives, from SCALESTUDY_DIST_TIMEOUT_S."""
     raw = environ.get(TIMEOUT_ENV, "").strip() or str(DEFAULT_TIMEOUT_S)
