@@ -74,16 +74,27 @@ def run(
     wait: Annotated[
         bool, typer.Option("--wait", help="follow the jobs to their end, then report")
     ] = False,
+    rerun: Annotated[
+        str | None, typer.Option("--rerun", help="also run again the failed (and lost) runs: "
+                                 "'failed', or every selected run: 'all'")
+    ] = None,
+    max_attempts: Annotated[
+        int, typer.Option("--max-attempts", min=1, help="leave a run that has failed this "
+                          "many attempts")
+    ] = 3,
     results: ResultsOpt = Path("results"),
 ) -> None:
-    """Run (or submit) the runs that are not complete yet; on this machine, then report."""
-    from scalestudy.grid import select
-    from scalestudy.runner import make_plan, prepare, runs_to_do
+    """Run (or submit) the runs not started yet; on this machine, then report.
+
+    Failed runs are run again only with --rerun; earlier attempts are kept in
+    runs/<id>/attempts/<n>/."""
+    from scalestudy.runner import make_plan, prepare
     from scalestudy.state import study_lock
 
     plan = make_plan(study, results)
     if dry_run:
-        todo = prepare(plan, runs_to_do(plan, only))
+        todo = prepare(plan, _choose(plan, only, rerun, max_attempts, None),
+                       force=rerun == "all")
         for r in todo:
             out.print(f"would run {r.run_id}: {r.nodes}x{r.ranks_per_node} ranks, batch "
                       f"{r.batch_size}/GPU ({r.global_batch} global), {r.backend}, {r.tuning}, "
@@ -92,19 +103,43 @@ def run(
         return
     with study_lock(plan.directory):
         if plan.system.scheduler != "local":
-            _submit(plan, select(plan.runs, only), max_jobs, wait)
+            _submit(plan, only, rerun, max_attempts, max_jobs, wait)
             return
-        todo = prepare(plan, runs_to_do(plan, only))
+        chosen = _choose(plan, only, rerun, max_attempts, None)
+        todo = prepare(plan, chosen, force=rerun == "all")
         if not todo:
-            out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete")
+            out.print(f"nothing to run: the {len(plan.runs)} selected runs are complete"
+                      " or left as they are")
         states = [s["state"] for s in _execute_with_progress(plan, todo)]
         _report_and_exit(plan, states)
 
 
-def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> None:
-    from scalestudy.tracking import follow, submit_runs
+def _choose(plan: Any, only: str | None, rerun: str | None, max_attempts: int,
+            states: dict[str, str] | None) -> list[Any]:
+    """The runs to start now; says which failed runs are left and why."""
+    from scalestudy.runner import choose_runs
 
-    done = submit_runs(plan, chosen, max_jobs)
+    picked = choose_runs(plan, only, rerun, max_attempts, states)
+    if picked.failed_kept:
+        out.print(f"{len(picked.failed_kept)} failed run(s) left as they are "
+                  f"({', '.join(r.run_id for r in picked.failed_kept[:5])}"
+                  f"{', ...' if len(picked.failed_kept) > 5 else ''}): "
+                  "run again with --rerun failed to retry them")
+    if picked.exhausted:
+        out.print(f"{len(picked.exhausted)} run(s) failed {max_attempts} attempt(s) and are "
+                  f"left ({', '.join(r.run_id for r in picked.exhausted[:5])}): see "
+                  "`scalestudy status`; raise --max-attempts to try again")
+    return picked.todo
+
+
+def _submit(plan: Any, only: str | None, rerun: str | None, max_attempts: int,
+            max_jobs: int | None, wait: bool) -> None:
+    from scalestudy.tracking import follow, refresh, submit_runs
+
+    views = refresh(plan)
+    chosen = _choose(plan, only, rerun, max_attempts,
+                     {k: v.state for k, v in views.items()})
+    done = submit_runs(plan, chosen, max_jobs, views=views, force=rerun == "all")
     for r, job_id in done.submitted:
         out.print(f"submitted {r.run_id} as job {job_id}: {r.nodes}x{r.ranks_per_node} ranks, "
                   f"batch {r.batch_size}/GPU ({r.global_batch} global)")
@@ -115,12 +150,15 @@ def _submit(plan: Any, chosen: list[Any], max_jobs: int | None, wait: bool) -> N
             out.print("run again (or with --wait) to submit the rest")
         out.print(f"follow with: scalestudy status {plan.study.source}")
         return
-    views = _follow_with_progress(plan, chosen, done.waiting, max_jobs, follow)
-    _report_and_exit(plan, [views[r.run_id].state for r in chosen])
+    from scalestudy.grid import select
+
+    waited = select(plan.runs, only)
+    views = _follow_with_progress(plan, waited, done.waiting, max_jobs, follow, rerun == "all")
+    _report_and_exit(plan, [views[r.run_id].state for r in waited])
 
 
 def _follow_with_progress(plan: Any, chosen: list[Any], waiting: list[Any],
-                          max_jobs: int | None, follow: Any) -> Any:
+                          max_jobs: int | None, follow: Any, force: bool = False) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     ids = {r.run_id for r in chosen}
@@ -136,7 +174,7 @@ def _follow_with_progress(plan: Any, chosen: list[Any], waiting: list[Any],
             bar.update(task, completed=ended, description=", ".join(
                 f"{n} {s}" for s, n in sorted(counts.items())))
 
-        return follow(plan, chosen, waiting, max_jobs, progress=progress)
+        return follow(plan, chosen, waiting, max_jobs, progress=progress, force=force)
 
 
 @app.command()

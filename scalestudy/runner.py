@@ -138,10 +138,11 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def prepare(plan: Plan, runs: Sequence[Run]) -> list[Run]:
+def prepare(plan: Plan, runs: Sequence[Run], force: bool = False) -> list[Run]:
     """Write run.json and job.sh for each run that is not complete; return those runs.
 
-    A completed run's directory is left as it is: its script is the record of what ran.
+    A completed run's directory is left as it is: its script is the record of what ran
+    (unless `force`: `run --rerun all` runs it again, its files kept in attempts/<n>/).
     """
     plan.directory.mkdir(parents=True, exist_ok=True)
     if plan.study.source is not None:
@@ -150,7 +151,7 @@ def prepare(plan: Plan, runs: Sequence[Run]) -> list[Run]:
     todo = []
     for run in runs:
         directory = plan.run_dir(run)
-        if state.run_state(directory) == "completed":
+        if not force and state.run_state(directory) == "completed":
             continue
         directory.mkdir(parents=True, exist_ok=True)
         state.write_json_atomic(directory / state.RUN_JSON, run.params())
@@ -185,6 +186,53 @@ def runs_to_do(plan: Plan, only: str | None) -> list[Run]:
     """The selected runs that are not complete yet."""
     chosen = select(plan.runs, only)
     return [r for r in chosen if state.run_state(plan.run_dir(r)) != "completed"]
+
+
+#: What `run --rerun` accepts: failed (and lost) runs, or every selected run.
+RERUN_CHOICES = ("failed", "all")
+#: Attempts a run gets at most, unless `run --max-attempts` says otherwise.
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs a `run` starts now, and the failed ones it leaves as they are."""
+
+    todo: list[Run]
+    failed_kept: list[Run]  # failed, and --rerun not asked
+    exhausted: list[Run]  # failed after --max-attempts attempts
+
+
+def choose_runs(plan: Plan, only: str | None, rerun: str | None = None,
+                max_attempts: int = MAX_ATTEMPTS,
+                states: dict[str, str] | None = None) -> Selection:
+    """Which selected runs to (re)start: `run` resumes (runs never started, or stopped
+    half-way on this machine); `rerun="failed"` adds failed and lost runs; `rerun="all"`
+    every run, completed ones too. A run that has had `max_attempts` attempts is left.
+
+    `states` (run id -> state) comes from the scheduler when there is one; runs queued
+    or running there are never chosen.
+    """
+    if rerun is not None and rerun not in RERUN_CHOICES:
+        raise SpecError(f"--rerun {rerun!r}: use one of {', '.join(RERUN_CHOICES)}")
+    todo: list[Run] = []
+    failed_kept: list[Run] = []
+    exhausted: list[Run] = []
+    local = plan.system.scheduler == "local"
+    for run in select(plan.runs, only):
+        directory = plan.run_dir(run)
+        current = states[run.run_id] if states is not None else state.run_state(directory)
+        if current == "pending" or (local and current in ("submitted", "running")):
+            todo.append(run)
+        elif current in ("submitted", "running") or (current == "completed" and rerun != "all"):
+            continue
+        elif current == "failed" and rerun is None:
+            failed_kept.append(run)
+        elif state.attempt_count(directory) >= max_attempts:
+            exhausted.append(run)
+        else:
+            todo.append(run)
+    return Selection(todo, failed_kept, exhausted)
 
 
 def collect(plan: Plan) -> Any:

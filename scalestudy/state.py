@@ -248,6 +248,14 @@ def archive_attempt(directory: Path) -> Path | None:
     return target
 
 
+def attempt_count(directory: Path) -> int:
+    """Attempts a run has had: those kept in attempts/<n>/, plus the current one when it
+    left files (a pending run has had none)."""
+    attempts = directory / "attempts"
+    kept = sum(1 for p in attempts.iterdir() if p.is_dir()) if attempts.is_dir() else 0
+    return kept + any((directory / name).exists() for name in ATTEMPT_FILES)
+
+
 _NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)
 
 

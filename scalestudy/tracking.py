@@ -153,15 +153,17 @@ class Submission:
 
 def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
                 runner: CommandRunner = run_command,
-                views: dict[str, RunView] | None = None) -> Submission:
-    """Render and submit the chosen runs that are neither complete nor in the queue.
+                views: dict[str, RunView] | None = None, force: bool = False) -> Submission:
+    """Render and submit the chosen runs that are neither complete (unless `force`:
+    `run --rerun all`) nor in the queue.
 
     Each job id is written to the journal before the next submission starts. When a
     submission fails, what was submitted stays recorded and SubmitError says how many.
     """
     views = views if views is not None else refresh(plan, runner)
     active = sum(1 for v in views.values() if v.state in ACTIVE)
-    todo = [r for r in chosen if views[r.run_id].state not in ACTIVE | {"completed"}]
+    skip = ACTIVE if force else ACTIVE | {"completed"}
+    todo = [r for r in chosen if views[r.run_id].state not in skip]
     room = len(todo) if max_jobs is None else max(0, max_jobs - active)
     now_runs, later = todo[:room], todo[room:]
     if plan.study.job.submit == "submitit":
@@ -170,7 +172,7 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
         return submit_with_submitit(plan, now_runs, later, active)
     scheduler = schedulers.get(plan.system.scheduler)
     done: list[tuple[Run, str]] = []
-    prepare(plan, now_runs)
+    prepare(plan, now_runs, force)
     for run in now_runs:
         run_dir = plan.run_dir(run)
         state.archive_attempt(run_dir)
@@ -194,7 +196,8 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
            max_jobs: int | None = None, runner: CommandRunner = run_command,
            interval_s: float = 5.0, max_interval_s: float = 60.0,
            sleep: Callable[[float], None] = time.sleep,
-           progress: Callable[[dict[str, RunView]], None] | None = None) -> dict[str, RunView]:
+           progress: Callable[[dict[str, RunView]], None] | None = None,
+           force: bool = False) -> dict[str, RunView]:
     """Poll (one query per cycle, backing off) until every chosen run has ended, submitting
     the runs `--max-jobs` held back (`queue`) as slots free; returns the final views."""
     ids = {r.run_id for r in chosen}
@@ -207,7 +210,7 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
             room = len(queue) if max_jobs is None else max(0, max_jobs - active)
             if room:
                 batch, queue = queue[:room], queue[room:]
-                submit_runs(plan, batch, None, runner, views)
+                submit_runs(plan, batch, None, runner, views, force)
                 views = refresh(plan, runner)
         if progress:
             progress(views)

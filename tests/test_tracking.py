@@ -225,3 +225,32 @@ def test_settled_failures_are_classified_from_state_and_log(plan) -> None:
     second = json.loads((plan.directory / "runs" / run_ids["102"] / "status.json").read_text())
     assert (first["failure"], first["failure_line"]) == ("node_failure", "scheduler: NODE_FAIL")
     assert second["failure"] == "oom" and "oom-kill event" in second["failure_line"]
+
+
+def test_a_lost_run_is_rerun_on_request_and_rerun_all_resubmits_completed(
+        plan, monkeypatch) -> None:
+    from scalestudy.runner import choose_runs
+
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs[:2], runner=fake)
+    del fake.states["101"]  # the scheduler forgot it
+    finish(plan, fake, "102", "COMPLETED|0:0", 5.0)
+    monkeypatch.setattr("scalestudy.tracking.GRACE_S", -1.0)
+    states = {k: v.state for k, v in refresh(plan, fake).items()}
+    resumed = choose_runs(plan, None, None, states=states)
+    assert resumed.todo == plan.runs[2:] and resumed.failed_kept == plan.runs[:1]
+    again = choose_runs(plan, None, "failed", states=states).todo
+    assert again == [plan.runs[0], *plan.runs[2:]]
+    done = submit_runs(plan, again, runner=fake)
+    assert [r.run_id for r, _ in done.submitted] == [r.run_id for r in again]
+    lost_dir = plan.run_dir(plan.runs[0])
+    kept = json.loads((lost_dir / "attempts" / "1" / "status.json").read_text())
+    assert "lost" in kept["reason"]
+    assert [e["attempt"] for e in journal(plan).entries() if e["run_id"] == plan.runs[0].run_id] \
+        == [1, 2]
+    # --rerun all: the completed run is submitted again too; nothing queued twice.
+    everything = choose_runs(plan, None, "all",
+                             states={k: v.state for k, v in refresh(plan, fake).items()}).todo
+    assert everything == [plan.runs[1]]
+    assert len(submit_runs(plan, everything, runner=fake, force=True).submitted) == 1
+    assert fake.submitted() == 6
