@@ -150,3 +150,28 @@ def test_comm_overhead_rises_when_the_allreduce_gets_expensive(tmp_path: Path) -
 def test_horovod_comm_overhead_rises_with_ranks(tmp_path: Path, horovod: None) -> None:
     one, four = _overhead("horovod", 1, tmp_path), _overhead("horovod", 4, tmp_path)
     assert four > one + 0.2, (one, four)
+
+
+def test_ddp_speed_options_run_and_are_recorded(tmp_path: Path) -> None:
+    metrics = tmp_path / "m.jsonl"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           "-m", "scalestudy.workload", "--model", "small_cnn", "--image-size", "16",
+           "--num-classes", "10", "--batch-size", "4", "--warmup-iters", "1", "--iters", "2",
+           "--batches-per-iter", "2", "--precision", "bf16", "--channels-last", "--compile",
+           "--comm-hook", "fp16", "--bucket-cap-mb", "1", "--gradient-as-bucket-view",
+           "--static-graph", "--mllog", "--lr", "0.2", "--base-lr", "0.1",
+           "--lr-warmup-iters", "4", "--metrics", str(metrics)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(metrics.read_text().splitlines()[-1])
+    assert record["precision"] == "bf16" and record["channels_last"] and record["compile"]
+    assert record["ddp"] == {"bucket_cap_mb": 1.0, "gradient_as_bucket_view": True,
+                             "static_graph": True, "comm_hook": "fp16"}
+    assert record["grad_bytes"] == 2 * record["num_params"]  # fp16 on the wire
+    assert (record["lr"], record["base_lr"], record["lr_warmup_iters"]) == (0.2, 0.1, 4)
+    probe = record["allreduce_probe"]
+    for algbw, busbw in zip(probe["algbw_GBps"], probe["busbw_GBps"], strict=True):
+        assert busbw == pytest.approx(algbw * 2 * (2 - 1) / 2, rel=1e-4, abs=1e-6)
+    assert probe["bytes"][-1] == record["grad_bytes"]
+    assert ":::MLLOG" in done.stdout and "total images/sec: " in done.stdout
