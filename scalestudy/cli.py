@@ -134,8 +134,10 @@ def _choose(plan: Any, only: str | None, rerun: str | None, max_attempts: int,
 
 def _submit(plan: Any, only: str | None, rerun: str | None, max_attempts: int,
             max_jobs: int | None, wait: bool) -> None:
-    from scalestudy.tracking import follow, refresh, submit_runs
+    from scalestudy.tracking import follow, recover, refresh, submit_runs
 
+    for run_id, job_id in recover(plan):
+        out.print(f"found job {job_id} of {run_id}, queued by an interrupted run: recorded")
     views = refresh(plan)
     chosen = _choose(plan, only, rerun, max_attempts,
                      {k: v.state for k, v in views.items()})

@@ -115,6 +115,27 @@ class Journal:
         """run id -> its most recent submission."""
         return {e["run_id"]: e for e in self.entries()}
 
+    def unresolved_intents(self) -> dict[str, dict[str, Any]]:
+        """run id -> an intent to submit (written just before sbatch/qsub) that no job id
+        followed: the submitting process died while the command ran, so the job may exist."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        open_intents: dict[str, dict[str, Any]] = {}
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
+                continue
+            if entry.get("intent"):
+                open_intents[entry["run_id"]] = entry
+            elif "job_id" in entry or entry.get("resolved"):
+                open_intents.pop(entry["run_id"], None)
+        return open_intents
+
 
 def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command) -> str:
     """Submit one job script from its run directory (where a scheduler's default output
@@ -143,6 +164,26 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
         except SubmitError as exc:
             errors.append(str(exc))
     raise SubmitError("cannot query job states: " + "; ".join(errors))
+
+
+def find(scheduler: Scheduler, names: Sequence[str],
+         runner: CommandRunner = run_command) -> dict[str, set[str]]:
+    """Job name -> ids of the jobs the scheduler knows by that name (union of every
+    listing that answers); SubmitError when none answers."""
+    found: dict[str, set[str]] = {}
+    errors = []
+    answered = False
+    for argv in scheduler.find_argvs(names):
+        code, out, err = run_retrying(runner, argv)
+        if code != 0:
+            errors.append(f"{' '.join(argv[:2])}: exit {code}: {err.strip()[:300]}")
+            continue
+        answered = True
+        for name, ids in scheduler.parse_found(argv, out).items():
+            found.setdefault(name, set()).update(ids)
+    if not answered:
+        raise SubmitError("cannot list jobs by name: " + "; ".join(errors))
+    return found
 
 
 def cancel(scheduler: Scheduler, job_ids: Sequence[str],

@@ -20,7 +20,16 @@ from scalestudy.executor import record_command_throughput
 from scalestudy.grid import Run
 from scalestudy.runner import Plan, prepare
 from scalestudy.schedulers import CANCELLED, COMPLETED, TIMEOUT, JobState, SubmitError
-from scalestudy.submit import CommandRunner, Journal, cancel, now, query, run_command, submit
+from scalestudy.submit import (
+    CommandRunner,
+    Journal,
+    cancel,
+    find,
+    now,
+    query,
+    run_command,
+    submit,
+)
 
 ACTIVE = frozenset({"submitted", "running"})  # "pending" means never submitted
 # A job the scheduler does not list yet (accounting lags a few seconds) is not lost.
@@ -142,6 +151,52 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
     return status
 
 
+def job_name(plan: Plan, run: Run) -> str:
+    """The name a run's job has on the scheduler (as scalestudy.render writes it)."""
+    return f"{plan.study.name}-{run.run_id}"
+
+
+def recover(plan: Plan, runner: CommandRunner = run_command) -> list[tuple[str, str]]:
+    """Close the one window the journal leaves: `run` killed while sbatch/qsub ran, after
+    the job was queued but before its id was recorded. Each intent (written before the
+    command) without a job id is looked up by job name; a job found that the journal does
+    not know is adopted (recorded). Returns the (run id, job id) adopted.
+
+    SubmitError when the scheduler cannot be asked: submitting again could queue a run
+    twice, so nothing is submitted until it answers.
+    """
+    book = journal(plan)
+    intents = book.unresolved_intents()
+    if not intents:
+        return []
+    runs = {r.run_id: r for r in plan.runs}
+    names = {job_name(plan, runs[i]): i for i in intents if i in runs}
+    scheduler = schedulers.get(plan.system.scheduler)
+    try:
+        found = find(scheduler, list(names), runner) if names else {}
+    except SubmitError as exc:
+        raise SubmitError(
+            f"{exc}\na submission was interrupted and scalestudy cannot tell whether its job "
+            "was queued; run again when the scheduler answers") from None
+    known = {_key(e["job_id"]) for e in book.entries()}
+    adopted = []
+    for run_id, intent in intents.items():
+        run = runs.get(run_id)
+        orphans = sorted(found.get(job_name(plan, run), set()) - known, key=int) \
+            if run is not None else []
+        if orphans:
+            job_id = orphans[-1]
+            book.record({"run_id": run_id, "job_id": job_id, "attempt": intent.get("attempt"),
+                         "scheduler": scheduler.name, "submitted_at": intent.get("at"),
+                         "adopted": True})
+            state.write_json_atomic(plan.run_dir(run) / state.STATUS, {
+                "state": "submitted", "job_id": job_id, "submitted_at": intent.get("at")})
+            adopted.append((run_id, job_id))
+        else:
+            book.record({"run_id": run_id, "resolved": True, "at": now()})
+    return adopted
+
+
 @dataclass(frozen=True)
 class Submission:
     """What one `submit_runs` call did."""
@@ -160,7 +215,9 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
     Each job id is written to the journal before the next submission starts. When a
     submission fails, what was submitted stays recorded and SubmitError says how many.
     """
-    views = views if views is not None else refresh(plan, runner)
+    if views is None:
+        recover(plan, runner)
+        views = refresh(plan, runner)
     active = sum(1 for v in views.values() if v.state in ACTIVE)
     skip = ACTIVE if force else ACTIVE | {"completed"}
     todo = [r for r in chosen if views[r.run_id].state not in skip]
@@ -176,6 +233,9 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
     for run in now_runs:
         run_dir = plan.run_dir(run)
         state.archive_attempt(run_dir)
+        attempt = len([e for e in journal(plan).entries() if e["run_id"] == run.run_id]) + 1
+        journal(plan).record({"run_id": run.run_id, "intent": True, "attempt": attempt,
+                              "at": now()})
         try:
             job_id = submit(scheduler, run_dir.resolve() / state.SCRIPT, runner)
         except SubmitError as exc:
@@ -183,7 +243,6 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "
                 f"{journal(plan).path}; run the same command again to submit the rest"
             ) from None
-        attempt = len([e for e in journal(plan).entries() if e["run_id"] == run.run_id]) + 1
         journal(plan).record({"run_id": run.run_id, "job_id": job_id, "attempt": attempt,
                               "scheduler": scheduler.name, "submitted_at": now()})
         state.write_json_atomic(run_dir / state.STATUS, {

@@ -174,3 +174,16 @@ def test_torque_style_qstat_of_slurms_wrapper() -> None:
     states = pbs.parse_states(["qstat", "-f", "18"],
                               (DATA / "pbs" / "torque-qstat-f.txt").read_text())
     assert {k: (v.state, v.raw) for k, v in states.items()} == {"18": (COMPLETED, "C")}
+
+
+def test_jobs_found_by_name_slurm_and_pbs() -> None:
+    slurm = schedulers.get("slurm")
+    argvs = slurm.find_argvs(["s-aa", "s-bb"])
+    assert [a[0] for a in argvs] == ["sacct", "squeue"] and "s-aa,s-bb" in argvs[0]
+    found = slurm.parse_found(argvs[0], "41|s-aa\n42|s-bb\n43|s-aa\n\n")
+    assert found == {"s-aa": {"41", "43"}, "s-bb": {"42"}}
+    pbs = schedulers.get("pbs")
+    argv = pbs.find_argvs(["s-aa"])[0]
+    assert argv == ["qselect", "-N", "s-aa"]
+    assert pbs.parse_found(argv, "123.pbs01\n124.pbs01\n") == {"s-aa": {"123", "124"}}
+    assert pbs.parse_found(argv, "") == {}

@@ -40,6 +40,8 @@ class FakeSlurm:
 
     def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
         self.calls.append(list(argv))
+        if "--name" in argv:  # sacct/squeue listing jobs by name: none known here
+            return 0, "", ""
         if argv[0] == "sbatch":
             if self.fail_after is not None and self.next_id - 100 >= self.fail_after:
                 return 1, "", ("sbatch: error: Batch job submission failed: Job violates "
@@ -254,3 +256,74 @@ def test_a_lost_run_is_rerun_on_request_and_rerun_all_resubmits_completed(
     assert everything == [plan.runs[1]]
     assert len(submit_runs(plan, everything, runner=fake, force=True).submitted) == 1
     assert fake.submitted() == 6
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL arriving while sbatch runs (after the job was queued)."""
+
+
+class NamedSlurm(FakeSlurm):
+    """FakeSlurm that also lists jobs by name (sacct/squeue --name), and can 'die' on
+    the n-th sbatch once it has queued the job."""
+
+    def __init__(self, die_on: int | None = None) -> None:
+        super().__init__()
+        self.names: dict[str, str] = {}
+        self.die_on = die_on
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        if "--name" in argv:
+            self.calls.append(list(argv))
+            wanted = argv[argv.index("--name") + 1].split(",")
+            rows = [f"{i}|{n}" for i, n in self.names.items() if n in wanted]
+            return 0, "\n".join(rows) + "\n", ""
+        code, out, err = super().__call__(argv, cwd)
+        if argv[0] == "sbatch" and code == 0:
+            script = Path(argv[-1]).read_text()
+            name = next(ln.split()[-1] for ln in script.splitlines()
+                        if ln.startswith("#SBATCH -J") or ln.startswith("#SBATCH --job-name"))
+            self.names[out.strip()] = name.removeprefix("--job-name=")
+            if self.submitted() == self.die_on:
+                raise Killed
+        return code, out, err
+
+
+def test_a_job_queued_by_a_killed_run_is_adopted_not_submitted_again(plan) -> None:
+    fake = NamedSlurm(die_on=2)
+    with pytest.raises(Killed):
+        submit_runs(plan, plan.runs, runner=fake)
+    assert len(journal(plan).entries()) == 1  # job 102 is queued but not recorded
+    fake.die_on = None
+    done = submit_runs(plan, plan.runs, runner=fake)
+    assert len(done.submitted) == 2 and fake.submitted() == 4
+    by_run = {e["run_id"]: e["job_id"] for e in journal(plan).entries()}
+    assert sorted(by_run.values()) == ["101", "102", "103", "104"]
+    assert by_run[plan.runs[1].run_id] == "102"
+    # Resolved once: later submissions do not ask again.
+    fake.calls.clear()
+    submit_runs(plan, plan.runs, runner=fake)
+    assert not any("--name" in c for c in fake.calls)
+
+
+def test_an_interrupted_submission_that_queued_nothing_is_submitted(plan) -> None:
+    fake = NamedSlurm()
+    journal(plan).record({"run_id": plan.runs[0].run_id, "intent": True, "attempt": 1,
+                          "at": "2026-11-23T00:00:00+00:00"})
+    done = submit_runs(plan, plan.runs[:1], runner=fake)
+    assert [j for _, j in done.submitted] == ["101"] and fake.submitted() == 1
+
+
+def test_no_submission_while_an_interrupted_one_cannot_be_checked(plan) -> None:
+    def down(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        return 1, "", "slurm_load_jobs error: Unable to contact slurm controller"
+
+    journal(plan).record({"run_id": plan.runs[0].run_id, "intent": True, "attempt": 1})
+    import scalestudy.submit as submit_module
+
+    original = submit_module.RETRY_DELAYS_S
+    submit_module.RETRY_DELAYS_S = ()
+    try:
+        with pytest.raises(SubmitError, match="cannot tell whether its job was queued"):
+            submit_runs(plan, plan.runs, runner=down)
+    finally:
+        submit_module.RETRY_DELAYS_S = original

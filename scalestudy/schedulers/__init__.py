@@ -113,6 +113,15 @@ class Scheduler:
         """argv that cancels jobs."""
         raise NotImplementedError
 
+    def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
+        """argvs listing the jobs (queued, running or ended) with these names; every one
+        that answers is read (a just-queued job may be missing from accounting)."""
+        raise NotImplementedError
+
+    def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
+        """Job name -> the job ids one `find_argvs` command listed."""
+        raise NotImplementedError
+
 
 _REGISTRY: dict[str, type[Scheduler]] = {}
 

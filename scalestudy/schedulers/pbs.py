@@ -153,3 +153,12 @@ class PBSPro(Scheduler):
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """`qdel ID...`."""
         return ["qdel", *job_ids]
+
+    def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
+        """`qselect -N NAME` per name (PBS selects by one name at a time)."""
+        return [["qselect", "-N", name[:236]] for name in names]
+
+    def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
+        """One job id per line, all with the name asked for."""
+        ids = {short_id(line.strip()) for line in stdout.splitlines() if line.strip()}
+        return {argv[-1]: ids} if ids else {}

@@ -113,6 +113,24 @@ class Slurm(Scheduler):
             ["scontrol", "-o", "show", "job"],
         ]
 
+    def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
+        """sacct (ended jobs, from the last 7 days) and squeue (what the controller holds)."""
+        joined = ",".join(names)
+        return [
+            ["sacct", "-X", "-n", "-P", "-S", "now-7days", "--name", joined,
+             "-o", "JobIDRaw,JobName"],
+            ["squeue", "-h", "-t", "all", "--name", joined, "-o", "%i|%j"],
+        ]
+
+    def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
+        """Rows of `id|name`."""
+        found: dict[str, set[str]] = {}
+        for line in stdout.splitlines():
+            job_id, _, name = line.strip().partition("|")
+            if job_id.isdigit() and name:
+                found.setdefault(name, set()).add(job_id)
+        return found
+
     def parse_states(self, argv: Sequence[str], stdout: str) -> dict[str, JobState]:
         """Rows of `sacct -P` (id|state|exit|reason), `squeue -o %i|%T|%r`, or
         `scontrol -o show job` (one job per line)."""
