@@ -254,12 +254,9 @@ def collect(plan: Plan) -> Any:
 
 
 def report(plan: Plan) -> tuple[Path, Any]:
-    """Collect, analyze and write the report; returns (index.html, scaling table)."""
-    from scalestudy.analyze import scaling_table
-    from scalestudy.report import write_report
+    """Collect, analyze and write the report (default options, the study's own
+    references checked, as `scalestudy report` does); returns (index.html, scaling table)."""
+    from scalestudy.report import report_study
 
-    runs = collect(plan)
-    table = scaling_table(runs, plan.study.scaling)
-    html = write_report(plan.directory, plan.study.name, plan.study.description,
-                        plan.study.scaling, runs, table)
-    return html, table
+    built = report_study(plan)
+    return built.html, built.table
