@@ -204,6 +204,12 @@ def run_state(directory: Path) -> str:
     return str(run_status(directory)["state"])
 
 
+#: File descriptors of the study locks this process holds. Scheduler commands inherit
+#: them (scalestudy.submit): an sbatch left running by a `run` killed with SIGKILL keeps
+#: the study locked until it has ended, so no second `run` can submit meanwhile.
+HELD_LOCKS: set[int] = set()
+
+
 @contextlib.contextmanager
 def study_lock(directory: Path) -> Iterator[None]:
     """Hold results/<study>/.lock while running or submitting: a second `run` of the same
@@ -226,9 +232,11 @@ def study_lock(directory: Path) -> Iterator[None]:
         fh.truncate()
         fh.write(f"pid {os.getpid()}\n")
         fh.flush()
+        HELD_LOCKS.add(fh.fileno())
         try:
             yield
         finally:
+            HELD_LOCKS.discard(fh.fileno())
             fh.truncate(0)
             fcntl.flock(fh, fcntl.LOCK_UN)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.schedulers import JobState, Scheduler, SubmitError
+from scalestudy.state import HELD_LOCKS
 
 # (argv, cwd=None) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
 CommandRunner = Callable[..., tuple[int, str, str]]
@@ -29,7 +30,8 @@ def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str,
     """Run a scheduler command; a missing command is a SubmitError that names it."""
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, cwd=cwd)
+                              stdin=subprocess.DEVNULL, cwd=cwd,
+                              pass_fds=tuple(sorted(HELD_LOCKS)))
     except FileNotFoundError:
         raise SubmitError(
             f"{argv[0]}: command not found. Run scalestudy where the scheduler's commands "

@@ -102,3 +102,33 @@ def test_study_lock_refuses_a_second_holder(tmp_path: Path) -> None:
         assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr
     with state.study_lock(tmp_path):  # released: free again
         pass
+
+
+def test_a_scheduler_command_left_by_a_killed_run_keeps_the_study_locked(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from scalestudy.errors import ScalestudyError
+
+    marker = tmp_path / "child-started"
+    code = (
+        "from pathlib import Path\n"
+        "from scalestudy.state import study_lock\n"
+        "from scalestudy.submit import run_command\n"
+        f"with study_lock(Path({str(tmp_path)!r})):\n"
+        f"    run_command(['bash', '-c', 'touch {marker}; sleep 1.5'])\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)  # like sbatch orphaned by `kill -9` of `run`
+    proc.wait()
+    with pytest.raises(ScalestudyError, match="another `scalestudy run`"), \
+            state.study_lock(tmp_path):
+        pass
+    time.sleep(2.0)  # the orphan has ended: the lock is free
+    with state.study_lock(tmp_path):
+        pass
