@@ -230,10 +230,14 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
     scheduler = schedulers.get(plan.system.scheduler)
     done: list[tuple[Run, str]] = []
     prepare(plan, now_runs, force)
+    book = journal(plan)
+    attempts: dict[str, int] = {}
+    for entry in book.entries():
+        attempts[entry["run_id"]] = attempts.get(entry["run_id"], 0) + 1
     for run in now_runs:
         run_dir = plan.run_dir(run)
         state.archive_attempt(run_dir)
-        attempt = len([e for e in journal(plan).entries() if e["run_id"] == run.run_id]) + 1
+        attempt = attempts.get(run.run_id, 0) + 1
         journal(plan).record({"run_id": run.run_id, "intent": True, "attempt": attempt,
                               "at": now()})
         try:

@@ -327,3 +327,43 @@ def test_no_submission_while_an_interrupted_one_cannot_be_checked(plan) -> None:
             submit_runs(plan, plan.runs, runner=down)
     finally:
         submit_module.RETRY_DELAYS_S = original
+
+
+def test_a_thousand_run_study_costs_one_scheduler_query_per_cycle(tmp_path: Path) -> None:
+    import tempfile
+
+    # Every journal line and status.json is fsynced: on tmpfs that costs nothing.
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else tmp_path) as where:
+        _thousand_runs(Path(where))
+
+
+def _thousand_runs(tmp_path: Path) -> None:
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "big.yaml").write_text(
+        f"name: big\nsystem: {tmp_path / 'fake.yaml'}\n"
+        "workload: {kind: command, command: [echo, 'Total img/sec on 1 GPU(s): 1.0']}\n"
+        "grid: {nodes: [1], batch_size: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\nrepeats: 100\n")
+    big = make_plan(tmp_path / "big.yaml", tmp_path / "results")
+    assert len(big.runs) == 1000
+    fake = FakeSlurm()
+    submit_runs(big, big.runs, runner=fake)
+    assert fake.submitted() == 1000
+    for job_id in list(fake.states)[:990]:
+        fake.states[job_id] = "COMPLETED|0:0"
+    fake.calls.clear()
+    sleeps: list[float] = []
+    cycles = {"n": 0}
+
+    def progress(views: dict) -> None:
+        cycles["n"] += 1
+        if cycles["n"] == 3:  # the last ten end during the third cycle's sleep
+            for job_id in list(fake.states)[990:]:
+                fake.states[job_id] = "COMPLETED|0:0"
+
+    follow(big, big.runs, runner=fake, sleep=sleeps.append, progress=progress)
+    queries = [c for c in fake.calls if c[0] == "sacct"]
+    assert len(queries) == cycles["n"] == 4  # one query a cycle, for every unsettled job
+    assert len(queries[0][queries[0].index("-j") + 1].split(",")) == 1000
+    assert len(queries[1][queries[1].index("-j") + 1].split(",")) == 10  # settled: not asked
+    assert sleeps == [5.0, 7.5, 11.25]  # backing off
