@@ -6,7 +6,8 @@ code, scalestudy's own reason) and from the tail of its logs. Only the last
 
 Classes, most decisive first when the logs show several (a rank that runs out of
 memory makes the other ranks report a broken connection: the cause is the memory):
-node_failure, walltime, cancelled, oom, import_error, bad_arguments, comm, unknown.
+node_failure, walltime, cancelled, scheduler (the launcher could not reach the
+scheduler to start the ranks), oom, import_error, bad_arguments, comm, unknown.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ LOGS = ("stderr.log", "stdout.log")
 OOM, COMM, NODE_FAILURE, WALLTIME = "oom", "comm", "node_failure", "walltime"
 CANCELLED, IMPORT_ERROR, BAD_ARGUMENTS, UNKNOWN = (
     "cancelled", "import_error", "bad_arguments", "unknown")
+SCHEDULER = "scheduler"
 #: Every class, in the order a log's evidence is weighed.
-CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, CANCELLED, OOM, IMPORT_ERROR, BAD_ARGUMENTS,
-                            COMM, UNKNOWN)
+CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, CANCELLED, SCHEDULER, OOM, IMPORT_ERROR,
+                            BAD_ARGUMENTS, COMM, UNKNOWN)
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
     NODE_FAILURE: re.compile(
@@ -37,6 +39,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"DUE TO TIME LIMIT|walltime \S* ?exceeded|job killed: walltime|"
         r"time limit of .* exceeded", re.I),
     CANCELLED: re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|job deleted by|qdel"),
+    SCHEDULER: re.compile(
+        r"Unable to create step|Unable to contact slurm controller|"
+        r"Job step creation temporarily disabled|pbs_tmrsh|tm_init failed|"
+        r"cannot connect to server", re.I),
     OOM: re.compile(
         r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_]kill|OUT_OF_MEMORY|MemoryError|"
         r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|job killed: mem|"

@@ -92,6 +92,9 @@ PBS_WALLTIME = "=>> PBS: job killed: walltime 3620 exceeded limit 3600\n"
     ("", 2, "FAILED", "bad_arguments", "exit code 2"),
     (PBS_WALLTIME, 271, "F", "walltime", "walltime 3620 exceeded"),
     ("step 10 img/sec 12.0\n", 1, "FAILED", "unknown", "exit code 1"),
+    # Seen in scripts/fault-inject: srun inside a job while slurmctld was down.
+    ("srun: error: Unable to create step for job 68: Unable to contact slurm controller "
+     "(connect failure)\n", 1, "FAILED", "scheduler", "Unable to create step"),
 ])
 def test_classes_from_real_messages(log: str, exit_code: int | None, sched: str | None,
                                     expected: str, needle: str) -> None:

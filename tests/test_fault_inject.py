@@ -1,0 +1,40 @@
+"""scripts/fault-inject: its command line here; a smaller run against the real Slurm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "fault-inject"
+
+
+def test_help_and_a_bad_run_count() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "--kills" in done.stdout
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--runs", "101"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--runs is at most 100" in bad.stderr
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_twenty_runs_three_kills_nothing_lost_nothing_twice(slurm_cluster,
+                                                            tmp_path: Path) -> None:
+    # Stops slurmctld and a slurmd for a while: no other Slurm test may run meanwhile.
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--runs", "20", "--kills", "3", "--max-jobs", "8",
+         "--sbatch-failures", "2", "--json", "--keep", str(tmp_path)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode in (0, 1), done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["faults"]["run_sigkills"] == 3, done.stderr
+    assert figures["faults"]["slurmctld_restarts"] == 1
+    assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
+    assert figures["journal_matches_sacct"] and figures["jobs"] == 20
+    assert done.returncode == 0
