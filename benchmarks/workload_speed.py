@@ -3,12 +3,13 @@
     python benchmarks/workload_speed.py [--ranks 1 2] [--rounds 5] [--model small_cnn]
         [--image-size 32] [--batch-size 16] [--precision fp32] [--channels-last]
 
-For each rank count it alternates, round after round, the hand-written loop
+For each rank count it runs, round after round, the hand-written loop
 (benchmarks/handwritten_ddp.py), the workload with its diagnostics on and the workload
-with them off, all under torchrun with the same model, batch, precision and timing, and
-prints each round's img/sec and the median ratios workload / hand-written. Targets:
->= 0.98 with diagnostics on, >= 0.995 with them off. Alternating rounds keep the
-machine's drift out of the ratios; the absolute numbers are not comparable across runs.
+with them off, in a shuffled order each round, all under torchrun with the same model,
+batch, precision and timing, and prints each round's img/sec and the median ratios
+workload / hand-written. Targets: >= 0.98 with diagnostics on, >= 0.995 with them off.
+Rounds keep the machine's drift out of the ratios; the absolute numbers are not
+comparable across runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -48,8 +50,9 @@ def main() -> None:
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--iters", type=int, default=5)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0, help="of the order within rounds")
     args = p.parse_args()
     shape = ["--model", args.model, "--image-size", str(args.image_size),
              "--batch-size", str(args.batch_size), "--precision", args.precision,
@@ -57,21 +60,27 @@ def main() -> None:
     hand = [str(HERE / "handwritten_ddp.py"), *shape, "--warmup", str(args.warmup),
             "--iters", str(args.iters), "--steps", str(args.steps)]
     summary = {}
+    rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in args.ranks:
             rows = []
             for r in range(args.rounds):
                 row = {}
-                out = torchrun(ranks, hand).stdout
-                row["handwritten"] = float(re.search(r"handwritten img/sec: (\S+)", out)[1])
-                for label, flag in (("diagnostics_on", "--diagnostics"),
-                                    ("diagnostics_off", "--no-diagnostics")):
+                order = ["handwritten", "diagnostics_on", "diagnostics_off"]
+                rng.shuffle(order)
+                for label in order:
+                    if label == "handwritten":
+                        out = torchrun(ranks, hand).stdout
+                        row[label] = float(re.search(r"handwritten img/sec: (\S+)", out)[1])
+                        continue
                     metrics = Path(tmp) / f"{ranks}-{r}-{label}.jsonl"
+                    flag = "--diagnostics" if label == "diagnostics_on" else "--no-diagnostics"
                     torchrun(ranks, ["-m", "scalestudy.workload", *shape, "--num-classes",
                                      "1000", "--warmup-iters", str(args.warmup), "--iters",
                                      str(args.iters), "--batches-per-iter", str(args.steps),
                                      flag, "--metrics", str(metrics)])
                     row[label] = json.loads(metrics.read_text().splitlines()[-1])["throughput"]
+                row = {k: row[k] for k in ("handwritten", "diagnostics_on", "diagnostics_off")}
                 rows.append(row)
                 print(f"{ranks} rank(s) round {r}: " + ", ".join(
                     f"{k} {v:.1f} img/s" for k, v in row.items()), flush=True)

@@ -8,18 +8,28 @@ from rich.table import Table
 
 
 def plan_table(summary: dict[str, Any]) -> Table:
-    """The expanded runs of a study, with run count and node-hours in the caption."""
+    """The expanded runs of a study, with run count and node-hours in the caption; a
+    column per grid axis over a training option (precision always), "-" where the
+    option does not apply to the run's backend."""
+    from scalestudy.workload.options import OPTIONS
+
     table = Table(title=f"{summary['study']}: {summary['scaling']} scaling on "
                   f"{summary['system']}", title_justify="left")
-    for name, justify in (("run id", "left"), ("nodes", "right"), ("ranks/node", "right"),
-                          ("world size", "right"), ("per-GPU batch", "right"),
-                          ("global batch", "right"), ("backend", "left"), ("tuning", "left"),
-                          ("repeat", "right"), ("state", "left")):
+    runs = summary["runs"]
+    axes = [o.name for o in OPTIONS if o.name != "precision"
+            and any(o.name in r for r in runs)]
+    columns = (("run id", "left"), ("nodes", "right"), ("ranks/node", "right"),
+               ("world size", "right"), ("per-GPU batch", "right"), ("global batch", "right"),
+               ("backend", "left"), ("tuning", "left"), ("precision", "left"),
+               *((a, "left") for a in axes), ("repeat", "right"), ("state", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for r in summary["runs"]:
+    for r in runs:
         table.add_row(r["run_id"], str(r["nodes"]), str(r["ranks_per_node"]),
                       str(r["world_size"]), str(r["batch_size"]), str(r["global_batch"]),
-                      r["backend"], r["tuning"], str(r["repeat"]), r["state"])
+                      r["backend"], r["tuning"], r.get("precision") or "-",
+                      *("-" if r.get(a) is None else str(r[a]) for a in axes),
+                      str(r["repeat"]), r["state"])
     table.caption = (f"{summary['run_count']} runs, at most {summary['node_hours_max']:g} "
                      f"node-hours (nodes x walltime {summary['walltime']})")
     table.caption_justify = "left"
