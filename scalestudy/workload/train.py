@@ -181,7 +181,6 @@ class TrainResult:
     probe_times: list[float] | None
     num_params: int
     grad_bytes: int
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def compute_iters(cfg: TrainConfig) -> int:
