@@ -36,8 +36,27 @@ def env_text(value: Any) -> str:
 
 
 def quote(value: Any) -> str:
-    """Shell-quote one value (numbers and booleans as their text)."""
-    return shlex.quote(env_text(value))
+    """Shell-quote one value (numbers and booleans as their text).
+
+    A value with control characters (a newline, ESC, ...) is written as bash's $'...'
+    with escapes, so a value never starts a line of the script (no `#SBATCH` line can
+    be smuggled in); a NUL, which no argument or variable can hold, is refused."""
+    text = env_text(value)
+    if "\x00" in text:
+        raise ScalestudyError(
+            f"{text!r}: a NUL character cannot be part of a command argument or an "
+            "environment value: remove it from the spec")
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        raise ScalestudyError(
+            f"{text!r}: a lone surrogate (an escape such as \\ud800) is not text a script "
+            "can hold: write the character itself, or its full escape, in the spec")
+    if not any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        return shlex.quote(text)
+    escaped = "".join(
+        "\\\\" if ch == "\\" else "\\'" if ch == "'" else
+        f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
+        for ch in text)
+    return f"$'{escaped}'"
 
 
 def shell_words(words: list[str]) -> str:
