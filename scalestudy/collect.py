@@ -53,6 +53,20 @@ def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return out
 
 
+def _missing_ranks(params: Mapping[str, Any], record: Mapping[str, Any] | None) -> str | None:
+    """Why a record does not cover every rank of its run (None when it does or cannot say):
+    a throughput summed over fewer ranks than the run had is not the run's throughput."""
+    if record is None:
+        return None
+    planned, reported = params.get("world_size"), record.get("world_size")
+    if isinstance(planned, bool) or isinstance(reported, bool):
+        return None
+    if isinstance(planned, int) and isinstance(reported, int) and reported != planned:
+        return (f"metrics record covers {reported} rank(s) of the run's {planned} "
+                "(missing ranks)")
+    return None
+
+
 def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per planned run (plan order); also written atomically to `runs.csv`."""
     study_dir = Path(study_dir)
@@ -67,6 +81,10 @@ def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFra
         row = {k: _cell(params.get(k)) for k in param_cols}
         status = run_status(study_dir / "runs" / str(params["run_id"]))
         record = status.pop("record")
+        missing = _missing_ranks(params, record) if status["state"] == "completed" else None
+        if missing:
+            status.update(state="failed", reason=missing, failure="unknown",
+                          failure_line=missing)
         row.update(status)
         if record is not None:
             for key, value in flatten_record(record).items():

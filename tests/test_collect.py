@@ -189,3 +189,38 @@ def test_failed_runs_carry_their_failure_class_and_line(tmp_path: Path) -> None:
     back = read_runs(tmp_path / "runs.csv")
     assert back.loc[1, "failure"] == "oom" and "CUDA out of memory" in back.loc[1, "failure_line"]
     assert back["failure"].isna()[0] and back["failure_line"].isna()[0]
+
+
+def test_a_record_missing_ranks_is_failed(tmp_path: Path) -> None:
+    p = params(nodes=2, rpn=2)
+    make_run(tmp_path, p, metrics=record(p, 400.0, world_size=3))
+    runs = collect(tmp_path, [p])
+    assert runs.loc[0, "state"] == "failed"
+    assert "covers 3 rank(s) of the run's 4" in runs.loc[0, "reason"]
+
+
+def test_gigabyte_files_are_read_by_their_tails_only(tmp_path: Path) -> None:
+    import time
+
+    ok, bad = params(), params(nodes=2)
+    d_ok = make_run(tmp_path, ok)
+    d_bad = make_run(tmp_path, bad, status="failed", exit_code=1, reason="exit code 1")
+    # Sparse multi-GiB files: metrics with the valid record at the very end, logs whose
+    # decisive line is the last one.
+    with (d_ok / "metrics.jsonl").open("wb") as fh:
+        fh.truncate(3 << 30)
+        fh.seek(0, 2)
+        fh.write(b"\n" + json.dumps(record(ok, 77.0)).encode() + b"\n")
+    for name in ("stdout.log", "stderr.log"):
+        with (d_bad / name).open("wb") as fh:
+            fh.truncate(2 << 30)
+            fh.seek(0, 2)
+            fh.write(b"\nRuntimeError: [gloo] Connection closed by peer [10.0.0.2]:4211\n")
+    with (d_bad / "metrics.jsonl").open("wb") as fh:  # one endless line, no record
+        fh.truncate(2 << 30)
+    started = time.perf_counter()
+    runs = collect(tmp_path, [ok, bad])
+    assert time.perf_counter() - started < 5.0
+    assert runs.loc[0, "state"] == "completed" and runs.loc[0, "throughput"] == 77.0
+    assert runs.loc[1, "state"] == "failed" and runs.loc[1, "failure"] == "comm"
+    assert "Connection closed by peer" in runs.loc[1, "failure_line"]
