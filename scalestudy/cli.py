@@ -204,8 +204,9 @@ def status(study: StudyArg, as_json: JsonOpt = False,
     from rich.markup import escape
 
     # Log lines such as "[rank0]: ..." are text, not rich markup.
-    shown = [{**r, "reason": escape(f"{r['failure']}: {r['reason'] or ''} | {r['failure_line']}")}
-             if r["failure"] else r for r in rows]
+    shown = [{**r, "reason": escape(f"{r['failure']}: {r['reason'] or ''}" + (
+        f" | {r['failure_line']}" if r["failure_line"] not in (None, r["reason"]) else ""))}
+        if r["failure"] else r for r in rows]
     out.print(status_table(plan.study.name, shown))
 
 

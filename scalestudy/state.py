@@ -187,7 +187,9 @@ def _with_failure(run_dir: Path, out: dict[str, Any], status: Mapping[str, Any])
     if out["state"] != "failed":
         return out
     failure, line = status.get("failure"), status.get("failure_line")
-    if isinstance(failure, str) and failure and status.get("state") == "failed":
+    # A stored class is kept, except `unknown`: a newer classifier may know better.
+    if isinstance(failure, str) and failure and failure != "unknown" \
+            and status.get("state") == "failed":
         out.update(failure=failure, failure_line=None if line is None else str(line))
         return out
     from scalestudy.diagnose import diagnose

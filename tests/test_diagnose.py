@@ -157,3 +157,11 @@ def test_completed_run_has_no_failure(tmp_path: Path) -> None:
     status = state.run_status(tmp_path)
     assert (status["state"], status["failure"], status["failure_line"]) == (
         "completed", None, None)
+
+
+def test_a_stored_unknown_is_diagnosed_again(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text(
+        "srun: error: Unable to create step for job 68: Unable to contact slurm controller\n")
+    (tmp_path / state.STATUS).write_text(json.dumps(
+        {"state": "failed", "exit_code": 1, "failure": "unknown", "failure_line": "exit 1"}))
+    assert state.run_status(tmp_path)["failure"] == "scheduler"
