@@ -226,6 +226,12 @@ def study_lock(directory: Path) -> Iterator[None]:
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "another process"
+            pid = holder.removeprefix("pid ")
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                raise ScalestudyError(
+                    f"{directory}: a scheduler command started by `scalestudy run` ({holder}, "
+                    "which has ended) is still running and holds the study's lock; run again "
+                    "in a few seconds, once it has ended") from None
             raise ScalestudyError(
                 f"{directory}: another `scalestudy run` ({holder}) is working on this study; "
                 "wait for it to finish (or stop it), then run again"

@@ -126,7 +126,7 @@ def test_a_scheduler_command_left_by_a_killed_run_keeps_the_study_locked(tmp_pat
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)  # like sbatch orphaned by `kill -9` of `run`
     proc.wait()
-    with pytest.raises(ScalestudyError, match="another `scalestudy run`"), \
+    with pytest.raises(ScalestudyError, match="a scheduler command started by"), \
             state.study_lock(tmp_path):
         pass
     time.sleep(2.0)  # the orphan has ended: the lock is free
