@@ -176,7 +176,11 @@ def find(scheduler: Scheduler, names: Sequence[str],
     errors = []
     answered = False
     for argv in scheduler.find_argvs(names):
-        code, out, err = run_retrying(runner, argv)
+        try:
+            code, out, err = run_retrying(runner, argv)
+        except SubmitError as exc:  # a listing command this site lacks
+            errors.append(str(exc).splitlines()[0])
+            continue
         if code != 0:
             errors.append(f"{' '.join(argv[:2])}: exit {code}: {err.strip()[:300]}")
             continue

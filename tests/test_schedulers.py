@@ -183,7 +183,10 @@ def test_jobs_found_by_name_slurm_and_pbs() -> None:
     found = slurm.parse_found(argvs[0], "41|s-aa\n42|s-bb\n43|s-aa\n\n")
     assert found == {"s-aa": {"41", "43"}, "s-bb": {"42"}}
     pbs = schedulers.get("pbs")
-    argv = pbs.find_argvs(["s-aa"])[0]
-    assert argv == ["qselect", "-N", "s-aa"]
-    assert pbs.parse_found(argv, "123.pbs01\n124.pbs01\n") == {"s-aa": {"123", "124"}}
-    assert pbs.parse_found(argv, "") == {}
+    argvs = pbs.find_argvs(["s-aa"])
+    assert argvs == [["qselect", "-x", "-N", "s-aa"], ["qstat", "-x", "-f"], ["qstat", "-f"]]
+    assert pbs.parse_found(argvs[0], "123.pbs01\n124.pbs01\n") == {"s-aa": {"123", "124"}}
+    assert pbs.parse_found(argvs[0], "") == {}
+    full = ("Job Id: 125.pbs01\n    Job_Name = s-aa\n    job_state = R\n\n"
+            "Job Id: 126\n    Job_Name = other\n")
+    assert pbs.parse_found(argvs[2], full) == {"s-aa": {"125"}, "other": {"126"}}

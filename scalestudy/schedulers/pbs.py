@@ -155,10 +155,25 @@ class PBSPro(Scheduler):
         return ["qdel", *job_ids]
 
     def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
-        """`qselect -N NAME` per name (PBS selects by one name at a time)."""
-        return [["qselect", "-N", name[:236]] for name in names]
+        """`qselect -x -N NAME` per name (PBS Pro, finished jobs too), then the full
+        listings `qstat -x -f` and `qstat -f` (Torque-style qstat has no qselect)."""
+        return [*(["qselect", "-x", "-N", name[:236]] for name in names),
+                ["qstat", "-x", "-f"], ["qstat", "-f"]]
 
     def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
-        """One job id per line, all with the name asked for."""
-        ids = {short_id(line.strip()) for line in stdout.splitlines() if line.strip()}
-        return {argv[-1]: ids} if ids else {}
+        """qselect: one job id per line, all with the name asked for; qstat -f: the
+        `Job Id:` and `Job_Name =` of each job."""
+        if argv[0] == "qselect":
+            ids = {short_id(line.strip()) for line in stdout.splitlines() if line.strip()}
+            return {argv[-1]: ids} if ids else {}
+        found: dict[str, set[str]] = {}
+        job_id = None
+        for line in stdout.splitlines():
+            head = re.match(r"\s*Job Id:\s*(\S+)", line)
+            if head:
+                job_id = short_id(head.group(1))
+                continue
+            name = re.match(r"\s*Job_Name\s*=\s*(\S+)", line)
+            if name and job_id:
+                found.setdefault(name.group(1), set()).add(job_id)
+        return found
