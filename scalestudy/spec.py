@@ -28,7 +28,7 @@ from pydantic import (
     field_validator,
 )
 
-from scalestudy.errors import Loc, SpecError, validation_messages
+from scalestudy.errors import Loc, SpecError, validation_messages, where
 from scalestudy.workload.names import MODEL_NAMES
 from scalestudy.workload.options import BACKENDS, BY_NAME, OPTIONS, Option
 
@@ -451,6 +451,9 @@ def parse_study(text: str, source: str | Path = "<study>") -> Study:
             f"(got {type(data).__name__}); see studies/example.yaml"
         )
     lines = yaml_lines(text)
+    unwritable = [f"{where(source, loc, lines)}: {msg}" for loc, msg in _bad_text(data)]
+    if unwritable:
+        raise SpecError("\n".join(unwritable))
     try:
         study = Study.model_validate(data)
     except ValidationError as exc:
@@ -461,6 +464,28 @@ def parse_study(text: str, source: str | Path = "<study>") -> Study:
     if problems:
         raise SpecError("\n".join(problems))
     return study
+
+
+def _bad_text(value: Any, loc: Loc = ()) -> list[tuple[Loc, str]]:
+    """Strings no file or script can hold: NUL bytes (a YAML "\\0" escape) and lone
+    UTF-16 surrogates (a "\\ud800" escape), anywhere in the document."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [(loc, "contains a NUL character (\\0), which no script or file name can "
+                          "hold: remove it")]
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            return [(loc, "contains a lone surrogate (a \\uD800-\\uDFFF escape), "
+                          "which is not text: write the character itself")]
+        return []
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            out += _bad_text(key, loc) if isinstance(key, str) else []
+            out += _bad_text(item, (*loc, key))
+        return out
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _bad_text(item, (*loc, i))]
+    return []
 
 
 def _cross_checks(study: Study) -> list[tuple[Loc, str]]:

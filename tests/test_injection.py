@@ -156,8 +156,9 @@ def test_a_nul_byte_in_a_value_is_a_clean_error(tmp_path: Path) -> None:
 
 
 def test_a_lone_surrogate_is_a_clean_error(tmp_path: Path) -> None:
-    study = parse_study('name: s\nworkload: {kind: command, command: [echo, "\\ud800"]}\n')
-    with pytest.raises(ScalestudyError, match="lone surrogate"):
+    # the loader refuses it with its place (workload.command[1]); render would too
+    with pytest.raises(ScalestudyError, match=r"workload\.command\[1\]: .*lone surrogate"):
+        study = parse_study('name: s\nworkload: {kind: command, command: [echo, "\\ud800"]}\n')
         render(study, load_system("local"), expand(study)[0], tmp_path)
 
 
