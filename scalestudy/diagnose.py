@@ -128,8 +128,23 @@ def classify(exit_code: int | None, scheduler_state: str | None, log_text: str,
             return Diagnosis(cls, evidence[cls])
     if exit_code == 2:
         return Diagnosis(BAD_ARGUMENTS, "exit code 2 (the workload's usage error)")
+    raised = _last_exception(log_text)
+    if raised is not None:
+        return Diagnosis(UNKNOWN, raised)
     fallback = reason or (f"exit code {exit_code}" if exit_code is not None else "no reason known")
     return Diagnosis(UNKNOWN, _short(fallback))
+
+
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): \S")
+
+
+def _last_exception(text: str) -> str | None:
+    """The last `SomeError: message` line of a Python traceback (a rank prefix allowed):
+    the most telling line of an unclassified crash."""
+    for raw in reversed(text.splitlines()):
+        if _EXCEPTION.match(raw.strip()):
+            return _short(raw)
+    return None
 
 
 def read_logs(run_dir: Path, max_bytes: int = TAIL_BYTES) -> str:

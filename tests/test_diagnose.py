@@ -165,3 +165,15 @@ def test_a_stored_unknown_is_diagnosed_again(tmp_path: Path) -> None:
     (tmp_path / state.STATUS).write_text(json.dumps(
         {"state": "failed", "exit_code": 1, "failure": "unknown", "failure_line": "exit 1"}))
     assert state.run_status(tmp_path)["failure"] == "scheduler"
+
+
+def test_an_unclassified_python_crash_shows_its_exception_line() -> None:
+    from scalestudy.diagnose import classify
+
+    log = ("[rank0]:   File \"engine.py\", line 1972, in _do_args_sanity_check\n"
+           "[rank0]: AssertionError: DeepSpeed requires the LOCAL_RANK environment variable\n"
+           "srun: error: n2: task 1: Exited with exit code 1\n")
+    found = classify(1, "FAILED", log, "FAILED, exit code 1")
+    assert found.failure == "unknown"
+    assert found.line == ("[rank0]: AssertionError: DeepSpeed requires the LOCAL_RANK "
+                          "environment variable")

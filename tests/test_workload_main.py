@@ -252,3 +252,19 @@ def test_append_record_appends_and_repairs_a_torn_line(tmp_path):
     assert json.loads(lines[0]) == {"n": 1} and json.loads(lines[1]) == {"n": 2}
     assert json.loads(lines[-1]) == {"n": 4}
     assert path.read_text().endswith("\n")
+
+
+def test_deepspeed_gets_the_rank_variables_torchrun_would_set():
+    from scalestudy.workload.ds import export_rank_environment
+    from scalestudy.workload.env import discover
+
+    srun = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+            "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_NODEID": "1",
+            "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NNODES": "2"}
+    environ = dict(srun)
+    export_rank_environment(discover(srun), environ)
+    assert (environ["RANK"], environ["LOCAL_RANK"], environ["WORLD_SIZE"]) == ("3", "1", "4")
+    assert environ["LOCAL_WORLD_SIZE"] == "2" and environ["MASTER_ADDR"] == "n1"
+    kept = {**srun, "MASTER_PORT": "12345"}
+    export_rank_environment(discover(kept), kept)
+    assert kept["MASTER_PORT"] == "12345"

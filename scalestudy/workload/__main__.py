@@ -187,6 +187,7 @@ def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]
         from . import ds
 
         deepspeed = ds.load()
+        ds.export_rank_environment(env, os.environ)
         if env.local_rank == 0:
             for lock in ds.clear_stale_build_locks(os.environ):
                 print(f"{PROG}: removed a stale build lock left by a killed DeepSpeed "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .env import DistEnv
 from .train import AMP_DTYPES, Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler
 
 CONFIG_FILE = "deepspeed_config.json"
@@ -55,6 +56,17 @@ def load() -> ModuleType:
             "compile on first use) or load the site's DeepSpeed module in the job's setup"
         ) from None
     return deepspeed
+
+
+def export_rank_environment(env: DistEnv, environ: MutableMapping[str, str]) -> None:
+    """DeepSpeed reads RANK, LOCAL_RANK, WORLD_SIZE... from the environment, which only
+    torchrun and its own launcher set: under srun, mpiexec or mpirun, set them from
+    where this process sits (values a launcher set are kept)."""
+    values = {"RANK": env.rank, "LOCAL_RANK": env.local_rank, "WORLD_SIZE": env.world_size,
+              "LOCAL_SIZE": env.local_world_size, "LOCAL_WORLD_SIZE": env.local_world_size,
+              "MASTER_ADDR": env.master_addr, "MASTER_PORT": env.master_port}
+    for name, value in values.items():
+        environ.setdefault(name, str(value))
 
 
 def config(cfg: TrainConfig, world_size: int, zero_stage: int) -> dict[str, Any]:
