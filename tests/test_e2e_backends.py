@@ -55,14 +55,14 @@ grid:
   ranks_per_node: [1, 2, 4]
   batch_size: 4
   backend: [ddp, horovod]
-  tuning: [default, fp16-wire, no-fusion, timeline]
-exclude:
-  - {backend: ddp, tuning: [fp16-wire, no-fusion, timeline]}
-  - {tuning: timeline, ranks_per_node: [1, 4]}
+  tuning: [default, fp16-wire, no-fusion]
+exclude:  # the Horovod variants at 2 ranks only (CI time)
+  - {backend: ddp, tuning: [fp16-wire, no-fusion]}
+  - {tuning: [fp16-wire, no-fusion], ranks_per_node: [1, 4]}
 tuning:
   fp16-wire: {options: {compression: fp16}}
-  no-fusion: {env: {HOROVOD_FUSION_THRESHOLD: 0, HOROVOD_CYCLE_TIME: 1}}
-  timeline: {env: {HOROVOD_TIMELINE: timeline.json}}
+  no-fusion:
+    env: {HOROVOD_FUSION_THRESHOLD: 0, HOROVOD_CYCLE_TIME: 1, HOROVOD_TIMELINE: timeline.json}
 job: {walltime: "00:03:00"}
 """
 
@@ -73,7 +73,7 @@ def test_horovod_and_ddp_side_by_side_with_1_2_4_ranks(tmp_path: Path, write_spe
     done = run_cli("run", spec, cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     runs = pd.read_csv(tmp_path / "results" / "hvd-vs-ddp" / "runs.csv")
-    assert len(runs) == 3 + 3 * 3 + 1 and set(runs["state"]) == {"completed"}
+    assert len(runs) == 3 + 3 + 2 and set(runs["state"]) == {"completed"}
     assert (runs["throughput"] > 0).all()
     for backend in ("ddp", "horovod"):
         sizes = sorted(runs.loc[runs["backend"] == backend, "world_size"].unique())
@@ -90,7 +90,7 @@ def test_horovod_and_ddp_side_by_side_with_1_2_4_ranks(tmp_path: Path, write_spe
     for row in runs.itertuples():
         assert -1 < row.comm_overhead < 1 and row.allreduce_busbw_GBps >= 0
     # a relative HOROVOD_TIMELINE is kept in the run directory, with Horovod's events
-    timeline = hvd.loc[("timeline", 2)]
+    timeline = hvd.loc[("no-fusion", 2)]
     trace = tmp_path / "results" / "hvd-vs-ddp" / "runs" / timeline["run_id"] / "timeline.json"
     assert trace.is_file() and "allreduce" in trace.read_text().lower()
     report = tmp_path / "results" / "hvd-vs-ddp" / "report" / "index.html"
