@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.collect import STATUS_COLUMNS
-from scalestudy.quality import Thresholds, merge_flags, run_quality
+from scalestudy.quality import Thresholds, merge_flags, repeat_cv, run_quality
 
 SCALING_MODES: tuple[str, ...] = ("weak", "strong")
 #: Parameters that vary inside a group: the points of one scaling curve.
@@ -139,7 +139,7 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     agg = by.agg(**named, n_repeats=("throughput", "size"),
                  throughput_median=("throughput", "median"),
                  throughput_min=("throughput", "min"), throughput_max=("throughput", "max"))
-    agg["throughput_cv"] = by["throughput"].std(ddof=1) / by["throughput"].mean()
+    agg["throughput_cv"] = by["throughput"].agg(repeat_cv)
     for col in DIAGNOSTIC_COLUMNS:
         agg[col] = by[col].median() if col in done.columns else np.nan
     agg["rank_spread"] = by["rank_spread"].max()

@@ -52,9 +52,8 @@ def prepare(plan: Plan, min_batch: int, max_batch: int,
     run = probe_run(plan, min_batch)
     directory = probe_dir(plan).resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    state.archive_attempt(directory)
-    for stale in (JOB_ID_FILE, state.METRICS, state.SCRIPT):
-        (directory / stale).unlink(missing_ok=True)
+    state.archive_attempt(directory)  # logs, status, metrics of an earlier probe
+    (directory / JOB_ID_FILE).unlink(missing_ok=True)
     extra = ["--probe-batch", "--min-batch", str(min_batch), "--max-batch", str(max_batch)]
     if memory_limit_gb is not None:
         extra += ["--memory-limit-gb", repr(memory_limit_gb)]

@@ -182,12 +182,6 @@ def execute_runs(plan: Plan, runs: Sequence[Run], progress: Progress | None = No
     return statuses
 
 
-def runs_to_do(plan: Plan, only: str | None) -> list[Run]:
-    """The selected runs that are not complete yet."""
-    chosen = select(plan.runs, only)
-    return [r for r in chosen if state.run_state(plan.run_dir(r)) != "completed"]
-
-
 #: What `run --rerun` accepts: failed (and lost) runs, or every selected run.
 RERUN_CHOICES = ("failed", "all")
 #: Attempts a run gets at most, unless `run --max-attempts` says otherwise.

@@ -157,7 +157,8 @@ def _config(args: argparse.Namespace) -> Any:
     )
 
 
-def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]:
+def _start(args: argparse.Namespace, options: dict[str, Any],
+           run_dir: Path) -> tuple[Any, Any, Any, str]:
     """Join the job's ranks with the chosen backend: (backend, DistEnv, device,
     dist backend name). WorkloadError/ValueError for settings this machine cannot run."""
     from . import ddp
@@ -176,7 +177,7 @@ def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]
             import torch
 
             torch.cuda.set_device(device)
-        backend: Any = hvd_backend.HorovodBackend(hvd, _config(args).options)
+        backend: Any = hvd_backend.HorovodBackend(hvd, options)
         return backend, env, device, "mpi" if hvd.mpi_enabled() else "gloo"
     env = discover(os.environ)
     device = ddp.select_device(env, args.device)
@@ -193,12 +194,12 @@ def _start(args: argparse.Namespace, run_dir: Path) -> tuple[Any, Any, Any, str]
                 print(f"{PROG}: removed a stale build lock left by a killed DeepSpeed "
                       f"start: {lock}", file=sys.stderr)
         ddp.init_process_group(env, dist_backend, timeout, device)
-        backend = ds.DeepSpeedBackend(deepspeed, _config(args).options, run_dir,
+        backend = ds.DeepSpeedBackend(deepspeed, options, run_dir,
                                       env.world_size, env.rank == 0)
     else:
         ddp.check_comm_hook(args.comm_hook, device)
         ddp.init_process_group(env, dist_backend, timeout, device)
-        backend = ddp.DDPBackend(_config(args).options)
+        backend = ddp.DDPBackend(options)
     return backend, env, device, dist_backend
 
 
@@ -258,15 +259,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .timing import aggregate
 
     run_dir = args.metrics.parent if args.metrics is not None else Path.cwd()
+    cfg = _config(args)
     try:
-        backend, env, device, dist_backend = _start(args, run_dir)
+        backend, env, device, dist_backend = _start(args, cfg.options, run_dir)
     except (train.WorkloadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     lead = env.rank == 0
     if device.type == "cpu":
         ddp.set_cpu_threads(env, os.environ)
-    cfg = _config(args)
 
     def on_iter(i: int, seconds: float) -> None:
         if i == 0 and lead:

@@ -145,8 +145,7 @@ class DDPBackend:
 
     def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:
         """dist.all_reduce of one fp32 buffer on the job's process group."""
-        buf = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=device)
-        return lambda: dist.all_reduce(buf)
+        return allreduce_buffer(size_bytes, device)
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order."""
@@ -162,6 +161,13 @@ _COMM_HOOKS: dict[str, Any] = {
     "fp16": default_hooks.fp16_compress_hook,
     "bf16": default_hooks.bf16_compress_hook,
 }
+
+
+def allreduce_buffer(size_bytes: int, device: torch.device) -> Callable[[], object]:
+    """A function that allreduces one fp32 buffer of `size_bytes` (allocated here, once)
+    on the job's torch.distributed group: the probe's unit of work."""
+    buf = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=device)
+    return lambda: dist.all_reduce(buf)
 
 
 def gather(obj: Any) -> list[Any]:

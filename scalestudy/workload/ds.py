@@ -15,9 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from .ddp import allreduce_buffer, gather
 from .env import DistEnv
 from .train import AMP_DTYPES, Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler
 
@@ -130,14 +130,11 @@ class DeepSpeedBackend:
 
     def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:
         """dist.all_reduce of one fp32 buffer on the process group the engine uses."""
-        buf = torch.ones(max(1, size_bytes // 4), dtype=torch.float32, device=device)
-        return lambda: dist.all_reduce(buf)
+        return allreduce_buffer(size_bytes, device)
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order."""
-        out: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(out, obj)
-        return out
+        return gather(obj)
 
     def describe(self) -> dict[str, Any]:
         """DeepSpeed's version and the config it ran with."""
