@@ -12,11 +12,11 @@ import argparse
 import time
 from pathlib import Path
 
-from scalestudy.grid import expand
-from scalestudy.render import render
-from scalestudy.spec import parse_study
-from scalestudy.state import write_text_atomic
-from scalestudy.systems import load_system
+from scalestudy.core.grid import expand
+from scalestudy.site.render import render
+from scalestudy.core.load import parse_study
+from scalestudy.execute.workspace import write_text_atomic
+from scalestudy.site.profiles import load_system
 
 SPEC = """
 name: bench

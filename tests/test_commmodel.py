@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalestudy.analyze import scaling_table
-from scalestudy.commmodel import Params, fit_points, model_study, nnls, ring_bounds
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.commmodel import Params, fit_points, model_study, nnls, ring_bounds
 from tests.test_analyze import frame, run
 
 S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)

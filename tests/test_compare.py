@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.compare import compare
-from scalestudy.errors import ScalestudyError
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.study import compare
 from tests.conftest import run_cli
 from tests.test_report import finished_study
 
@@ -30,13 +30,14 @@ def two_studies(root: Path) -> tuple[Path, Path]:
 
 
 def test_compare_aligns_and_writes(tmp_path: Path) -> None:
-    from scalestudy.runner import collect, make_plan
+    from scalestudy.study import collect, make_plan
 
     a, b = two_studies(tmp_path)
     for spec in (a, b):
         collect(make_plan(spec, spec.parent / "results"))
-    frame, differs, out = compare(tmp_path / "a/results/before",
-                                  tmp_path / "b/results/after", tmp_path / "cmp")
+    got = compare(tmp_path / "a/results/before", tmp_path / "b/results/after",
+                  tmp_path / "cmp")
+    frame, differs, out = got.frame, got.differs, got.out
     assert differs == {"tuning": ("default", "tuned")}
     assert frame["world_size"].tolist() == [1, 2, 4]
     assert frame["throughput_ratio"].tolist() == pytest.approx([1.0, 1.1, 1.2])
@@ -50,7 +51,7 @@ def test_compare_aligns_and_writes(tmp_path: Path) -> None:
 
 
 def test_compare_cli_and_errors(tmp_path: Path) -> None:
-    from scalestudy.runner import collect, make_plan
+    from scalestudy.study import collect, make_plan
 
     a, b = two_studies(tmp_path)
     for spec in (a, b):

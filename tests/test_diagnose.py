@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy import diagnose, state
-from scalestudy.diagnose import classify
+from scalestudy.execute import diagnose
+from scalestudy.execute import workspace as state
+from scalestudy.execute.status import read_status
+from scalestudy.execute.diagnose import classify
 
 CUDA_OOM = """\
 Traceback (most recent call last):
@@ -141,22 +143,23 @@ def test_run_status_diagnoses_an_old_status_without_failure(tmp_path: Path) -> N
     (tmp_path / "stderr.log").write_text(NCCL_TIMEOUT)
     (tmp_path / state.STATUS).write_text(json.dumps(
         {"state": "failed", "exit_code": 1, "reason": "exit code 1"}))
-    status = state.run_status(tmp_path)
-    assert status["failure"] == "comm"
-    assert "Watchdog" in status["failure_line"]
+    status = read_status(tmp_path, diagnose=True)
+    assert status.failure == "comm"
+    assert "Watchdog" in status.failure_line
+    # Pollers read without diagnosing: no log is read.
+    assert read_status(tmp_path).failure is None
     # A stored diagnosis is used as it is (not recomputed from logs that may have moved).
     (tmp_path / state.STATUS).write_text(json.dumps(
         {"state": "failed", "exit_code": 137, "failure": "oom", "failure_line": "x"}))
-    assert (state.run_status(tmp_path)["failure"], state.run_status(tmp_path)["failure_line"]) \
-        == ("oom", "x")
+    stored = read_status(tmp_path, diagnose=True)
+    assert (stored.failure, stored.failure_line) == ("oom", "x")
 
 
 def test_completed_run_has_no_failure(tmp_path: Path) -> None:
     (tmp_path / state.STATUS).write_text(json.dumps({"state": "completed", "exit_code": 0}))
     (tmp_path / state.METRICS).write_text(json.dumps({"throughput": 10.0}) + "\n")
-    status = state.run_status(tmp_path)
-    assert (status["state"], status["failure"], status["failure_line"]) == (
-        "completed", None, None)
+    status = read_status(tmp_path, diagnose=True)
+    assert (status.state, status.failure, status.failure_line) == ("completed", None, None)
 
 
 def test_a_stored_unknown_is_diagnosed_again(tmp_path: Path) -> None:
@@ -164,11 +167,11 @@ def test_a_stored_unknown_is_diagnosed_again(tmp_path: Path) -> None:
         "srun: error: Unable to create step for job 68: Unable to contact slurm controller\n")
     (tmp_path / state.STATUS).write_text(json.dumps(
         {"state": "failed", "exit_code": 1, "failure": "unknown", "failure_line": "exit 1"}))
-    assert state.run_status(tmp_path)["failure"] == "scheduler"
+    assert read_status(tmp_path, diagnose=True).failure == "scheduler"
 
 
 def test_an_unclassified_python_crash_shows_its_exception_line() -> None:
-    from scalestudy.diagnose import classify
+    from scalestudy.execute.diagnose import classify
 
     log = ("[rank0]:   File \"engine.py\", line 1972, in _do_args_sanity_check\n"
            "[rank0]: AssertionError: DeepSpeed requires the LOCAL_RANK environment variable\n"

@@ -6,7 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from scalestudy import executor, state
+from scalestudy.execute import local as executor
+from scalestudy.execute import workspace as state
 
 PARAMS = {"world_size": 2, "batch_size": 8, "global_batch": 16, "nodes": 1}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scalestudy.analyze import scaling_table
-from scalestudy.commmodel import model_study
-from scalestudy.findings import findings, lr_findings
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.commmodel import model_study
+from scalestudy.results.findings import findings, lr_findings
 from tests.test_analyze import frame, run
 from tests.test_commmodel import comm_bound_runs
 
@@ -78,7 +78,7 @@ def test_one_point_below_both_levels_is_one_sentence() -> None:
 
 
 def test_ring_bound_finding() -> None:
-    from scalestudy.commmodel import ring_bounds
+    from scalestudy.results.commmodel import ring_bounds
 
     runs = comm_bound_runs()
     runs["allreduce_busbw_GBps"] = 10.0

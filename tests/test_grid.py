@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scalestudy.errors import ScalestudyError, SpecError
-from scalestudy.grid import expand, node_hours, select
-from scalestudy.spec import parse_study
+from scalestudy.core.errors import ScalestudyError, SpecError
+from scalestudy.core.grid import expand, node_hours, select
+from scalestudy.core.load import parse_study
 
 BASE = """
 name: g
@@ -116,7 +116,7 @@ tuning:
 
 
 def test_an_option_axis_multiplies_only_the_backends_that_read_it() -> None:
-    from scalestudy.grid import run_options
+    from scalestudy.core.grid import run_options
 
     study = parse_study(OPTIONS_SPEC)
     runs = expand(study)
@@ -143,7 +143,7 @@ def test_only_selects_on_option_axes() -> None:
 
 
 def test_the_lr_policy_scales_with_the_global_batch() -> None:
-    from scalestudy.grid import lr_values
+    from scalestudy.core.grid import lr_values
 
     study = parse_study("""
 name: lr

@@ -14,12 +14,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from scalestudy import state
-from scalestudy.errors import ScalestudyError, SpecError
-from scalestudy.grid import expand
-from scalestudy.render import context, render
-from scalestudy.spec import parse_study
-from scalestudy.systems import available, load_system
+from scalestudy.execute import workspace as state
+from scalestudy.core.errors import ScalestudyError, SpecError
+from scalestudy.core.grid import expand
+from scalestudy.site.render import context, render
+from scalestudy.core.load import parse_study
+from scalestudy.site.plan import Plan
+from scalestudy.site.profiles import load_system
+from scalestudy.site.profiles import available, load_system
 
 PROFILES = available()
 FRAGMENTS = [
@@ -177,5 +179,6 @@ def test_any_accepted_name_stays_under_results(name: str) -> None:
     except SpecError:
         return
     results = Path("/srv/results")
-    where = Path(os.path.normpath(state.study_dir(results, study.name)))
+    plan = Plan(study, load_system("local"), [], results)
+    where = Path(os.path.normpath(plan.directory))
     assert where.parent == results and where.name == study.name

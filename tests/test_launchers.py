@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from scalestudy.errors import ScalestudyError
-from scalestudy.grid import expand
-from scalestudy.launchers import Launch, Shell, launch_words
-from scalestudy.render import shell_words
-from scalestudy.spec import parse_study
-from scalestudy.systems import LauncherOptions, SystemProfile
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.grid import expand
+from scalestudy.site import schedulers
+from scalestudy.site.launchers import Launch, Shell, launch_words
+from scalestudy.site.render import shell_words
+from scalestudy.core.load import parse_study
+from scalestudy.site.profiles import LauncherOptions, SystemProfile
 
 RUN = expand(parse_study("name: l\ngrid: {nodes: [2], ranks_per_node: [4]}\n"))[0]
 
@@ -23,7 +24,8 @@ def system(launcher: str, scheduler: str = "slurm", gpus: int = 4, **opts: objec
 def line(sys_: SystemProfile, command: list[str] | None = None, threads: int = 16) -> str:
     launch = Launch(run=RUN, system=sys_, python="python3", threads=threads,
                     module_args=None if command else ["--model", "resnet50"], command=command,
-                    env_names=("NCCL_ALGO",))
+                    env_names=("NCCL_ALGO",),
+                    hostfile=schedulers.get(sys_.scheduler).hostfile)
     return shell_words(launch_words(launch))
 
 

@@ -8,9 +8,9 @@ import pytest
 from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
-from scalestudy.analyze import scaling_table
-from scalestudy.commmodel import model_study
-from scalestudy.plots import (
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.commmodel import model_study
+from scalestudy.report.plots import (
     heatmap_data,
     plot_comm_overhead,
     plot_heatmap,

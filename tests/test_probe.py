@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.probe import suggested_batches
+from scalestudy.execute.probe import suggested_batches
 from tests.conftest import run_cli
 
 

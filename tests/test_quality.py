@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from scalestudy.analyze import scaling_table
-from scalestudy.quality import Thresholds, flagged_runs, merge_flags, repeat_cv, run_quality
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.quality import Thresholds, flagged_runs, merge_flags, repeat_cv, run_quality
 from tests.test_analyze import frame, run
 
 

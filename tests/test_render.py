@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.grid import expand
-from scalestudy.render import render, workload_args
-from scalestudy.spec import parse_study
-from scalestudy.systems import load_system
+from scalestudy.core.grid import expand
+from scalestudy.site.render import render, workload_args
+from scalestudy.core.load import parse_study
+from scalestudy.site.profiles import load_system
 
 HOSTILE = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "x\ntouch pwned",
            "'; touch pwned; '", '"; touch pwned; "', "#SBATCH --wrap=touch", "$HOME $PATH"]
@@ -108,7 +108,7 @@ def test_a_spec_can_bring_its_own_templates(tmp_path: Path) -> None:
         '#!/bin/bash\n# site template for {{ run.run_id }}\n{% include "_environment.sh.j2" %}\n')
     spec = tmp_path / "study.yaml"
     spec.write_text("name: own\njob: {template_dir: my-templates}\n")
-    from scalestudy.runner import make_plan
+    from scalestudy.study import make_plan
 
     plan = make_plan(spec, tmp_path / "results")
     run = plan.runs[0]
@@ -118,8 +118,8 @@ def test_a_spec_can_bring_its_own_templates(tmp_path: Path) -> None:
 
 
 def test_a_template_error_names_the_template(tmp_path: Path) -> None:
-    from scalestudy.errors import ScalestudyError
-    from scalestudy.runner import make_plan
+    from scalestudy.core.errors import ScalestudyError
+    from scalestudy.study import make_plan
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "local.sh.j2").write_text("line one\n{{ no_such_variable }}\n")

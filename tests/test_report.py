@@ -11,10 +11,10 @@ import pytest
 from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
-from scalestudy import report
-from scalestudy.analyze import scaling_table
-from scalestudy.collect import collect, read_runs
-from scalestudy.report import plot_efficiency, plot_throughput, write_report
+from scalestudy.report import build as report
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.collect import collect, read_runs
+from scalestudy.report.build import plot_efficiency, plot_throughput, write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -176,7 +176,7 @@ references:
 
 def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC) -> Path:
     """A study whose runs all completed with these per-GPU rates (no jobs run)."""
-    from scalestudy.runner import make_plan
+    from scalestudy.study import make_plan
 
     path = root / "study.yaml"
     path.write_text(spec)
@@ -239,11 +239,14 @@ def test_report_options_and_extra_references(tmp_path: Path) -> None:
     assert f"{refs}:1: references[0]: throughput 720.0" in done.stderr
     summary = json.loads((tmp_path / "results/gate/report/summary.json").read_text())
     assert summary["groups"][0]["baseline"]["world_size"] == 4
-    bad = run_cli("report", str(spec), "--baseline", "half", "--latency", "tree",
-                  "--results", "results", cwd=tmp_path)
+    bad = run_cli("report", str(spec), "--baseline", "half", "--results", "results",
+                  cwd=tmp_path)
     assert bad.returncode == 2
-    assert "error: --baseline: baseline must be one of smallest, node" in bad.stderr
-    assert "error: --latency: one of log, ring; got 'tree'" in bad.stderr
+    assert "Invalid value for '--baseline': 'half': use smallest, node or a world size" \
+        in bad.stderr
+    bad = run_cli("report", str(spec), "--latency", "tree", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "'tree' is not one of 'log', 'ring'" in bad.stderr
 
 
 PROBE = """<img id="control" alt="control" src="data:image/png;base64,AAAA">

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy import state
-from scalestudy.errors import SpecError
-from scalestudy.runner import choose_runs, execute_runs, make_plan, prepare
+from scalestudy.core.choices import Rerun
+from scalestudy.execute import workspace as state
+from scalestudy.execute.local import execute_runs
+from scalestudy.execute.submit import prepare
+from scalestudy.study import choose_runs, make_plan
 from tests.conftest import run_cli
 
 # Fails (import error) the first time each run starts, succeeds after: a marker file in
@@ -26,10 +28,10 @@ job: {walltime: "00:01:00"}
 """
 
 
-def _run(plan, only: str | None = None, rerun: str | None = None,
+def _run(plan, only: str | None = None, rerun: Rerun | None = None,
          max_attempts: int = 3) -> list[dict]:
     picked = choose_runs(plan, only, rerun, max_attempts)
-    return execute_runs(plan, prepare(plan, picked.todo, force=rerun == "all"))
+    return execute_runs(plan, prepare(plan, picked.todo, force=rerun is Rerun.ALL))
 
 
 @pytest.fixture
@@ -45,28 +47,36 @@ def test_resume_rerun_failed_rerun_all_and_max_attempts(plan) -> None:
     # Plain `run` resumes: the failed run is left, the pending one is to do.
     picked = choose_runs(plan, None)
     assert (picked.todo, picked.failed_kept) == ([two], [one])
-    assert choose_runs(plan, None, "failed", max_attempts=1).exhausted == [one]
-    assert [s["state"] for s in _run(plan, "ranks_per_node=1", "failed")] == ["completed"]
+    assert choose_runs(plan, None, Rerun.FAILED, max_attempts=1).exhausted == [one]
+    assert [s["state"] for s in _run(plan, "ranks_per_node=1", Rerun.FAILED)] == ["completed"]
     run_dir = plan.run_dir(one)
     kept = json.loads((run_dir / "attempts" / "1" / "status.json").read_text())
     assert kept["failure"] == "import_error" and "horovod" in kept["failure_line"]
     assert "No module named" in (run_dir / "attempts" / "1" / "stderr.log").read_text()
     assert state.attempt_count(run_dir) == 2
     # Completed: --rerun failed leaves it, --rerun all runs it again (its files kept).
-    assert choose_runs(plan, "ranks_per_node=1", "failed").todo == []
-    assert [s["state"] for s in _run(plan, "ranks_per_node=1", "all")] == ["completed"]
+    assert choose_runs(plan, "ranks_per_node=1", Rerun.FAILED).todo == []
+    assert [s["state"] for s in _run(plan, "ranks_per_node=1", Rerun.ALL)] == ["completed"]
     assert state.attempt_count(run_dir) == 3
     assert (run_dir / "attempts" / "2" / "metrics.jsonl").is_file()
     assert state.attempt_count(plan.run_dir(two)) == 0
 
 
-def test_a_run_stopped_half_way_is_resumed_and_bad_rerun_is_an_error(plan) -> None:
-    run_dir = plan.run_dir(plan.runs[0])
+def test_a_run_stopped_half_way_or_interrupted_is_resumed(plan) -> None:
+    first, second = plan.runs
     prepare(plan, plan.runs)
-    state.write_json_atomic(run_dir / state.STATUS, {"state": "running", "pid": 1})
-    assert plan.runs[0] in choose_runs(plan, None).todo
-    with pytest.raises(SpecError, match="--rerun 'some'"):
-        choose_runs(plan, None, "some")
+    state.write_json_atomic(plan.run_dir(first) / state.STATUS, {"state": "running", "pid": 1})
+    state.write_json_atomic(plan.run_dir(second) / state.STATUS,
+                            {"state": "interrupted", "reason": "interrupted by the user"})
+    assert choose_runs(plan, None).todo == [first, second]
+
+
+def test_a_bad_rerun_choice_is_a_usage_error_that_lists_the_choices(tmp_path, write_spec
+                                                                     ) -> None:
+    done = run_cli("run", str(write_spec(FLAKY)), "--rerun", "some", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "'some' is not one of 'failed', 'all'" in done.stderr
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow

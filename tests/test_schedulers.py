@@ -6,18 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy import schedulers
-from scalestudy.errors import ScalestudyError
-from scalestudy.schedulers import (
-    CANCELLED,
-    COMPLETED,
-    FAILED,
-    PENDING,
-    RUNNING,
-    TIMEOUT,
-    JobRequest,
-    SubmitError,
-)
+from scalestudy.site import schedulers
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.states import JobStatus
+from scalestudy.site.schedulers import JobRequest, SubmitError
+
+PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
+                                       JobStatus.COMPLETED, JobStatus.FAILED)
+CANCELLED, TIMEOUT = JobStatus.CANCELLED, JobStatus.TIMEOUT
 
 DATA = Path(__file__).parent / "data"
 JOB = JobRequest(name="study-abc123", nodes=2, ranks_per_node=4, walltime="00:30:00",
@@ -101,7 +97,7 @@ def test_sacct_states() -> None:
     slurm = schedulers.get("slurm")
     argv = slurm.query_argvs(["41001", "41002"])[0]
     assert argv[:2] == ["sacct", "-X"] and "41001,41002" in argv
-    states = slurm.parse_states(argv, (DATA / "slurm" / "sacct.txt").read_text())
+    states = slurm.parse_states(argv, 0, (DATA / "slurm" / "sacct.txt").read_text(), "")
     got = {k: (v.state, v.exit_code) for k, v in states.items()}
     assert got == {
         "41001": (COMPLETED, 0), "41002": (FAILED, 1), "41003": (TIMEOUT, 143),
@@ -115,7 +111,7 @@ def test_squeue_fallback_states() -> None:
     slurm = schedulers.get("slurm")
     argv = slurm.query_argvs(["41005"])[1]
     assert argv[0] == "squeue" and "all" in argv
-    states = slurm.parse_states(argv, (DATA / "slurm" / "squeue.txt").read_text())
+    states = slurm.parse_states(argv, 0, (DATA / "slurm" / "squeue.txt").read_text(), "")
     assert {k: v.state for k, v in states.items()} == {
         "41005": RUNNING, "41006": PENDING, "41001": COMPLETED, "41002": FAILED}
 
@@ -124,7 +120,7 @@ def test_scontrol_is_the_last_fallback_and_gives_the_exit_code() -> None:
     slurm = schedulers.get("slurm")
     argv = slurm.query_argvs(["41002"])[2]
     assert argv == ["scontrol", "-o", "show", "job"]
-    states = slurm.parse_states(argv, (DATA / "slurm" / "scontrol-show-job.txt").read_text())
+    states = slurm.parse_states(argv, 0, (DATA / "slurm" / "scontrol-show-job.txt").read_text(), "")
     job = states["41002"]
     assert (job.job_id, job.state, job.exit_code) == ("41002", FAILED, 2)
 
@@ -133,7 +129,7 @@ def test_pbs_json_states() -> None:
     pbs = schedulers.get("pbs")
     argv = pbs.query_argvs(["4109431.polaris-pbs-01"])[0]
     assert argv[:5] == ["qstat", "-x", "-f", "-F", "json"]
-    states = pbs.parse_states(argv, (DATA / "pbs" / "qstat-x-f-F-json.json").read_text())
+    states = pbs.parse_states(argv, 0, (DATA / "pbs" / "qstat-x-f-F-json.json").read_text(), "")
     got = {k: (v.state, v.exit_code) for k, v in states.items()}
     assert got == {
         "4109431": (COMPLETED, 0), "4109432": (FAILED, 1), "4109433": (TIMEOUT, -29),
@@ -146,14 +142,14 @@ def test_pbs_text_states() -> None:
     pbs = schedulers.get("pbs")
     argv = pbs.query_argvs(["4109434"])[1]
     assert argv == ["qstat", "-f", "4109434"]
-    states = pbs.parse_states(argv, (DATA / "pbs" / "qstat-f.txt").read_text())
+    states = pbs.parse_states(argv, 0, (DATA / "pbs" / "qstat-f.txt").read_text(), "")
     assert {k: v.state for k, v in states.items()} == {"4109434": RUNNING, "4109435": PENDING}
 
 
 def test_pbs_json_that_is_not_json_is_a_clean_error() -> None:
     pbs = schedulers.get("pbs")
     with pytest.raises(SubmitError, match="not JSON"):
-        pbs.parse_states(pbs.query_argvs(["1"])[0], "qstat: illegally formed job identifier")
+        pbs.parse_states(pbs.query_argvs(["1"])[0], 0, "qstat: illegally formed job identifier", "")
 
 
 @pytest.mark.parametrize(("name", "argv"), [("slurm", ["scancel", "1", "2"]),
@@ -162,17 +158,18 @@ def test_cancel_argv(name: str, argv: list[str]) -> None:
     assert schedulers.get(name).cancel_argv(["1", "2"]) == argv
 
 
-def test_local_has_no_queue() -> None:
+def test_local_has_no_queue_and_every_scheduler_has_a_template() -> None:
     local = schedulers.get("local")
-    assert local.directives(JOB) == []
-    with pytest.raises(ScalestudyError, match="no scheduler"):
-        local.submit_argv("job.sh")
+    assert local.directives(JOB) == [] and not local.queued and local.one_host
+    for name in schedulers.names():
+        assert (Path(__file__).parents[1] / "templates" / schedulers.get(name).template
+                ).is_file()
 
 
 def test_torque_style_qstat_of_slurms_wrapper() -> None:
     pbs = schedulers.get("pbs")
-    states = pbs.parse_states(["qstat", "-f", "18"],
-                              (DATA / "pbs" / "torque-qstat-f.txt").read_text())
+    states = pbs.parse_states(["qstat", "-f", "18"], 0,
+                              (DATA / "pbs" / "torque-qstat-f.txt").read_text(), "")
     assert {k: (v.state, v.raw) for k, v in states.items()} == {"18": (COMPLETED, "C")}
 
 

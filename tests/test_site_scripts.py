@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalestudy.grid import expand
-from scalestudy.render import render
-from scalestudy.spec import parse_study
-from scalestudy.systems import load_system
+from scalestudy.core.grid import expand
+from scalestudy.site.render import render
+from scalestudy.core.load import parse_study
+from scalestudy.site.profiles import load_system
 
 HERE = Path(__file__).parent
 CONVENTIONS = yaml.safe_load((HERE / "data" / "conventions.yaml").read_text())

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.errors import SpecError
-from scalestudy.runner import make_plan
-from scalestudy.spec import (
-    MODEL_NAMES,
-    CommandWorkload,
-    load_study,
-    parse_study,
-    study_schema,
-    walltime_seconds,
-)
+from scalestudy.core.errors import SpecError
+from scalestudy.study import make_plan
+from scalestudy.core.load import load_study, parse_study, study_schema
+from scalestudy.core.spec import MODEL_NAMES, CommandWorkload, walltime_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = sorted((ROOT / "tests" / "specs" / "broken").glob("*.yaml"))

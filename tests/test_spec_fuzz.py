@@ -11,9 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scalestudy.errors import SpecError
-from scalestudy.grid import expand
-from scalestudy.spec import Study, parse_study
+from scalestudy.core.errors import SpecError
+from scalestudy.core.grid import expand
+from scalestudy.core.load import parse_study
+from scalestudy.core.spec import Study
 
 EXAMPLE = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "studies" / "example.yaml").read_text())

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy import state
+from scalestudy.execute import workspace as state
+from scalestudy.execute.status import read_state
 
 
 def test_read_record_takes_the_last_complete_json_line(tmp_path: Path) -> None:
@@ -26,13 +27,13 @@ def test_read_record_reads_only_the_tail_of_a_huge_file(tmp_path: Path) -> None:
 
 
 def test_run_state_reads_status_and_checks_the_record(tmp_path: Path) -> None:
-    assert state.run_state(tmp_path) == "pending"
+    assert read_state(tmp_path) == "pending"
     state.write_json_atomic(tmp_path / state.STATUS, {"state": "completed"})
-    assert state.run_state(tmp_path) == "failed"  # completed without a record is not complete
+    assert read_state(tmp_path) == "failed"  # completed without a record is not complete
     (tmp_path / state.METRICS).write_text(json.dumps({"throughput": 10.0}) + "\n")
-    assert state.run_state(tmp_path) == "completed"
+    assert read_state(tmp_path) == "completed"
     (tmp_path / state.STATUS).write_text("{garbled")
-    assert state.run_state(tmp_path) == "failed"
+    assert read_state(tmp_path) == "failed"
 
 
 def test_archive_attempt_keeps_every_earlier_attempt(tmp_path: Path) -> None:
@@ -90,13 +91,13 @@ def test_study_lock_refuses_a_second_holder(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from scalestudy.errors import ScalestudyError
+    from scalestudy.core.errors import ScalestudyError
 
     with state.study_lock(tmp_path):
         with pytest.raises(ScalestudyError, match="another `scalestudy run`"), \
                 state.study_lock(tmp_path):
             pass
-        code = ("from pathlib import Path; from scalestudy.state import study_lock\n"
+        code = ("from pathlib import Path; from scalestudy.execute.workspace import study_lock\n"
                 f"with study_lock(Path({str(tmp_path)!r})): pass")
         other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr
@@ -110,13 +111,13 @@ def test_a_scheduler_command_left_by_a_killed_run_keeps_the_study_locked(tmp_pat
     import sys
     import time
 
-    from scalestudy.errors import ScalestudyError
+    from scalestudy.core.errors import ScalestudyError
 
     marker = tmp_path / "child-started"
     code = (
         "from pathlib import Path\n"
-        "from scalestudy.state import study_lock\n"
-        "from scalestudy.submit import run_command\n"
+        "from scalestudy.execute.workspace import study_lock\n"
+        "from scalestudy.execute.commands import run_command\n"
         f"with study_lock(Path({str(tmp_path)!r})):\n"
         f"    run_command(['bash', '-c', 'touch {marker}; sleep 1.5'])\n"
     )

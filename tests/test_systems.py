@@ -13,8 +13,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from scalestudy.errors import SpecError
-from scalestudy.systems import SystemProfile, available, load_system
+from scalestudy.core.errors import SpecError
+from scalestudy.site.profiles import SystemProfile, available, load_system
 from tests.conftest import ROOT, run_cli
 
 SHIPPED = ["aurora", "frontier", "generic-pbs", "generic-slurm", "juwels-booster", "local",

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.runner import make_plan
-from scalestudy.schedulers import SubmitError
-from scalestudy.tracking import cancel_runs, follow, journal, refresh, submit_runs
+from scalestudy.study import make_plan
+from scalestudy.execute.submit import journal
+from scalestudy.execute.tracking import cancel_runs, follow, refresh, submit_runs
+from scalestudy.site.schedulers import SubmitError
 
 PROFILE = """
 name: fake
@@ -144,8 +145,8 @@ def test_a_job_the_scheduler_forgot_is_lost_after_a_grace_period(plan, monkeypat
     fake = FakeSlurm()
     submit_runs(plan, plan.runs[:1], runner=fake)
     del fake.states["101"]
-    assert refresh(plan, fake)[plan.runs[0].run_id].state == "submitted"
-    monkeypatch.setattr("scalestudy.tracking.GRACE_S", -1.0)
+    assert refresh(plan, fake)[plan.runs[0].run_id].state == "queued"
+    monkeypatch.setattr("scalestudy.execute.tracking.GRACE_S", -1.0)
     view = refresh(plan, fake)[plan.runs[0].run_id]
     assert view.state == "failed" and "lost" in view.reason
 
@@ -186,7 +187,7 @@ class Flaky:
 ])
 def test_transient_scheduler_failures_are_retried_with_backoff(
         err: str, code: int, idempotent: bool, calls: int, ok: bool) -> None:
-    from scalestudy.submit import run_retrying
+    from scalestudy.execute.commands import run_retrying
 
     flaky = Flaky(times=2 if ok else 10, err=err, code=code)
     slept: list[float] = []
@@ -231,13 +232,13 @@ def test_settled_failures_are_classified_from_state_and_log(plan) -> None:
 
 def test_a_lost_run_is_rerun_on_request_and_rerun_all_resubmits_completed(
         plan, monkeypatch) -> None:
-    from scalestudy.runner import choose_runs
+    from scalestudy.study import choose_runs
 
     fake = FakeSlurm()
     submit_runs(plan, plan.runs[:2], runner=fake)
     del fake.states["101"]  # the scheduler forgot it
     finish(plan, fake, "102", "COMPLETED|0:0", 5.0)
-    monkeypatch.setattr("scalestudy.tracking.GRACE_S", -1.0)
+    monkeypatch.setattr("scalestudy.execute.tracking.GRACE_S", -1.0)
     states = {k: v.state for k, v in refresh(plan, fake).items()}
     resumed = choose_runs(plan, None, None, states=states)
     assert resumed.todo == plan.runs[2:] and resumed.failed_kept == plan.runs[:1]
@@ -318,7 +319,7 @@ def test_no_submission_while_an_interrupted_one_cannot_be_checked(plan) -> None:
         return 1, "", "slurm_load_jobs error: Unable to contact slurm controller"
 
     journal(plan).record({"run_id": plan.runs[0].run_id, "intent": True, "attempt": 1})
-    import scalestudy.submit as submit_module
+    import scalestudy.execute.commands as submit_module
 
     original = submit_module.RETRY_DELAYS_S
     submit_module.RETRY_DELAYS_S = ()

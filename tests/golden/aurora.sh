@@ -1,5 +1,5 @@
 #!/bin/bash
-#PBS -N conv-9882241e6d
+#PBS -N conv-27d61dd887
 #PBS -l select=2
 #PBS -l place=scatter
 #PBS -l walltime=01:00:00
@@ -8,14 +8,14 @@
 #PBS -q prod
 #PBS -j oe
 #PBS -k doe
-#PBS -o /scratch/results/conv/runs/9882241e6d/pbs.log
-# scalestudy 0.1.0: study conv, run 9882241e6d (repeat 0)
+#PBS -o /scratch/results/conv/runs/27d61dd887/pbs.log
+# scalestudy 0.1.0: study conv, run 27d61dd887 (repeat 0)
 # 2 node(s) x 12 rank(s)/node = 24 rank(s);
 # per-GPU batch 32, global batch 768; backend ddp, tuning default
 # system aurora: pbs + mpiexec; GPUs: one tile per rank, chosen by the program: each rank sets xpu:PALS_LOCAL_RANKID among the 12 tile devices the frameworks module exposes (ZE_FLAT_DEVICE_HIERARCHY=FLAT); no per-rank ZE_AFFINITY_MASK wrapper
-# Submit by hand with: qsub /scratch/results/conv/runs/9882241e6d/job.sh
+# Submit by hand with: qsub /scratch/results/conv/runs/27d61dd887/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/9882241e6d
+cd /scratch/results/conv/runs/27d61dd887
 # The job's output goes next to its record, whatever -o the submitter used.
 exec > stdout.log 2> stderr.log
 
@@ -53,7 +53,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
 set +e
-mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/9882241e6d/metrics.jsonl --device cuda
+mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/27d61dd887/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

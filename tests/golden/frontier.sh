@@ -1,5 +1,5 @@
 #!/bin/bash
-#SBATCH --job-name=conv-fde0a63b5c
+#SBATCH --job-name=conv-0fd4548a79
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=8
@@ -7,16 +7,16 @@
 #SBATCH -t 01:00:00
 #SBATCH -A MyProject
 #SBATCH -p batch
-#SBATCH --output=/scratch/results/conv/runs/fde0a63b5c/stdout.log
-#SBATCH --error=/scratch/results/conv/runs/fde0a63b5c/stderr.log
+#SBATCH --output=/scratch/results/conv/runs/0fd4548a79/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/0fd4548a79/stderr.log
 #SBATCH --network=disable_rdzv_get
-# scalestudy 0.1.0: study conv, run fde0a63b5c (repeat 0)
+# scalestudy 0.1.0: study conv, run 0fd4548a79 (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system frontier: slurm + srun; GPUs: one GCD per rank: srun --gpus-per-task=1 --gpu-bind=closest maps each rank to the GCD attached to the L3 region of its cores; the rank sees a single device (cuda:0)
-# Submit by hand with: sbatch /scratch/results/conv/runs/fde0a63b5c/job.sh
+# Submit by hand with: sbatch /scratch/results/conv/runs/0fd4548a79/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/fde0a63b5c
+cd /scratch/results/conv/runs/0fd4548a79
 
 # --- site and study setup ---
 set +u
@@ -60,7 +60,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/fde0a63b5c/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/0fd4548a79/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

@@ -1,19 +1,19 @@
 #!/bin/bash
-#PBS -N conv-3ec2bb8030
+#PBS -N conv-b5cd28d04d
 #PBS -l select=2
 #PBS -l place=scatter:excl
 #PBS -l walltime=01:00:00
 #PBS -A MyProject
 #PBS -j oe
 #PBS -k doe
-#PBS -o /scratch/results/conv/runs/3ec2bb8030/pbs.log
-# scalestudy 0.1.0: study conv, run 3ec2bb8030 (repeat 0)
+#PBS -o /scratch/results/conv/runs/b5cd28d04d/pbs.log
+# scalestudy 0.1.0: study conv, run b5cd28d04d (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system generic-pbs: pbs + mpiexec; GPUs: all GPUs of the node visible to every rank; rank uses cuda:<local rank> from the MPI's environment (PMI_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...)
-# Submit by hand with: qsub /scratch/results/conv/runs/3ec2bb8030/job.sh
+# Submit by hand with: qsub /scratch/results/conv/runs/b5cd28d04d/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/3ec2bb8030
+cd /scratch/results/conv/runs/b5cd28d04d
 # The job's output goes next to its record, whatever -o the submitter used.
 exec > stdout.log 2> stderr.log
 
@@ -34,7 +34,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
 set +e
-mpiexec --np 8 --ppn 4 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/3ec2bb8030/metrics.jsonl --device cuda
+mpiexec --np 8 --ppn 4 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b5cd28d04d/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

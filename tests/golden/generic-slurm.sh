@@ -1,20 +1,20 @@
 #!/bin/bash
-#SBATCH --job-name=conv-7fe09b7cc6
+#SBATCH --job-name=conv-34b8a01fd3
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
 #SBATCH --cpus-per-task=1
 #SBATCH -t 01:00:00
 #SBATCH -A MyProject
-#SBATCH --output=/scratch/results/conv/runs/7fe09b7cc6/stdout.log
-#SBATCH --error=/scratch/results/conv/runs/7fe09b7cc6/stderr.log
-# scalestudy 0.1.0: study conv, run 7fe09b7cc6 (repeat 0)
+#SBATCH --output=/scratch/results/conv/runs/34b8a01fd3/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/34b8a01fd3/stderr.log
+# scalestudy 0.1.0: study conv, run 34b8a01fd3 (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system generic-slurm: slurm + srun; GPUs: all GPUs of the node visible to every rank (no --gpu-bind); rank uses cuda:SLURM_LOCALID
-# Submit by hand with: sbatch /scratch/results/conv/runs/7fe09b7cc6/job.sh
+# Submit by hand with: sbatch /scratch/results/conv/runs/34b8a01fd3/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/7fe09b7cc6
+cd /scratch/results/conv/runs/34b8a01fd3
 
 # --- environment: 1 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=1
@@ -31,7 +31,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/7fe09b7cc6/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/34b8a01fd3/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

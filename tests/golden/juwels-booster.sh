@@ -1,5 +1,5 @@
 #!/bin/bash
-#SBATCH --job-name=conv-6a1b815f02
+#SBATCH --job-name=conv-4034d154b3
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=4
 #SBATCH --gres=gpu:4
@@ -7,15 +7,15 @@
 #SBATCH -t 01:00:00
 #SBATCH -A MyProject
 #SBATCH -p booster
-#SBATCH --output=/scratch/results/conv/runs/6a1b815f02/stdout.log
-#SBATCH --error=/scratch/results/conv/runs/6a1b815f02/stderr.log
-# scalestudy 0.1.0: study conv, run 6a1b815f02 (repeat 0)
+#SBATCH --output=/scratch/results/conv/runs/4034d154b3/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/4034d154b3/stderr.log
+# scalestudy 0.1.0: study conv, run 4034d154b3 (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system juwels-booster: slurm + srun; GPUs: all 4 GPUs visible to each rank (CUDA_VISIBLE_DEVICES=0,1,2,3, as JSC's benchmarks export); rank uses cuda:SLURM_LOCALID
-# Submit by hand with: sbatch /scratch/results/conv/runs/6a1b815f02/job.sh
+# Submit by hand with: sbatch /scratch/results/conv/runs/4034d154b3/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/6a1b815f02
+cd /scratch/results/conv/runs/4034d154b3
 
 # --- site and study setup ---
 set +u
@@ -39,7 +39,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=12 --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/6a1b815f02/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=12 --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/4034d154b3/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

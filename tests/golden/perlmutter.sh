@@ -1,5 +1,5 @@
 #!/bin/bash
-#SBATCH --job-name=conv-d88fecd114
+#SBATCH --job-name=conv-01075150eb
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=4
 #SBATCH --gpus-per-node=4
@@ -8,15 +8,15 @@
 #SBATCH -A MyProject
 #SBATCH -q regular
 #SBATCH -C gpu
-#SBATCH --output=/scratch/results/conv/runs/d88fecd114/stdout.log
-#SBATCH --error=/scratch/results/conv/runs/d88fecd114/stderr.log
-# scalestudy 0.1.0: study conv, run d88fecd114 (repeat 0)
+#SBATCH --output=/scratch/results/conv/runs/01075150eb/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/01075150eb/stderr.log
+# scalestudy 0.1.0: study conv, run 01075150eb (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system perlmutter: slurm + srun; GPUs: all 4 GPUs visible to each rank (--gpu-bind=none), in the order 3,2,1,0; rank uses cuda:SLURM_LOCALID, i.e. the GPU next to the cores Slurm gave it
-# Submit by hand with: sbatch /scratch/results/conv/runs/d88fecd114/job.sh
+# Submit by hand with: sbatch /scratch/results/conv/runs/01075150eb/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/d88fecd114
+cd /scratch/results/conv/runs/01075150eb
 
 # --- site and study setup ---
 set +u
@@ -40,7 +40,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=none --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/d88fecd114/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=none --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/01075150eb/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

@@ -1,5 +1,5 @@
 #!/bin/bash
-#PBS -N conv-b1767da8a4
+#PBS -N conv-29c555a57c
 #PBS -l select=2:system=polaris
 #PBS -l place=scatter
 #PBS -l walltime=01:00:00
@@ -8,14 +8,14 @@
 #PBS -q debug-scaling
 #PBS -j oe
 #PBS -k doe
-#PBS -o /scratch/results/conv/runs/b1767da8a4/pbs.log
-# scalestudy 0.1.0: study conv, run b1767da8a4 (repeat 0)
+#PBS -o /scratch/results/conv/runs/29c555a57c/pbs.log
+# scalestudy 0.1.0: study conv, run 29c555a57c (repeat 0)
 # 2 node(s) x 4 rank(s)/node = 8 rank(s);
 # per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system polaris: pbs + mpiexec; GPUs: one GPU per rank: set_affinity_gpu_polaris.sh exports CUDA_VISIBLE_DEVICES=(3 - PMI_LOCAL_RANK % 4), the GPU on the rank's NUMA domain; each rank then sees a single device (cuda:0)
-# Submit by hand with: qsub /scratch/results/conv/runs/b1767da8a4/job.sh
+# Submit by hand with: qsub /scratch/results/conv/runs/29c555a57c/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/b1767da8a4
+cd /scratch/results/conv/runs/29c555a57c
 # The job's output goes next to its record, whatever -o the submitter used.
 exec > stdout.log 2> stderr.log
 
@@ -51,7 +51,7 @@ export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
 set +e
-mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b1767da8a4/metrics.jsonl --device cuda
+mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/29c555a57c/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > exit_code

@@ -1,0 +1,14 @@
+"""The `scalestudy` command: parse options, call one use case of scalestudy.study, print.
+
+Results (tables, JSON, the report's path) go to stdout; progress, notes and failures to
+stderr, so stdout stays machine-readable. Exit codes: 0 done, 1 runs or checks failed,
+2 a bad spec or option, 130 interrupted (Ctrl-C). Nothing here imports torch, pandas or
+matplotlib at start-up.
+"""
+# isort: skip_file  (commands are listed in the order they register)
+
+from scalestudy.cli.app import app, main
+from scalestudy.cli import runs  # noqa: F401  validate, plan, run, status, cancel, probe
+from scalestudy.cli import results  # noqa: F401  collect, report, compare, schema, systems
+
+__all__ = ["app", "main"]

@@ -1,0 +1,180 @@
+"""Commands that read what a study measured: collect, report, compare; and the spec's
+schema and the site profiles."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, print_json, app, err, out
+from scalestudy.core.choices import Bandwidth, Latency
+
+
+@app.command()
+def collect(study: StudyArg, as_json: JsonOpt = False,
+            results: ResultsOpt = Path("results")) -> None:
+    """Gather every run's record into results/<study>/runs.csv."""
+    from scalestudy import study as uc
+
+    plan = uc.make_plan(study, results)
+    runs = uc.collect(plan)
+    counts = {str(k): int(v) for k, v in runs["state"].value_counts().items()}
+    if as_json:
+        print_json({"runs_csv": str(plan.directory / "runs.csv"), "runs": len(runs), **counts})
+        return
+    out.print(f"{plan.directory / 'runs.csv'}: {len(runs)} runs ("
+              + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")",
+              highlight=False)
+
+
+def _fraction(value: float) -> float:
+    if not 0 < value < 1:
+        raise typer.BadParameter(f"a fraction between 0 and 1 (e.g. 0.1), got {value}")
+    return value
+
+
+def _positive(value: float) -> float:
+    if not value > 0:
+        raise typer.BadParameter(f"a positive fraction (e.g. 0.05), got {value}")
+    return value
+
+
+def _baseline(text: str) -> str | int:
+    from scalestudy.core.choices import BaselineKind
+
+    if text in {b.value for b in BaselineKind}:
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise typer.BadParameter(f"{text!r}: use smallest, node or a world size (e.g. 8)")
+
+
+@app.command()
+def report(
+    study: StudyArg,
+    results: ResultsOpt = Path("results"),
+    as_json: JsonOpt = False,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", parser=_baseline, metavar="smallest|node|N",
+        help="efficiency baseline: the smallest world size, one full node, or a world "
+        "size N")] = "smallest",
+    references: Annotated[Path | None, typer.Option(
+        "--references", help="YAML file of reference values, checked with the study's own")
+    ] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="exit 1 when a reference check fails (for CI)")] = False,
+    straggler: Annotated[float, typer.Option(
+        callback=_fraction, help="flag a run whose slowest rank is this fraction (0-1) "
+        "below the mean rank")] = 0.10,
+    max_cv: Annotated[float, typer.Option(
+        callback=_positive, help="flag a coefficient of variation (iteration times, "
+        "repeats) above this")] = 0.05,
+    min_iters: Annotated[int, typer.Option(
+        min=1, help="flag a run with fewer timed iterations")] = 10,
+    latency: Annotated[Latency, typer.Option(
+        help="the model's latency term: log2 P (tree) or P - 1 (ring)")] = Latency.LOG,
+    bandwidth: Annotated[Bandwidth, typer.Option(
+        help="the model's bandwidth: fitted, or the allreduce probe's busbw")] = Bandwidth.FIT,
+    max_nodes: Annotated[int, typer.Option(min=1, help="predict up to this many nodes")] = 1024,
+) -> None:
+    """Analyse the runs and write the report (tables, plots, model, references).
+
+    Collects first; --check exits 1 when a reference check fails."""
+    from scalestudy import study as uc
+    from scalestudy.core.errors import ReferenceFailed
+    from scalestudy.report.build import ReportOptions
+    from scalestudy.report.terminal import scaling_rich_table
+    from scalestudy.results.quality import Thresholds
+    from scalestudy.results.references import failed_lines
+    from scalestudy.results.summary import dump
+
+    options = ReportOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
+                                                                      min_iters),
+                            latency=latency, bandwidth=bandwidth, max_nodes=max_nodes)
+    plan = uc.make_plan(study, results)
+    rep = uc.report(plan, options, references)
+    if as_json:
+        sys.stdout.write(dump(rep.summary))
+    else:
+        out.print(scaling_rich_table(rep.table, plan.study.name, out.width))
+        if len(rep.checks):
+            out.print(f"references: {len(rep.checks) - rep.failed_checks} passed, "
+                      f"{rep.failed_checks} failed")
+        out.print(f"report: {rep.html}", highlight=False)
+    if check and rep.failed_checks:
+        raise ReferenceFailed(f"{rep.failed_checks} reference check(s) failed:\n"
+                              + "\n".join(failed_lines(rep.checks)))
+    if check and not len(rep.checks):
+        err.print("note: --check: the study declares no references and none were given "
+                  "(--references FILE); nothing was checked", markup=False)
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="study A: a spec (.yaml) or a results directory",
+                                      show_default=False)],
+    b: Annotated[Path, typer.Argument(help="study B: a spec (.yaml) or a results directory",
+                                      show_default=False)],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="where compare.md/.csv/.png go [default: results/compare-A-vs-B]")
+    ] = None,
+    as_json: JsonOpt = False,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """Compare two studies of the same scaling mode point by point (B / A ratios)."""
+    from scalestudy import study as uc
+    from scalestudy.report.tables import compare_table
+    from scalestudy.report.terminal import text_table
+    from scalestudy.results.summary import records
+
+    got = uc.compare(a, b, out_dir, results)
+    if as_json:
+        print_json({"a": got.names[0], "b": got.names[1], "differs": got.differs,
+               "out": str(got.out), "points": records(got.frame)})
+        return
+    caption = "; ".join(f"{k}: A {va}, B {vb}" for k, (va, vb) in got.differs.items())
+    out.print(text_table(f"{a} vs {b}: throughput (img/s, all GPUs) and efficiency",
+                         *compare_table(got.frame), caption, out.width))
+    out.print(f"comparison: {got.out / 'compare.md'}", highlight=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of a study spec (for editors and validators)."""
+    from scalestudy.core.load import study_schema
+
+    print_json(study_schema())
+
+
+@app.command()
+def systems(
+    name: Annotated[str | None, typer.Argument(
+        help="a profile to show whole (a shipped name or a .yaml path)", show_default=False)
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the site profiles shipped with scalestudy, or show one."""
+    from scalestudy.site.profiles import available, load_system
+
+    if name is not None:
+        profile = load_system(name).model_dump(mode="json")
+        if as_json:
+            print_json(profile)
+        else:
+            import yaml
+
+            print(yaml.safe_dump(profile, sort_keys=False), end="")
+        return
+    profiles = [load_system(n) for n in available()]
+    if as_json:
+        print_json([{"name": p.name, "scheduler": p.scheduler, "launcher": p.launcher,
+                "gpus_per_node": p.gpus_per_node, "description": p.description}
+               for p in profiles])
+        return
+    for p in profiles:
+        print(f"{p.name:16} {p.scheduler:6} {p.launcher:9} {p.description}")
+
+

@@ -1,0 +1,34 @@
+"""The fixed choices of command-line options and spec keys, as enums (light: the CLI
+builds its help from them without importing the analysis stack)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Rerun(str, Enum):
+    """`run --rerun`: which ended runs to run again."""
+
+    FAILED = "failed"  # failed and lost runs (interrupted ones run again without it)
+    ALL = "all"  # every selected run, completed ones too
+
+
+class Latency(str, Enum):
+    """The communication model's latency term."""
+
+    LOG = "log"  # alpha x log2 P (tree)
+    RING = "ring"  # alpha x (P - 1)
+
+
+class Bandwidth(str, Enum):
+    """Where the communication model's bandwidth comes from."""
+
+    FIT = "fit"  # fitted to the measured step times
+    PROBE = "probe"  # the allreduce probe's busbw
+
+
+class BaselineKind(str, Enum):
+    """`report --baseline` words (a world size, a positive integer, is accepted too)."""
+
+    SMALLEST = "smallest"
+    NODE = "node"

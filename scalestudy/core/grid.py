@@ -1,0 +1,250 @@
+"""Study -> [Run]: the cross product of the grid axes, minus exclusions, times repeats.
+
+Pure: no files, no processes. A run's id is a hash of everything that defines its
+measurement (scale, batch, backend, the tuning variant's content, the workload,
+the system, the repeat), so re-running a study finds the runs it already has, and
+changing any of those gives new runs instead of mixing results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scalestudy.core.errors import ScalestudyError, SpecError
+from scalestudy.core.spec import Study, walltime_seconds
+from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
+
+
+@dataclass(frozen=True)
+class Run:
+    """One grid point x one repeat = one job."""
+
+    run_id: str
+    study: str
+    system: str
+    scaling: str
+    nodes: int
+    ranks_per_node: int
+    world_size: int
+    batch_size: int  # per GPU (per rank), whatever the scaling mode
+    global_batch: int
+    backend: str
+    tuning: str
+    repeat: int
+    workload: str
+    model: str | None
+    image_size: int | None
+    precision: str | None
+    # Grid axes over training options other than precision, as (name, value); None
+    # where the option does not apply to this run's backend.
+    axes: tuple[tuple[str, Any], ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        """The run's parameters as written to run.json and the tables (axes as columns)."""
+        out = asdict(self)
+        out.pop("axes")
+        out.update(self.axes)
+        return out
+
+
+def job_name(study_name: str, run_id: str) -> str:
+    """The name a run's job has on a scheduler: `<study>-<run id>`. The job script is
+    rendered with it, and a restart after a crash finds an interrupted submission's job
+    by it: both read it here."""
+    return f"{study_name}-{run_id}"
+
+
+def run_options(study: Study, run: Run) -> dict[str, Any]:
+    """The training options in effect for a run (those its backend reads): the
+    workload's values, the tuning variant's overrides, then the run's grid axes."""
+    base = study.workload.model_dump() if study.workload.kind == "synthetic" else {}
+    values = {name: base.get(name, default) for name, default in DEFAULTS.items()}
+    variant = study.tuning.get(run.tuning)
+    if variant is not None:
+        values.update(variant.option_values())
+    values.update({k: v for k, v in run.axes if v is not None})
+    if run.precision is not None:
+        values["precision"] = run.precision
+    return applicable(values, run.backend)
+
+
+def lr_values(study: Study, run: Run) -> dict[str, Any]:
+    """{lr, base_lr, lr_warmup_iters} of the run's learning-rate policy ({} without one)."""
+    policy = study.workload.lr
+    if policy is None:
+        return {}
+    return {"lr": policy.lr(run.global_batch), "base_lr": policy.base,
+            "lr_warmup_iters": policy.warmup_iters}
+
+
+def _run_id(study: Study, point: dict[str, Any], repeat: int) -> str:
+    tuning = study.tuning.get(point["tuning"])
+    identity = {
+        "system": study.system,
+        # Defaults left out: an option added later does not change existing runs' ids.
+        "workload": study.workload.model_dump(mode="json", exclude_defaults=True),
+        "tuning_settings": (
+            tuning.model_dump(mode="json", exclude={"description"}, exclude_defaults=True)
+            if tuning else {}
+        ),
+        "repeat": repeat,
+        **point,
+    }
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+def _excluded(study: Study, point: dict[str, Any]) -> bool:
+    return any(
+        all(point.get(key) in values for key, values in rule.items()) for rule in study.exclude
+    )
+
+
+def expand(study: Study) -> list[Run]:
+    """The study's runs in a stable order (grid axes in spec order, repeats innermost)."""
+    g = study.grid
+    workload = study.workload
+    synthetic = workload.kind == "synthetic"
+    runs: list[Run] = []
+    axes = g.option_axes()
+    seen: set[str] = set()
+    for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
+        g.nodes, g.ranks_per_node, g.batch_size, g.backend, g.tuning, *axes.values()
+    ):
+        # An option the backend does not read is no axis for it: one run, value None.
+        chosen = {name: (value if BY_NAME[name].applies(backend) else None)
+                  for name, value in zip(axes, axis_values, strict=True)}
+        key = json.dumps([nodes, rpn, batch, backend, tuning, chosen], sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        world = nodes * rpn
+        if study.scaling == "strong":
+            if batch % world:
+                if _excluded(study, {**_point(nodes, rpn, 0, batch, backend, tuning),
+                                      **chosen}):
+                    continue
+                line = study.line_of(("grid", "batch_size", g.batch_size.index(batch)))
+                raise SpecError(
+                    f"{line}: strong scaling splits the global batch {batch} over "
+                    f"{world} ranks ({nodes} nodes x {rpn} ranks/node), which does not "
+                    f"divide evenly: use a global batch divisible by {world}, or add "
+                    f"`{{global_batch: {batch}, world_size: {world}}}` to `exclude`"
+                )
+            per_gpu, global_batch = batch // world, batch
+        else:
+            per_gpu, global_batch = batch, batch * world
+        point = {**_point(nodes, rpn, per_gpu, global_batch, backend, tuning), **chosen}
+        if _excluded(study, point):
+            continue
+        precision = chosen.pop("precision", None) or _base_precision(study, tuning)
+        for repeat in range(study.repeats):
+            runs.append(Run(
+                run_id=_run_id(study, point, repeat),
+                study=study.name,
+                system=study.system,
+                scaling=study.scaling,
+                repeat=repeat,
+                workload=workload.kind,
+                model=workload.model if synthetic else None,
+                image_size=workload.image_size if synthetic else None,
+                precision=precision,
+                axes=tuple(chosen.items()),
+                **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
+            ))
+    if not runs:
+        raise SpecError(
+            f"{study.line_of(('exclude',))}: every grid point is excluded; "
+            "loosen `exclude` or widen `grid`"
+        )
+    return runs
+
+
+def _base_precision(study: Study, tuning: str) -> str | None:
+    """The precision of a run without a precision axis (None for a `command` workload
+    unless its tuning variant sets one)."""
+    variant = study.tuning.get(tuning)
+    override = variant.option_values().get("precision") if variant else None
+    if study.workload.kind == "synthetic":
+        return override or study.workload.precision
+    return override
+
+
+def _point(nodes: int, rpn: int, per_gpu: int, global_batch: int, backend: str,
+           tuning: str) -> dict[str, Any]:
+    return {
+        "nodes": nodes, "ranks_per_node": rpn, "world_size": nodes * rpn,
+        "batch_size": per_gpu, "global_batch": global_batch,
+        "backend": backend, "tuning": tuning,
+    }
+
+
+def node_hours(study: Study, runs: Sequence[Run]) -> float:
+    """Upper bound of the node-hours the runs can use: nodes x walltime, summed."""
+    hours = walltime_seconds(study.job.walltime) / 3600
+    return sum(r.nodes for r in runs) * hours
+
+
+_CONDITION = re.compile(r"^\s*([a-z_]+)\s*(==|!=|<=|>=|=|<|>)\s*(.+?)\s*$")
+FILTER_KEYS = ("run_id", "nodes", "ranks_per_node", "world_size", "batch_size",
+               "global_batch", "backend", "tuning", "repeat", *BY_NAME)
+_NUMERIC_KEYS = ("nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "repeat")
+
+
+def _text(value: Any) -> str:
+    """An option value as `--only` spells it: true/false, 50, 50.0 -> "50"."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def select(runs: Iterable[Run], expr: str | None) -> list[Run]:
+    """Keep the runs matching `--only`: `key OP value` terms joined by `,` (all must hold).
+
+    OP is one of = == != < <= > >=; `=`/`!=` take alternatives separated by `|`
+    (`tuning=default|nccl`); `run_id` matches by prefix.
+    """
+    runs = list(runs)
+    if not expr:
+        return runs
+    tests = [_parse_condition(term) for term in expr.split(",") if term.strip()]
+    return [r for r in runs if all(test(r) for test in tests)]
+
+
+def _parse_condition(term: str) -> Any:
+    match = _CONDITION.match(term)
+    if not match:
+        raise ScalestudyError(
+            f"--only: cannot read {term!r}; write terms like `nodes<=2,tuning=default` "
+            f"with keys {', '.join(FILTER_KEYS)}"
+        )
+    key, op, raw = match.groups()
+    if key not in FILTER_KEYS:
+        raise ScalestudyError(f"--only: unknown key {key!r}; valid keys: {', '.join(FILTER_KEYS)}")
+    numeric = key in _NUMERIC_KEYS
+    values = raw.split("|")
+    if numeric:
+        try:
+            nums = [int(v) for v in values]
+        except ValueError:
+            raise ScalestudyError(f"--only: {key} takes whole numbers, got {raw!r}") from None
+    if op in ("<", "<=", ">", ">="):
+        if not numeric or len(values) != 1:
+            raise ScalestudyError(f"--only: {op} needs one number, as in `{key}{op}4`")
+        bound = nums[0]
+        compare = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__}[op]
+        return lambda r: compare(getattr(r, key), bound)
+    negate = op == "!="
+    if key == "run_id":
+        return lambda r: any(r.run_id.startswith(v) for v in values) != negate
+    if numeric:
+        return lambda r: (getattr(r, key) in set(nums)) != negate
+    return lambda r: (_text(r.params().get(key)) in set(values)) != negate

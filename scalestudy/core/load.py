@@ -1,0 +1,157 @@
+"""A study spec from YAML: parse, validate, locate each key's line, cross-check; and the
+JSON Schema editors read.
+
+Every problem becomes one line `file:line: key.path: what is wrong (how to fix)` in a
+SpecError; nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from scalestudy.core.errors import Loc, SpecError, validation_messages, where
+from scalestudy.core.spec import LR_FIELDS, Study
+from scalestudy.workload.options import BY_NAME
+
+
+def yaml_lines(text: str) -> dict[Loc, int]:
+    """Map every key path in a YAML document to its 1-based line number."""
+    lines: dict[Loc, int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node: yaml.Node, loc: Loc) -> None:
+        lines[loc] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(value, (*loc, key.value))
+                lines[(*loc, key.value)] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*loc, i))
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def parse_study(text: str, source: str | Path = "<study>") -> Study:
+    """YAML text -> Study, or SpecError with one line per problem."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{source}{line}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{source}: the spec must be a YAML mapping with at least `name:` "
+            f"(got {type(data).__name__}); see studies/example.yaml"
+        )
+    lines = yaml_lines(text)
+    unwritable = [f"{where(source, loc, lines)}: {msg}" for loc, msg in _bad_text(data)]
+    if unwritable:
+        raise SpecError("\n".join(unwritable))
+    try:
+        study = Study.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError("\n".join(validation_messages(exc, Study, source, lines))) from None
+    study.located(source, lines)
+    problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in _cross_checks(study)]
+    if problems:
+        raise SpecError("\n".join(problems))
+    return study
+
+
+def _bad_text(value: Any, loc: Loc = ()) -> list[tuple[Loc, str]]:
+    """Strings no file or script can hold: NUL bytes (a YAML "\\0" escape) and lone
+    UTF-16 surrogates (a "\\ud800" escape), anywhere in the document."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [(loc, "contains a NUL character (\\0), which no script or file name can "
+                          "hold: remove it")]
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            return [(loc, "contains a lone surrogate (a \\uD800-\\uDFFF escape), "
+                          "which is not text: write the character itself")]
+        return []
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            out += _bad_text(key, loc) if isinstance(key, str) else []
+            out += _bad_text(item, (*loc, key))
+        return out
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _bad_text(item, (*loc, i))]
+    return []
+
+
+def _cross_checks(study: Study) -> list[tuple[Loc, str]]:
+    """Checks that span several keys, each with the key path where the fix goes."""
+    problems: list[tuple[Loc, str]] = []
+    known = {"default", *study.tuning}
+    for i, name in enumerate(study.grid.tuning):
+        if name not in known:
+            problems.append((("grid", "tuning", i), (
+                f"no tuning variant {name!r}; defined: {', '.join(sorted(known))} "
+                "(add it under `tuning:` or fix the name)")))
+    problems += _option_checks(study)
+    return problems
+
+
+def _option_checks(study: Study) -> list[tuple[Loc, str]]:
+    """Options that are set twice, or set where no backend of the grid reads them."""
+    problems: list[tuple[Loc, str]] = []
+    backends = study.grid.backend
+    axes = study.grid.option_axes()
+    set_by: list[tuple[Loc, str]] = [(("grid", name), name) for name in axes]
+    for tname in study.grid.tuning:
+        variant = study.tuning.get(tname)
+        for name in variant.option_values() if variant else {}:
+            loc = ("tuning", tname, "options", name)
+            set_by.append((loc, name))
+            if name in axes:
+                problems.append((loc, (
+                    f"{name} is also a grid axis (grid.{name}); set it in one place only")))
+    for loc, name in set_by:
+        option = BY_NAME[name]
+        if not any(option.applies(b) for b in backends):
+            problems.append((loc, (
+                f"{name} applies to the {' and '.join(option.backends)} backend, which "
+                f"grid.backend ({', '.join(backends)}) does not run: add the backend or "
+                "remove the option")))
+    if study.workload.kind == "command":
+        used = {f for arg in study.workload.command
+                for _, f, _, _ in string.Formatter().parse(arg) if f}
+        if used & set(LR_FIELDS) and study.workload.lr is None:
+            problems.append((("workload", "command"), (
+                "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
+                "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
+    return problems
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file (give the path of a study YAML)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the study: {exc}") from None
+    return parse_study(text, path)
+
+
+def study_schema() -> dict[str, Any]:
+    """The JSON Schema of a study spec (for editors: `# yaml-language-server: $schema=`)."""
+    schema = Study.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "scalestudy study spec"
+    return schema

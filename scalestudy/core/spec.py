@@ -1,0 +1,417 @@
+"""A study spec as Pydantic models: data only (loading from YAML is core.load).
+
+The models hold data; the grid, rendering and execution live in the modules that
+use them. Names that reach a shell script are validated here (identifier-like
+patterns); free-text values are shell-quoted where they are rendered.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    create_model,
+    field_validator,
+)
+
+from scalestudy.core.errors import Loc, where
+from scalestudy.workload.names import MODEL_NAMES
+from scalestudy.workload.options import BACKENDS, OPTIONS, Option
+
+LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
+# What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
+COMMAND_FIELDS = (
+    "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
+    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
+    *(o.name for o in OPTIONS),
+)
+# Horovod's synthetic benchmark line (and the bundled workload's).
+DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
+
+Name = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+    Field(description="letters, digits, `.`, `_`, `-`; starts with a letter or digit"),
+]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+PosInt = Annotated[int, Field(ge=1)]
+Scalar = str | int | float | bool
+
+
+def _as_list(value: Any) -> Any:
+    """Let a grid axis be written as one value: `nodes: 4` means `nodes: [4]`."""
+    return value if isinstance(value, list) else [value]
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    dupes = sorted({str(v) for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"repeated value(s) {', '.join(dupes)}: list each value once")
+    return values
+
+
+class Model(BaseModel):
+    """Base of every spec model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _option_type(option: Option) -> Any:
+    """The Pydantic type of a training option's value (strict: `true` is not a number)."""
+    if option.choices is not None:
+        return Literal[option.choices]
+    base = {bool: StrictBool, int: StrictInt, float: Annotated[float, Field(allow_inf_nan=False)],
+            str: str}[option.kind]
+    if option.minimum is None and option.maximum is None:
+        return base
+    return Annotated[base, Field(ge=option.minimum, le=option.maximum)]
+
+
+def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
+    """(workload base values, a tuning variant's overrides, grid axes) from the table."""
+    base = {o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS}
+    overrides = {
+        o.name: (_option_type(o) | None, Field(None, description=o.help)) for o in OPTIONS
+    }
+    axes = {
+        o.name: (
+            Annotated[list[_option_type(o)], BeforeValidator(_as_list), Field(min_length=1)]
+            | None,
+            Field(None, description=f"axis: {o.help}"),
+        )
+        for o in OPTIONS
+    }
+    return (create_model("TrainOptions", __base__=Model, **base),
+            create_model("OptionOverrides", __base__=Model, **overrides), axes)
+
+
+TrainOptions, OptionOverrides, _OPTION_AXES = _option_models()
+
+
+class LRPolicy(Model):
+    """Learning rate scaled from a reference global batch (Goyal et al.), with warm-up."""
+
+    base: float = Field(gt=0, allow_inf_nan=False, description="learning rate at `reference_batch`")
+    reference_batch: PosInt = Field(256, description="global batch at which `base` applies")
+    scaling: Literal["linear", "sqrt", "none"] = Field(
+        "linear", description="lr = base x (global_batch / reference_batch), or its square root"
+    )
+    warmup_iters: int = Field(
+        0, ge=0, description="steps over which the lr ramps up linearly from `base`"
+    )
+
+    def lr(self, global_batch: int) -> float:
+        """The learning rate at `global_batch`."""
+        ratio = global_batch / self.reference_batch
+        factor = {"linear": ratio, "sqrt": ratio ** 0.5, "none": 1.0}[self.scaling]
+        return self.base * factor
+
+
+class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
+    """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
+
+    kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
+    model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
+    image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
+    num_classes: int = Field(1000, ge=2, description="classifier outputs")
+    warmup_iters: int = Field(2, ge=0, description="untimed iterations first")
+    iters: int = Field(10, ge=1, description="timed iterations")
+    batches_per_iter: int = Field(5, ge=1, description="batches (steps) per timed iteration")
+    lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_NAMES:
+            raise ValueError(f"unknown model {value!r}; valid models: {', '.join(MODEL_NAMES)}")
+        return value
+
+
+class CommandWorkload(Model):
+    """The user's own program, launched on every rank; a pattern extracts the throughput."""
+
+    kind: Literal["command"] = Field(description="run your own program")
+    command: list[str] = Field(
+        min_length=1,
+        description="program and arguments (a string is split like a shell would); may use "
+        + ", ".join("{" + f + "}" for f in COMMAND_FIELDS),
+    )
+    throughput_regex: str = Field(
+        DEFAULT_THROUGHPUT_REGEX,
+        description="regex over the job's stdout; the last match's group `throughput` "
+        "(or group 1) is images/s over all ranks",
+    )
+    lr: LRPolicy | None = Field(
+        None, description="learning-rate policy, passed as {lr}, {base_lr}, {lr_warmup_iters}"
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command like a shell: {exc}") from None
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _fields(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            try:
+                names = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+            except ValueError as exc:
+                msg = f"bad `{{...}}` in {arg!r}: {exc} (write {{{{ for a brace)"
+                raise ValueError(msg) from None
+            for name in names:
+                if name not in COMMAND_FIELDS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
+                        + ", ".join(COMMAND_FIELDS)
+                    )
+        return value
+
+    @field_validator("throughput_regex")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        if pattern.groups == 0:
+            raise ValueError("needs a group around the number, e.g. `(?P<throughput>[0-9.]+)`")
+        return value
+
+
+def _default_kind(value: Any) -> Any:
+    """A workload without `kind` is the bundled benchmark."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {"kind": "synthetic", **value}
+    return value
+
+
+Workload = Annotated[
+    SyntheticWorkload | CommandWorkload,
+    Field(discriminator="kind"),
+    BeforeValidator(_default_kind),
+]
+
+
+class _GridBase(Model):
+    """Axes of the grid; the runs are their cross product (minus `exclude`)."""
+
+    nodes: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=[1], description="node counts"
+    )
+    ranks_per_node: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = (
+        Field(default=[1], description="ranks (GPUs) per node")
+    )
+    batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=[32], description="per-GPU batch (weak scaling) or global batch (strong)"
+    )
+    backend: Annotated[
+        list[Literal[BACKENDS]], BeforeValidator(_as_list), Field(min_length=1)  # type: ignore[valid-type]
+    ] = Field(default=["ddp"], description="training backends: " + ", ".join(BACKENDS))
+    tuning: Annotated[list[Name], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+        default=["default"], description="names of tuning variants (`default`: no changes)"
+    )
+
+    @field_validator("*")
+    @classmethod
+    def _no_dupes(cls, value: list[Any] | None) -> list[Any] | None:
+        return value if value is None else _unique(value)
+
+    def option_axes(self) -> dict[str, list[Any]]:
+        """The training options that are axes of this grid, with their values."""
+        return {o.name: getattr(self, o.name) for o in OPTIONS
+                if getattr(self, o.name) is not None}
+
+
+Grid = create_model("Grid", __base__=_GridBase, **_OPTION_AXES)
+
+
+class Tuning(Model):
+    """A named variant: environment variables (NCCL_*, OMPI_MCA_*, ...) and backend options."""
+
+    description: str = Field("", description="what this variant changes")
+    env: dict[EnvName, str | int | float | bool] = Field(
+        default_factory=dict, description="environment variables set in the job script"
+    )
+    options: OptionOverrides = Field(  # type: ignore[valid-type]
+        default_factory=OptionOverrides,
+        description="training options of the bundled benchmark this variant changes",
+    )
+
+    def option_values(self) -> dict[str, Any]:
+        """The options this variant sets (unset ones left out)."""
+        return self.options.model_dump(exclude_none=True)
+
+
+Token = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$"),
+    Field(description="a directive value: no spaces, quotes or newlines"),
+]
+DirectiveLine = Annotated[
+    str,
+    StringConstraints(pattern=r"^[^\n\r\x00]+$", min_length=1),
+    Field(description="one directive, without #SBATCH/#PBS, e.g. --mail-type=END"),
+]
+
+
+class Job(Model):
+    """How each run's job is queued and run (values a site profile may default)."""
+
+    account: Token | None = Field(None, description="project to charge (-A)")
+    queue: Token | None = Field(None, description="PBS queue (-q), e.g. debug or prod")
+    partition: Token | None = Field(None, description="Slurm partition (-p)")
+    qos: Token | None = Field(None, description="Slurm quality of service (-q)")
+    constraint: Token | None = Field(None, description="Slurm node constraint (-C)")
+    filesystems: Token | None = Field(
+        None, description="PBS -l filesystems (mandatory at ALCF), e.g. home:eagle"
+    )
+    extra_directives: list[DirectiveLine] = Field(
+        default_factory=list, description="more directive lines, written after the prefix"
+    )
+    submit: Literal["native", "submitit"] = Field(
+        "native", description="native: sbatch/qsub the rendered script; submitit: Slurm "
+        "through submitit's executor"
+    )
+    template_dir: str | None = Field(
+        None, description="a directory of your own job templates (slurm.sh.j2, pbs.sh.j2, "
+        "local.sh.j2), relative to the spec file; the shipped ones fill the gaps"
+    )
+    walltime: str = Field(
+        "00:30:00", description="time limit per run, [D-]HH:MM:SS; a local run is stopped then"
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="shell lines run before the launch (module load, conda activate): "
+        "they are commands by design and are copied as written",
+    )
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: str) -> str:
+        walltime_seconds(value)
+        return value
+
+
+def walltime_seconds(value: str) -> int:
+    """`[D-]HH:MM:SS` -> seconds; ValueError that says the format otherwise."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)", value)
+    if not match:
+        raise ValueError(f"walltime {value!r} is not [D-]HH:MM:SS (e.g. 00:30:00 or 1-12:00:00)")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total == 0:
+        raise ValueError("walltime must be longer than 0 seconds")
+    return total
+
+
+EXCLUDE_KEYS = ("nodes", "ranks_per_node", "batch_size", "backend", "tuning",
+                "world_size", "global_batch", *(o.name for o in OPTIONS))
+
+
+class Reference(Model):
+    """A value the results must meet, with tolerances as fractions (ReFrame style):
+    pass when value x (1 + lower) <= measured <= value x (1 + upper)."""
+
+    metric: Literal["throughput", "efficiency"] = Field(
+        description="throughput: img/s over all GPUs (median over repeats); efficiency: "
+        "parallel efficiency against the group's baseline (1.0 = ideal)"
+    )
+    value: float = Field(gt=0, allow_inf_nan=False, description="the reference value")
+    lower: float = Field(-0.1, ge=-1, le=0, description="accepted deviation below `value`, "
+                         "a fraction: -0.1 = down to 10 % below")
+    upper: float | None = Field(None, ge=0, description="accepted deviation above `value`, "
+                                "a fraction; omitted = no upper limit")
+    system: str | None = Field(None, description="the system it holds on; omitted = any")
+    where: dict[str, Scalar] = Field(
+        default_factory=dict, description="the parameters of the points it applies to, "
+        "e.g. {nodes: 4, batch_size: 64, backend: ddp}; omitted = every point"
+    )
+
+
+class Study(Model):
+    """A scaling study: what to run, on which system, over which grid."""
+
+    name: Name = Field(description="the study's name; results go to results/<name>/")
+    description: str = Field("", description="what the study asks")
+    system: str = Field(
+        "local", description="site profile name (`scalestudy systems` lists them), or the "
+        "path of your own profile .yaml, relative to this file"
+    )
+    scaling: Literal["weak", "strong"] = Field(
+        "weak",
+        description="weak: batch_size is per GPU; strong: batch_size is global, split over ranks",
+    )
+    workload: Workload = Field(default_factory=SyntheticWorkload, description="what runs")
+    grid: Grid = Field(default_factory=Grid, description="the axes of the study")
+    exclude: list[dict[str, Annotated[list[Scalar], BeforeValidator(_as_list)]]] = Field(
+        default_factory=list,
+        description="drop the grid points that match every key of a rule, e.g. "
+        "{nodes: 8, batch_size: [8, 16]}; keys: " + ", ".join(EXCLUDE_KEYS),
+    )
+    tuning: dict[Name, Tuning] = Field(
+        default_factory=dict, description="named tuning variants used by grid.tuning"
+    )
+    repeats: int = Field(1, ge=1, le=100, description="times each grid point runs")
+    job: Job = Field(default_factory=Job, description="job options")
+    references: list[Reference] = Field(
+        default_factory=list, description="reference values the report checks "
+        "(`scalestudy report --check` exits 1 when one fails)"
+    )
+
+    _source: Path | None = PrivateAttr(default=None)
+    _lines: dict[Loc, int] = PrivateAttr(default_factory=dict)
+
+    @field_validator("system")
+    @classmethod
+    def _system(cls, value: str) -> str:
+        if value.endswith((".yaml", ".yml")) and "\n" not in value and "\x00" not in value:
+            return value
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+            return value
+        raise ValueError(f"{value!r} is neither a profile name nor a .yaml profile file")
+
+    @field_validator("exclude")
+    @classmethod
+    def _exclude_keys(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, rule in enumerate(rules):
+            if not rule:
+                raise ValueError(f"rule [{i}] is empty: it would exclude every run")
+            for key in rule:
+                if key not in EXCLUDE_KEYS:
+                    raise ValueError(
+                        f"rule [{i}]: unknown key {key!r}; valid keys: {', '.join(EXCLUDE_KEYS)}"
+                    )
+        return rules
+
+    @property
+    def source(self) -> Path | None:
+        """The file the study was loaded from."""
+        return self._source
+
+    def located(self, source: str | Path, lines: dict[Loc, int]) -> Study:
+        """This study, told the file it came from and the line of each key (for messages)."""
+        self._source = Path(source)
+        self._lines = dict(lines)
+        return self
+
+    def line_of(self, loc: Loc) -> str:
+        """`file:line: key` for messages about this study (best effort)."""
+        return where(self._source or "<study>", loc, self._lines)

@@ -1,0 +1,133 @@
+"""The one place that runs scheduler commands (sbatch, qsub, sacct, qstat, scancel, qdel),
+with retries for transient failures; the study lock is passed on to each of them.
+
+Both submission paths (the rendered script and submitit's) submit through `submit`,
+so they share these guarantees.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scalestudy.core.errors import SubmitError
+from scalestudy.execute.workspace import HELD_LOCKS
+from scalestudy.site.schedulers import JobState, Scheduler
+
+# (argv, cwd=None) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
+CommandRunner = Callable[..., tuple[int, str, str]]
+TIMEOUT_S = 120.0
+
+
+def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run a scheduler command; a missing command is a SubmitError that names it."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, cwd=cwd,
+                              pass_fds=tuple(sorted(HELD_LOCKS)))
+    except FileNotFoundError:
+        raise SubmitError(
+            f"{argv[0]}: command not found. Run scalestudy where the scheduler's commands "
+            "are on PATH (a login node), or pick another `system:`"
+        ) from None
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]} did not answer within {TIMEOUT_S:.0f} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+# What a busy or restarting controller says; such failures are worth another try.
+TRANSIENT = re.compile(
+    r"socket timed out|timed out|temporarily unable|try again|unable to contact|"
+    r"connection refused|communication|slurm_load_jobs error|server is busy|"
+    r"cannot connect to server|pbs_iff|did not answer", re.I)
+# A submission is tried again only when nothing can have been queued: a timeout after
+# sending may have queued the job, and a second sbatch would run it twice.
+NOT_QUEUED = re.compile(
+    r"temporarily unable|unable to contact|connection refused|cannot connect to server",
+    re.I)
+RETRY_DELAYS_S = (1.0, 3.0, 9.0)
+
+
+def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = None,
+                 idempotent: bool = True,
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[int, str, str]:
+    """Run a scheduler command, trying again with backoff while it fails transiently
+    (exit 255, a socket timeout, an unreachable controller); other failures return at
+    once. A non-idempotent command (sbatch, qsub) is retried only when it says nothing
+    was queued."""
+    for delay in (*RETRY_DELAYS_S, None):
+        code, out, err = runner(argv, cwd=cwd)
+        said = err or out or ""
+        if idempotent:
+            transient = code != 0 and (code == 255 or bool(TRANSIENT.search(said)))
+        else:
+            transient = code != 0 and bool(NOT_QUEUED.search(said))
+        if not transient or delay is None:
+            return code, out, err
+        sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command) -> str:
+    """Submit one job script from its run directory (where a scheduler's default output
+    files land); its job id, or SubmitError with the command's stderr."""
+    argv = scheduler.submit_argv(str(script))
+    code, out, err = run_retrying(runner, argv, cwd=script.parent, idempotent=False)
+    return scheduler.parse_submit(code, out, err)
+
+
+def query(scheduler: Scheduler, job_ids: Sequence[str],
+          runner: CommandRunner = run_command) -> dict[str, JobState]:
+    """States of many jobs in one call (falling back to the next query form on failure).
+
+    Jobs that no query knows are absent from the result.
+    """
+    if not job_ids:
+        return {}
+    errors = []
+    for argv in scheduler.query_argvs(job_ids):
+        code, out, err = run_retrying(runner, argv)
+        try:
+            return scheduler.parse_states(argv, code, out, err)
+        except SubmitError as exc:
+            errors.append(str(exc))
+    raise SubmitError("cannot query job states: " + "; ".join(errors))
+
+
+def find(scheduler: Scheduler, names: Sequence[str],
+         runner: CommandRunner = run_command) -> dict[str, set[str]]:
+    """Job name -> ids of the jobs the scheduler knows by that name (union of every
+    listing that answers); SubmitError when none answers."""
+    found: dict[str, set[str]] = {}
+    errors = []
+    answered = False
+    for argv in scheduler.find_argvs(names):
+        try:
+            code, out, err = run_retrying(runner, argv)
+        except SubmitError as exc:  # a listing command this site lacks
+            errors.append(str(exc).splitlines()[0])
+            continue
+        if code != 0:
+            errors.append(f"{' '.join(argv[:2])}: exit {code}: {err.strip()[:300]}")
+            continue
+        answered = True
+        for name, ids in scheduler.parse_found(argv, out).items():
+            found.setdefault(name, set()).update(ids)
+    if not answered:
+        raise SubmitError("cannot list jobs by name: " + "; ".join(errors))
+    return found
+
+
+def cancel(scheduler: Scheduler, job_ids: Sequence[str],
+           runner: CommandRunner = run_command) -> None:
+    """Cancel jobs; SubmitError when the command fails."""
+    if not job_ids:
+        return
+    argv = scheduler.cancel_argv(job_ids)
+    code, out, err = run_retrying(runner, argv)
+    problem = scheduler.cancel_failed(code, out, err)
+    if problem is not None:
+        raise SubmitError(f"{argv[0]} failed (exit {code}): {problem}")

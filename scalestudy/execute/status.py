@@ -1,0 +1,134 @@
+"""What a run directory says about its run: status.json checked against metrics.jsonl.
+
+Reading is cheap and writes nothing: a failed run's class was decided when it ended
+(execute.diagnose, called by whoever settled it). Only `diagnose=True` classifies a
+failed run again from its logs (a status.json without a class, or `unknown`, which a
+newer classifier may know better): `status`, `collect` and the report ask for that,
+the pollers never do.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.states import RunState, run_state
+from scalestudy.execute.diagnose import diagnose as classify
+from scalestudy.execute.workspace import METRICS, STATUS, read_record, record_problem
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One run's state and how it ended (the fields of status.json scalestudy reads)."""
+
+    state: RunState
+    reason: str | None = None
+    exit_code: int | None = None
+    elapsed_s: float | None = None
+    failure: str | None = None
+    failure_line: str | None = None
+    job_id: str | None = None
+    scheduler_state: str | None = None
+    record: dict[str, Any] | None = field(default=None, repr=False)
+
+    def columns(self) -> dict[str, Any]:
+        """The status columns of runs.csv."""
+        return {"state": self.state.value, "reason": self.reason, "exit_code": self.exit_code,
+                "elapsed_s": self.elapsed_s, "failure": self.failure,
+                "failure_line": self.failure_line}
+
+
+def _read_json_object(path: Path) -> tuple[bool, dict[str, Any] | None]:
+    """(exists, object): object is None when the file exists but is not a JSON object."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False, None
+    except (OSError, UnicodeDecodeError):
+        return True, None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return True, None
+    return True, obj if isinstance(obj, dict) else None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
+    """The run's status; a `completed` one without a valid record is failed. With
+    `diagnose`, a failed run without a known class is classified from its logs."""
+    run_dir = Path(run_dir)
+    exists, data = _read_json_object(run_dir / STATUS)
+    if not exists:
+        return RunStatus(RunState.PENDING)
+    if data is None:
+        found = RunStatus(RunState.FAILED, reason="status.json is unreadable")
+        return _diagnosed(run_dir, found) if diagnose else found
+    state = run_state(data.get("state"))
+    found = RunStatus(
+        state=state or RunState.FAILED,
+        reason=_as_text(data.get("reason")) if state else "status.json has no known state",
+        exit_code=_as_int(data.get("exit_code")),
+        elapsed_s=_as_float(data.get("elapsed_s")),
+        failure=_as_text(data.get("failure")),
+        failure_line=_as_text(data.get("failure_line")),
+        job_id=_as_text(data.get("job_id")),
+        scheduler_state=_as_text(data.get("scheduler_state")),
+    )
+    if found.state is RunState.COMPLETED:
+        record = read_record(run_dir / METRICS)
+        problem = record_problem(record)
+        if problem is not None:
+            return _settle_failure(run_dir, replace(found, state=RunState.FAILED,
+                                                    reason=problem, failure=None), diagnose)
+        return replace(found, record=record)
+    if found.state is RunState.FAILED:
+        return _settle_failure(run_dir, found, diagnose)
+    return found
+
+
+def _settle_failure(run_dir: Path, found: RunStatus, diagnose: bool) -> RunStatus:
+    """A failed status with its record (a partial one may still be useful) and, when
+    asked, its class diagnosed again."""
+    found = replace(found, record=read_record(run_dir / METRICS))
+    if diagnose and found.failure in (None, "", "unknown"):
+        return _diagnosed(run_dir, found)
+    return found
+
+
+def _diagnosed(run_dir: Path, found: RunStatus) -> RunStatus:
+    got = classify(run_dir, found.exit_code, found.scheduler_state, found.reason)
+    return replace(found, failure=got.failure, failure_line=got.line)
+
+
+def read_state(run_dir: Path) -> RunState:
+    """Just the state (cheap: status.json, and metrics.jsonl for a completed run)."""
+    return read_status(run_dir).state
+
+
+def status_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """status.json's content with the state as its word (for writers)."""
+    return {k: (v.value if isinstance(v, RunState) else v) for k, v in data.items()}

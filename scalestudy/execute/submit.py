@@ -1,0 +1,136 @@
+"""Submitting runs: what a run's job script is (a Submitter writes it), and one engine
+that queues those scripts with one set of guarantees, whichever Submitter wrote them.
+
+The guarantees (docs/reliability.md): an intent line in the journal before each
+submit command and the job id right after it, both fsynced, so a restart after a
+SIGKILL adopts a job instead of queueing it twice; the study lock passed on to the
+submit command; transient failures retried only when nothing can have been queued;
+the journal read once per batch, not once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from scalestudy.core.errors import SubmitError
+from scalestudy.core.grid import Run
+from scalestudy.core.states import RunState
+from scalestudy.execute import commands
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.journal import Journal, now
+from scalestudy.execute.status import read_state
+from scalestudy.site.plan import Plan
+from scalestudy.site.render import render
+
+
+class Submitter(Protocol):
+    """How the job script of a run is made; the engine below submits it."""
+
+    #: Its name in the journal and in `job: {submit: ...}`.
+    via: str
+
+    def write_script(self, plan: Plan, run: Run, run_dir: Path) -> Path:
+        """Write the script (and whatever it reads) into the run directory; its path."""
+        ...
+
+
+class NativeScript:
+    """The Jinja-rendered job script (templates/<scheduler>.sh.j2), submitted as it is."""
+
+    via = "native"
+
+    def write_script(self, plan: Plan, run: Run, run_dir: Path) -> Path:
+        """runs/<id>/job.sh, rendered."""
+        path = run_dir / ws.SCRIPT
+        ws.write_text_atomic(path, render(plan.study, plan.system, run, run_dir.resolve()),
+                             mode=0o755)
+        return path
+
+
+def submitter_for(plan: Plan) -> Submitter:
+    """The study's `job.submit`: native (default) or submitit."""
+    if plan.study.job.submit == "submitit":
+        from scalestudy.execute.submitit_script import SubmititScript
+
+        return SubmititScript()
+    return NativeScript()
+
+
+def journal(plan: Plan) -> Journal:
+    """The study's journal of submitted jobs."""
+    return Journal(plan.directory / "jobs.jsonl")
+
+
+def prepare(plan: Plan, runs: Sequence[Run], force: bool = False) -> list[Run]:
+    """Write run.json and the job script of each run that is not complete; those runs.
+
+    A completed run's directory is left as it is: its script is the record of what ran
+    (unless `force`: `run --rerun all` runs it again, its files kept in attempts/<n>/).
+    """
+    plan.directory.mkdir(parents=True, exist_ok=True)
+    if plan.study.source is not None:
+        ws.write_text_atomic(plan.directory / "study.yaml",
+                             plan.study.source.read_text(encoding="utf-8"))
+    submitter = submitter_for(plan) if plan.scheduler.queued else NativeScript()
+    todo = []
+    for run in runs:
+        directory = plan.run_dir(run)
+        if not force and read_state(directory) is RunState.COMPLETED:
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        ws.write_json_atomic(directory / ws.RUN_JSON, run.params())
+        submitter.write_script(plan, run, directory.resolve())
+        todo.append(run)
+    return todo
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What one `submit_runs` call did."""
+
+    submitted: list[tuple[Run, str]]
+    active: int  # jobs of the study in the queue now (including the new ones)
+    waiting: list[Run]  # left for later by --max-jobs
+
+
+def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | None = None,
+                runner: commands.CommandRunner = commands.run_command,
+                force: bool = False) -> Submission:
+    """Write and submit the scripts of `runs` (already chosen: not queued, not running),
+    at most `max_jobs` in the queue with the `active` ones already there.
+
+    Each job id is written to the journal before the next submission starts. When a
+    submission fails, what was submitted stays recorded and SubmitError says how many.
+    """
+    room = len(runs) if max_jobs is None else max(0, max_jobs - active)
+    now_runs, later = list(runs[:room]), list(runs[room:])
+    scheduler = plan.scheduler
+    submitter = submitter_for(plan)
+    book = journal(plan)
+    attempts = book.jobs_per_run()  # read once for the whole batch
+    done: list[tuple[Run, str]] = []
+    prepare(plan, now_runs, force=True)
+    for run in now_runs:
+        run_dir = plan.run_dir(run).resolve()
+        ws.archive_attempt(run_dir)
+        script = run_dir / ws.SCRIPT
+        attempt = attempts.get(run.run_id, 0) + 1
+        book.record({"run_id": run.run_id, "intent": True, "attempt": attempt, "at": now()})
+        try:
+            job_id = commands.submit(scheduler, script, runner)
+        except SubmitError as exc:
+            raise SubmitError(
+                f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "
+                f"{book.path}; run the same command again to submit the rest"
+            ) from None
+        book.record({"run_id": run.run_id, "job_id": job_id, "attempt": attempt,
+                     "scheduler": scheduler.name, "via": submitter.via,
+                     "submitted_at": now()})
+        ws.write_json_atomic(run_dir / ws.STATUS, {
+            "state": RunState.QUEUED.value, "job_id": job_id, "submitted_at": now()})
+        attempts[run.run_id] = attempt
+        done.append((run, job_id))
+    return Submission(done, active + len(done), later)

@@ -1,0 +1,74 @@
+"""The `submit: submitit` Submitter: submitit's own sbatch script and pickled task, with
+the same resources, setup lines and environment as the rendered script.
+
+submitit writes the script (kept as runs/<id>/job.sh) and the task every rank runs
+(runs/<id>/submitit/task.pkl: the bundled workload or the `command`, started by
+execute.submitit_task). scalestudy submits that script through the same engine as a
+rendered one (execute.submit), so both paths share the journal, the lock and the
+retries. The script links task.pkl to the `<job id>_submitted.pkl` submitit's runner
+looks for, so a job whose submitter was killed right after sbatch still finds its task.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from pathlib import Path
+
+from scalestudy.core.grid import Run
+from scalestudy.core.spec import walltime_seconds
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.submitit_task import WorkloadTask
+from scalestudy.site.plan import Plan
+from scalestudy.site.render import context, job_request, quote
+
+TASK = "task.pkl"
+
+
+def program_argv(ctx: dict, python: str) -> list[str]:
+    """What each task runs: `python -m scalestudy.workload ...` or the user's command."""
+    program = ctx["program"]
+    if program and program[0] == "-m":
+        return [python, *program]
+    return list(program)
+
+
+class SubmititScript:
+    """submitit's SlurmExecutor, used to write the script; submission is scalestudy's."""
+
+    via = "submitit"
+
+    def write_script(self, plan: Plan, run: Run, run_dir: Path) -> Path:
+        """runs/<id>/job.sh (submitit's sbatch script) and runs/<id>/submitit/task.pkl."""
+        import submitit
+
+        run_dir = run_dir.resolve()
+        folder = run_dir / "submitit"
+        folder.mkdir(parents=True, exist_ok=True)
+        ctx = context(plan.study, plan.system, run, run_dir)
+        job = job_request(plan.study, plan.system, run, run_dir)
+        minutes = math.ceil(walltime_seconds(plan.study.job.walltime) / 60)
+        exports = [f"export OMP_NUM_THREADS={ctx['threads']}",
+                   *(f"export {k}={quote(v)}" for k, v in ctx["env"].items())]
+        link = (f"ln -sfn {quote(str(folder / TASK))} "
+                f"{quote(str(folder))}/\"${{SLURM_JOB_ID}}_submitted.pkl\"")
+        executor = submitit.SlurmExecutor(folder=folder, python=quote(ctx["python"]))
+        executor.update_parameters(
+            job_name=job.name, nodes=run.nodes, ntasks_per_node=run.ranks_per_node,
+            cpus_per_task=ctx["threads"], gpus_per_node=job.gpus_per_node or None,
+            time=minutes, partition=job.queue, qos=job.qos, constraint=job.constraint,
+            account=job.account, setup=[*ctx["setup"], *exports, link],
+            stderr_to_stdout=False,
+        )
+        task = submitit.helpers.DelayedSubmission(
+            WorkloadTask(program_argv(ctx, ctx["python"]), str(run_dir)))
+        task.set_timeout(minutes, executor.max_num_timeout)
+        tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
+        task.dump(tmp)
+        tmp.replace(folder / TASK)
+        # submitit's own script text (its submission otherwise runs sbatch itself)
+        text = executor._make_submission_file_text(executor._submitit_command_str,
+                                                   uuid.uuid4().hex)
+        path = run_dir / ws.SCRIPT
+        ws.write_text_atomic(path, text, mode=0o755)
+        return path

@@ -1,0 +1,290 @@
+"""Runs on a scheduler: their states from one batched query, how each ended (settled
+once), jobs adopted after a crash, following a study to its end, cancelling it.
+
+A run's state comes from three places, read in this order: its status.json (final
+once the job has ended: settled), the journal of submitted jobs (jobs.jsonl), and one
+batched scheduler query for every job not yet settled. A poll writes a run's status
+only when it changed, and a `Tracker` never reads a settled run again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.errors import ScalestudyError, SubmitError
+from scalestudy.core.grid import Run, job_name
+from scalestudy.core.states import JobStatus, RunState
+from scalestudy.execute import commands
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.diagnose import diagnose
+from scalestudy.execute.journal import now
+from scalestudy.execute.status import read_status
+from scalestudy.execute.submit import Submission, journal, queue_runs
+from scalestudy.site.plan import Plan
+from scalestudy.site.schedulers import JobState
+
+# A job the scheduler does not list yet (accounting lags a few seconds) is not lost.
+GRACE_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What scalestudy knows of one run now."""
+
+    run: Run
+    state: RunState
+    job_id: str | None = None
+    reason: str | None = None
+
+
+def _age_s(entry: dict[str, Any]) -> float:
+    try:
+        submitted = datetime.fromisoformat(entry["submitted_at"])
+    except (KeyError, ValueError, TypeError):
+        return float("inf")
+    return (datetime.now(timezone.utc) - submitted).total_seconds()
+
+
+@dataclass
+class Tracker:
+    """Follows the runs of a plan; remembers the runs that have ended (settled) so that
+    later polls neither read nor write them again."""
+
+    plan: Plan
+    runner: commands.CommandRunner = commands.run_command
+    settled: dict[str, RunView] = field(default_factory=dict)
+    #: (state, scheduler's word) last written per run, to write only what changed.
+    written: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Runs submitted again: read them afresh at the next poll."""
+        for run_id in run_ids:
+            self.settled.pop(run_id, None)
+            self.written.pop(run_id, None)
+
+    def refresh(self) -> dict[str, RunView]:
+        """Every planned run's state, from one scheduler query; ended jobs are settled."""
+        plan = self.plan
+        latest = journal(plan).latest()
+        views: dict[str, RunView] = {}
+        unsettled: dict[str, tuple[Run, dict[str, Any]]] = {}
+        scheduler = plan.scheduler
+        for run in plan.runs:
+            if run.run_id in self.settled:
+                views[run.run_id] = self.settled[run.run_id]
+                continue
+            status = read_status(plan.run_dir(run))
+            entry = latest.get(run.run_id)
+            if entry is None or status.state.ended or status.state is RunState.INTERRUPTED:
+                view = RunView(run, status.state, entry and entry["job_id"], status.reason)
+                views[run.run_id] = view
+                if status.state.ended:
+                    self.settled[run.run_id] = view
+            else:
+                unsettled[scheduler.short_id(entry["job_id"])] = (run, entry)
+        if unsettled:
+            found = {scheduler.short_id(k): v for k, v in
+                     commands.query(scheduler, list(unsettled), self.runner).items()}
+            for key, (run, entry) in unsettled.items():
+                view = self._update(run, entry, found.get(key))
+                views[run.run_id] = view
+                if view.state.ended:
+                    self.settled[run.run_id] = view
+        return views
+
+    def _update(self, run: Run, entry: dict[str, Any], job: JobState | None) -> RunView:
+        run_dir = self.plan.run_dir(run)
+        job_id = entry["job_id"]
+        if job is None:
+            if _age_s(entry) < GRACE_S:
+                return RunView(run, RunState.QUEUED, job_id)
+            has_record = ws.record_problem(ws.read_record(run_dir / ws.METRICS)) is None
+            job = JobState(job_id, JobStatus.COMPLETED if has_record else JobStatus.LOST,
+                           "not listed")
+        if not job.done:
+            current = job.state.run_state
+            if self.written.get(run.run_id) != (current.value, job.raw):
+                ws.write_json_atomic(run_dir / ws.STATUS, {
+                    "state": current.value, "job_id": job_id, "scheduler_state": job.raw,
+                    "submitted_at": entry.get("submitted_at")})
+                self.written[run.run_id] = (current.value, job.raw)
+            return RunView(run, current, job_id)
+        workload = self.plan.study.workload
+        regex = workload.throughput_regex if workload.kind == "command" else None
+        status = settle(run_dir, job, run.params(), regex)
+        return RunView(run, RunState(status["state"]), job_id, status["reason"])
+
+
+def refresh(plan: Plan, runner: commands.CommandRunner = commands.run_command
+            ) -> dict[str, RunView]:
+    """Every planned run's state now (one scheduler query)."""
+    return Tracker(plan, runner).refresh()
+
+
+def settle(run_dir: Path, job: JobState, params: dict[str, Any],
+           command_regex: str | None = None) -> dict[str, Any]:
+    """Write the final status.json of a run whose job has ended (for a `command`
+    workload, first its record from the throughput in stdout.log); a failed run is
+    classified here, once."""
+    problem = None
+    if command_regex is not None and job.state is JobStatus.COMPLETED:
+        problem = ws.record_command_throughput(run_dir, params, command_regex)
+    problem = problem or ws.record_problem(ws.read_record(run_dir / ws.METRICS))
+    exit_code = job.exit_code
+    if exit_code is None:
+        try:
+            exit_code = int((run_dir / "exit_code").read_text().strip())
+        except (OSError, ValueError):
+            exit_code = None
+    reason = _reason(job, problem, exit_code)
+    failure = None if reason is None else diagnose(run_dir, exit_code, job.raw, reason)
+    status = {
+        "state": (RunState.COMPLETED if reason is None else RunState.FAILED).value,
+        "failure": failure and failure.failure, "failure_line": failure and failure.line,
+        "job_id": job.job_id, "scheduler_state": job.raw, "exit_code": exit_code,
+        "ended_at": now(), "reason": reason,
+        "log_tail": None if reason is None else ws.log_tail(run_dir),
+    }
+    ws.write_json_atomic(run_dir / ws.STATUS, status)
+    return status
+
+
+def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | None:
+    """Why an ended job's run failed (None: it completed)."""
+    if job.state is JobStatus.COMPLETED and problem is None and exit_code in (None, 0):
+        return None
+    if job.state is JobStatus.LOST:
+        reason = (f"job {job.job_id} is no longer known to the scheduler and left no "
+                  "metrics record (lost)")
+    elif job.state is JobStatus.TIMEOUT:
+        reason = f"walltime exceeded ({job.raw})"
+    elif job.state is JobStatus.CANCELLED:
+        reason = f"cancelled ({job.raw})"
+    elif job.state is JobStatus.COMPLETED and exit_code not in (None, 0):
+        reason = f"exit code {exit_code}"
+    elif job.state is JobStatus.COMPLETED:
+        reason = problem
+    else:
+        reason = f"{job.raw}" + (f", exit code {exit_code}" if exit_code is not None else "")
+    if job.reason and reason and job.reason not in reason:
+        reason += f"; scheduler: {job.reason}"
+    return reason
+
+
+def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
+            ) -> list[tuple[str, str]]:
+    """Close the one window the journal leaves: `run` killed while sbatch/qsub ran, after
+    the job was queued but before its id was recorded. Each intent (written before the
+    command) without a job id is looked up by job name; a job found that the journal does
+    not know is adopted (recorded). Returns the (run id, job id) adopted.
+
+    SubmitError when the scheduler cannot be asked: submitting again could queue a run
+    twice, so nothing is submitted until it answers.
+    """
+    book = journal(plan)
+    intents = book.unresolved_intents()
+    if not intents:
+        return []
+    runs = {r.run_id: r for r in plan.runs}
+    names = {job_name(plan.study.name, i): i for i in intents if i in runs}
+    scheduler = plan.scheduler
+    try:
+        found = commands.find(scheduler, list(names), runner) if names else {}
+    except SubmitError as exc:
+        raise SubmitError(
+            f"{exc}\na submission was interrupted and scalestudy cannot tell whether its job "
+            "was queued; run again when the scheduler answers") from None
+    known = {scheduler.short_id(e["job_id"]) for e in book.entries()}
+    adopted = []
+    for run_id, intent in intents.items():
+        run = runs.get(run_id)
+        orphans = sorted(found.get(job_name(plan.study.name, run_id), set()) - known,
+                         key=lambda j: (len(j), j)) if run is not None else []
+        if orphans:
+            job_id = orphans[-1]
+            book.record({"run_id": run_id, "job_id": job_id, "attempt": intent.get("attempt"),
+                         "scheduler": scheduler.name, "submitted_at": intent.get("at"),
+                         "adopted": True})
+            ws.write_json_atomic(plan.run_dir(run) / ws.STATUS, {
+                "state": RunState.QUEUED.value, "job_id": job_id,
+                "submitted_at": intent.get("at")})
+            adopted.append((run_id, job_id))
+        else:
+            book.record({"run_id": run_id, "resolved": True, "at": now()})
+    return adopted
+
+
+def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
+                runner: commands.CommandRunner = commands.run_command,
+                views: dict[str, RunView] | None = None, force: bool = False) -> Submission:
+    """Submit the chosen runs that are neither queued nor running nor complete (complete
+    ones too with `force`: `run --rerun all`), at most `max_jobs` in the queue. Without
+    `views`, interrupted submissions are recovered and the scheduler asked first."""
+    if views is None:
+        recover(plan, runner)
+        views = Tracker(plan, runner).refresh()
+    active = sum(1 for v in views.values() if v.state.active)
+    todo = [r for r in chosen if not views[r.run_id].state.active
+            and (force or views[r.run_id].state is not RunState.COMPLETED)]
+    return queue_runs(plan, todo, active, max_jobs, runner, force)
+
+
+def poll(check: Callable[[], bool], interval_s: float = 5.0, max_interval_s: float = 60.0,
+         timeout_s: float | None = None, sleep: Callable[[float], None] = time.sleep,
+         what: str = "the jobs") -> None:
+    """Call `check` until it says done, backing off from `interval_s` to `max_interval_s`;
+    ScalestudyError after `timeout_s` (None: no limit). The one poller of scalestudy."""
+    started = time.monotonic()
+    interval = interval_s
+    while not check():
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            raise ScalestudyError(f"{what} did not end within {timeout_s:.0f} s; check with "
+                                  "`scalestudy status` or the scheduler")
+        sleep(interval)
+        interval = min(max_interval_s, interval * 1.5)
+
+
+def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
+           max_jobs: int | None = None, runner: commands.CommandRunner = commands.run_command,
+           interval_s: float = 5.0, max_interval_s: float = 60.0,
+           sleep: Callable[[float], None] = time.sleep,
+           progress: Callable[[dict[str, RunView]], None] | None = None,
+           force: bool = False, timeout_s: float | None = None) -> dict[str, RunView]:
+    """Poll (one query per cycle, backing off) until every chosen run has ended, submitting
+    the runs `--max-jobs` held back (`queue`) as slots free; returns the final views."""
+    ids = {r.run_id for r in chosen}
+    waiting = list(queue)
+    tracker = Tracker(plan, runner)
+    final: dict[str, RunView] = {}
+
+    def check() -> bool:
+        nonlocal waiting
+        views = tracker.refresh()
+        if waiting:
+            active = sum(1 for v in views.values() if v.state.active)
+            done = queue_runs(plan, waiting, active, max_jobs, runner, force)
+            waiting = done.waiting
+            if done.submitted:
+                tracker.forget(r.run_id for r, _ in done.submitted)
+                views = tracker.refresh()
+        if progress:
+            progress(views)
+        final.update(views)
+        return not waiting and all(views[i].state.ended for i in ids)
+
+    poll(check, interval_s, max_interval_s, timeout_s, sleep)
+    return final
+
+
+def cancel_runs(plan: Plan, runner: commands.CommandRunner = commands.run_command) -> list[str]:
+    """Cancel every queued or running job of the study; returns their ids."""
+    views = refresh(plan, runner)
+    job_ids = [v.job_id for v in views.values() if v.state.active and v.job_id]
+    if job_ids:
+        commands.cancel(plan.scheduler, job_ids, runner)
+    return job_ids

@@ -1,0 +1,1 @@
+"""Presentation: tables (terminal, Markdown, HTML), plots, the report and compare files."""

@@ -1,0 +1,288 @@
+"""The study report: analyse a scaling table, then write Markdown, self-contained HTML,
+PNG plots, CSV of the data and a JSON summary into results/<study>/report/.
+
+`build_report` writes everything in a temporary directory and swaps it in at the end,
+so a crash never leaves half a report. See docs/report.md for what each section means.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from scalestudy.core.spec import Reference
+from scalestudy.report.page import Block, Link, html_page, markdown
+from scalestudy.report.plots import (
+    Draw,
+    heatmap_data,
+    plot_comm_overhead,
+    plot_efficiency,
+    plot_heatmap,
+    plot_model,
+    plot_per_gpu_vs_batch,
+    plot_throughput,
+    plot_variants,
+    render_png,
+)
+from scalestudy.report.tables import (
+    bound_table,
+    failure_table,
+    fit_table,
+    flags_table,
+    group_tables,
+    prediction_table,
+    reference_table,
+    residual_table,
+)
+from scalestudy.results.analyze import Baseline, completed_runs, failures
+from scalestudy.results.collect import STATES
+from scalestudy.results.commmodel import MAX_NODES, model_study, ring_bounds
+from scalestudy.results.findings import findings
+from scalestudy.results.quality import Thresholds, flagged_runs
+from scalestudy.results.references import Locate, check_references
+from scalestudy.results.summary import dump, summary_dict
+
+__all__ = ["Report", "ReportOptions", "build_report", "plot_efficiency", "plot_throughput",
+           "render_png", "write_report"]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the report analyses: baseline, flag thresholds, the model's terms and reach."""
+
+    baseline: Baseline = "smallest"
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    latency: str = "log"
+    bandwidth: str = "fit"
+    max_nodes: int = MAX_NODES
+
+
+@dataclass
+class Report:
+    """What a report build produced: where, the tables, the checks and the summary."""
+
+    html: Path
+    table: pd.DataFrame
+    checks: pd.DataFrame
+    summary: dict[str, Any]
+
+    @property
+    def failed_checks(self) -> int:
+        """How many reference checks failed."""
+        return int((self.checks["result"] == "fail").sum()) if len(self.checks) else 0
+
+
+def run_counts(runs: pd.DataFrame) -> str:
+    """A summary like `12 runs planned: 10 completed, 1 failed, 1 pending`."""
+    states = runs["state"].astype(str) if "state" in runs.columns else pd.Series(dtype=str)
+    counts = states.value_counts()
+    names = [*[s for s in STATES if s in counts], *[s for s in counts.index if s not in STATES]]
+    parts = ", ".join(f"{counts[s]} {s}" for s in names)
+    return f"{len(runs)} runs planned" + (f": {parts}" if parts else "")
+
+
+def _definitions(scaling: str, options: ReportOptions) -> str:
+    fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
+             else "global batch fixed, per-GPU batch shrinks with the GPUs")
+    return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is images/s over all "
+            "GPUs, median over repeats, [min–max] over repeats. Speedup = throughput(P) / "
+            "throughput(P0); efficiency = (throughput(P) / P) / (throughput(P0) / P0), P0 = "
+            f"the baseline (asked for: {options.baseline}). "
+            + options.thresholds.describe())
+
+
+MODEL_TEXT = ("Step time t(P) = a·b(P) + 2(P−1)/P·S/B + α·L(P): compute (b = per-GPU batch), "
+              "ring allreduce of S gradient bytes at bus bandwidth B, latency α per {lat}. "
+              "Measured step time = global batch / throughput. Fitted by non-negative least "
+              "squares on relative residuals; the hold-out check refits without the largest "
+              "world size and predicts it.")
+
+
+BOUND_TEXT = ("At each group's largest scale: a ring allreduce of S gradient bytes takes at "
+              "least 2(P−1)/P·S/busbw (busbw from the allreduce probe); with compute time "
+              "t_c, efficiency cannot exceed t_c / (t_c + t_ring) unless communication "
+              "overlaps compute (DDP overlaps it with the backward pass).")
+
+
+def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
+           ) -> list[tuple[str, str, Draw, pd.DataFrame, str]]:
+    """(file, title, draw, frame, data csv) of each plot the data supports."""
+    out: list[tuple[str, str, Draw, pd.DataFrame, str]] = [
+        ("throughput.png", "Throughput vs GPUs", plot_throughput, table, "scaling.csv"),
+        ("efficiency.png", "Parallel efficiency vs GPUs", plot_efficiency, table,
+         "scaling.csv")]
+    if table.empty:
+        return out
+    if table["batch_size"].nunique() > 1:
+        out.append(("per_gpu_batch.png", "Per-GPU throughput vs per-GPU batch",
+                    plot_per_gpu_vs_batch, table, "scaling.csv"))
+    if table["group"].nunique() > 1:
+        out.append(("variants.png", "Throughput per configuration at each scale",
+                    plot_variants, table, "scaling.csv"))
+    heat = heatmap_data(table)
+    if heat.shape[0] > 1 and heat.shape[1] > 1:
+        out.append(("heatmap.png", "Efficiency by nodes and batch", plot_heatmap,
+                    table, "heatmap.csv"))
+    if table["comm_overhead"].notna().any():
+        out.append(("comm_overhead.png", "Communication overhead vs GPUs", plot_comm_overhead,
+                    table, "scaling.csv"))
+    if (fits["status"] == "fitted").any():
+        out.append(("model.png", "Step time: measured, fit and prediction", plot_model,
+                    model_frame, "model_points.csv"))
+    return out
+
+
+def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
+            table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
+    b: list[Block] = [("h1", f"Scaling study: {name}"),
+                      ("note", f"Generated {date}. {run_counts(runs)}.")]
+    b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
+    b.append(("note", _definitions(scaling, options)))
+    b += [("h2", "Findings"), ("ul", parts["findings"] or ["No completed runs yet."])]
+    if table.empty:
+        b.append(("p", "No completed runs yet: nothing to analyse."))
+    for group, note, tab in group_tables(table):
+        b += [("h2", group), ("note", note), ("table", tab)]
+    checks = parts["checks"]
+    if len(checks):
+        failed = int((checks["result"] == "fail").sum())
+        b += [("h2", "References"),
+              ("p", f"{len(checks) - failed} passed, {failed} failed."),
+              ("table", reference_table(checks))]
+    if not table.empty:
+        b += [("h2", "Communication model"),
+              ("note", MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
+                                         else "extra rank (P − 1)")),
+              ("table", fit_table(parts["fits"]))]
+        if len(parts["points"]):
+            b += [("h3", "Residuals"), ("table", residual_table(parts["points"]))]
+        if len(parts["bounds"]):
+            b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
+                  ("table", bound_table(parts["bounds"]))]
+        if len(parts["preds"]):
+            b += [("h3", f"Predictions (up to {options.max_nodes:,} nodes)"),
+                  ("table", prediction_table(parts["preds"]))]
+    b.append(("h2", "Plots"))
+    b += [("img", (fname, title)) for fname, title, *_ in parts["plots"]]
+    flagged = parts["flagged"]
+    b += [("h2", "Quality flags"),
+          ("table", flags_table(flagged)) if len(flagged) else ("p", "None.")]
+    failed_tab = failure_table(runs)
+    b += [("h2", "Failed runs"), ("table", failed_tab) if failed_tab[1] else ("p", "None.")]
+    b += [("h2", "Data"), ("ul", [Link(f, f, f": {what}") for f, what in DATA_FILES
+                                  if f in parts["files"]]
+                           + [Link("../runs.csv", "../runs.csv", ": one row per run")])]
+    return b
+
+
+DATA_FILES: tuple[tuple[str, str], ...] = (
+    ("scaling.csv", "the scaling tables and the data of the throughput, efficiency, "
+     "per-GPU batch, configuration and comm-overhead plots"),
+    ("heatmap.csv", "the data of the heatmap"),
+    ("model_fit.csv", "the model's parameters per group"),
+    ("model_points.csv", "measured vs fitted step time (the model plot's data)"),
+    ("model_predictions.csv", "predicted throughput and efficiency at larger scales"),
+    ("ring_bound.csv", "the ring allreduce time from the probe and the bound it sets"),
+    ("references.csv", "the reference checks"),
+    ("flags.csv", "the flagged runs"),
+    ("failures.csv", "the failed runs"),
+    ("summary.json", "the summary `scalestudy report --json` prints"),
+)
+
+
+def _swap_in(tmp: Path, final: Path) -> None:
+    """Replace directory `final` by `tmp`; the old one is moved aside, then removed."""
+    aside = None
+    if final.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f"{final.name}.old", dir=final.parent))
+        os.rename(final, aside / final.name)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside / final.name, final)
+            shutil.rmtree(aside, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+RefSet = tuple[Sequence[Reference], Locate]
+
+
+def _check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
+               ) -> pd.DataFrame:
+    frames = [check_references(refs, table, system, locate) for refs, locate in references
+              if refs]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else check_references(
+        [], table, system, lambda loc: "")
+
+
+def build_report(study_dir: Path, name: str, description: str, scaling: str,
+                 runs: pd.DataFrame, table: pd.DataFrame, *,
+                 options: ReportOptions | None = None, references: Sequence[RefSet] = (),
+                 system: str = "") -> Report:
+    """Analyse, check references and write `report/` atomically."""
+    options = options or ReportOptions()
+    study_dir = Path(study_dir)
+    study_dir.mkdir(parents=True, exist_ok=True)
+    date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+    fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
+                                      options.max_nodes)
+    model_frame = pd.concat([points.assign(kind="measured"), preds.assign(
+        kind="predicted", step_time_fitted=preds["global_batch"] / preds[
+            "throughput_predicted"])], ignore_index=True)
+    checks = _check_all(references, table, system)  # with no runs, every reference fails
+    bounds = ring_bounds(table, fits)
+    parts: dict[str, Any] = {
+        "fits": fits, "points": points, "preds": preds, "checks": checks, "bounds": bounds,
+        "flagged": flagged_runs(completed_runs(runs), options.thresholds),
+        "findings": findings(table, runs, scaling, fits, points, preds, bounds),
+        "plots": _plots(table, model_frame, fits)}
+    csvs: dict[str, pd.DataFrame] = {
+        "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
+        "model_points.csv": model_frame, "model_predictions.csv": preds,
+        "flags.csv": parts["flagged"], "ring_bound.csv": parts["bounds"]}
+    if any(p[0] == "heatmap.png" for p in parts["plots"]):
+        csvs["heatmap.csv"] = heatmap_data(table).reset_index()
+    if len(checks):
+        csvs["references.csv"] = checks
+    parts["files"] = {*csvs, "summary.json"}
+    summary = summary_dict(name, scaling, date, runs, table, parts)
+    tmp = Path(tempfile.mkdtemp(prefix="report.tmp", dir=study_dir))
+    try:
+        tmp.chmod(0o755)
+        images = {fname: render_png(draw, frame, f"{name}: {title}, {scaling} scaling "
+                                    f"({date})")
+                  for fname, title, draw, frame, _ in parts["plots"]}
+        for fname, data in images.items():
+            (tmp / fname).write_bytes(data)
+        for fname, frame in csvs.items():
+            frame.to_csv(tmp / fname, index=False)
+        (tmp / "summary.json").write_text(dump(summary), encoding="utf-8")
+        blocks = _blocks(name, description, scaling, date, runs, table, options, parts)
+        (tmp / "index.md").write_text(markdown(blocks), encoding="utf-8")
+        (tmp / "index.html").write_text(
+            html_page(blocks, f"Scaling study: {name}", f"{name}, {date}", images),
+            encoding="utf-8")
+        _swap_in(tmp, study_dir / "report")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Report(html=study_dir / "report" / "index.html", table=table, checks=checks,
+                  summary=summary)
+
+
+def write_report(study_dir: Path, name: str, description: str, scaling: str,
+                 runs: pd.DataFrame, table: pd.DataFrame, **kw: Any) -> Path:
+    """`build_report` and return the path of index.html."""
+    return build_report(study_dir, name, description, scaling, runs, table, **kw).html

@@ -1,0 +1,306 @@
+"""Plots of a scaling study: each function takes a frame (from results.analyze,
+results.commmodel or results.compare) and a matplotlib axis, and draws on it only.
+
+Figures are plain `matplotlib.figure.Figure` objects on the Agg canvas; pyplot (and
+its global figure manager) is never used.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogFormatter, NullLocator, PercentFormatter
+
+from scalestudy.results.analyze import format_value, groups
+
+Draw = Callable[[pd.DataFrame, Axes, str], None]
+CMAP = colormaps["tab10"]
+
+
+class _PlainLogFormatter(LogFormatter):
+    """Log-axis labels as plain numbers (1,000 rather than 10^3); LogFormatter picks
+    which ticks get a label."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+
+def gpu_axis(ax: Axes, sizes_in: pd.Series) -> None:
+    """Log2 x axis with a tick at each world size, labelled as plain integers."""
+    ax.set_xscale("log", base=2)
+    sizes = sorted({int(p) for p in sizes_in}) if len(sizes_in) else [1, 2, 4, 8]
+    if len(sizes) > 12:
+        sizes = [s for i, s in enumerate(sizes) if i % (len(sizes) // 12 + 1) == 0]
+    ax.set_xticks(sizes)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}"))
+    ax.set_xlim(min(sizes_in, default=1) / 1.4, max(sizes_in, default=8) * 1.4)
+    ax.set_xlabel("GPUs (world size = nodes × ranks/node)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def log_y(ax: Axes) -> None:
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
+
+
+def _no_data(ax: Axes, text: str = "No completed runs yet") -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12,
+            color="0.4")
+
+
+#: Legend entries shown at most; the rest are summed up in one entry.
+MAX_LEGEND = 12
+
+
+def _legend(ax: Axes, *extra: Line2D) -> None:
+    """A legend of at most MAX_LEGEND entries (plus `extra`), placed where it hides least
+    when that is cheap to find."""
+    handles, labels = ax.get_legend_handles_labels()
+    if len(handles) > MAX_LEGEND:
+        more = len(handles) - MAX_LEGEND + 1
+        handles = [*handles[:MAX_LEGEND - 1], Line2D([], [], ls="none")]
+        labels = [*labels[:MAX_LEGEND - 1], f"… {more} more (see the tables)"]
+    ax.legend([*handles, *extra], [*labels, *(e.get_label() for e in extra)], fontsize=8,
+              loc="best" if len(handles) <= 4 else "upper left")
+
+
+def _nonnegative(err: list[np.ndarray]) -> list[np.ndarray]:
+    """Error-bar lengths, with rounding noise below zero clipped (matplotlib rejects it)."""
+    return [np.clip(e, 0.0, None) for e in err]
+
+
+def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Log-log throughput vs GPUs per group, min–max band over repeats, dashed ideal."""
+    ax.set_title(title or "Throughput vs GPUs")
+    ax.set_ylabel("Throughput (img/s, all GPUs)")
+    gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
+    if table.empty:
+        _no_data(ax)
+        ax.set_yticks([])
+        return
+    log_y(ax)
+    for i, (group, rows) in enumerate(groups(table)):
+        color = CMAP(i % 10)
+        med = rows["throughput_median"].to_numpy(float)
+        err = _nonnegative([med - rows["throughput_min"].to_numpy(float),
+                            rows["throughput_max"].to_numpy(float) - med])
+        ax.errorbar(rows["world_size"], med, yerr=err, fmt="o-", color=color, capsize=3,
+                    label=group)
+        if len(rows) > 1:
+            ax.fill_between(rows["world_size"], rows["throughput_min"], rows["throughput_max"],
+                            color=color, alpha=0.15, lw=0)
+        ax.plot(rows["world_size"], rows["ideal_throughput"], "--", color=color, alpha=0.6)
+    _legend(ax, Line2D([], [], ls="--", color="0.4", label="ideal (linear from baseline)"))
+
+
+def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Efficiency vs GPUs (x log2, y from 0) per group with a 100 % reference line."""
+    ax.set_title(title or "Parallel efficiency vs GPUs")
+    ax.set_ylabel("Parallel efficiency (per-GPU img/s vs baseline)")
+    gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    top = 1.1
+    if table.empty:
+        _no_data(ax)
+    else:
+        annotate = len(table) <= 24
+        for i, (group, rows) in enumerate(groups(table)):
+            color = CMAP(i % 10)
+            eff = rows["efficiency"].to_numpy(float)
+            scale = eff / rows["throughput_median"].to_numpy(float)
+            err = _nonnegative([eff - rows["throughput_min"].to_numpy(float) * scale,
+                                rows["throughput_max"].to_numpy(float) * scale - eff])
+            ax.errorbar(rows["world_size"], eff, yerr=err, fmt="o-", color=color, capsize=3,
+                        label=group)
+            if annotate:
+                base = rows["baseline"].to_numpy(bool)
+                for x, y in zip(rows["world_size"][~base], eff[~base], strict=True):
+                    ax.annotate(f"{y:.0%}", (x, y), textcoords="offset points", xytext=(7, 0),
+                                ha="left", va="center", fontsize=7, color=color,
+                                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
+                                      "alpha": 0.8})
+            top = max(top, float(np.nanmax(err[1] + eff)) * 1.08)
+    ax.axhline(1.0, ls="--", color="0.4", lw=1)
+    ax.set_ylim(0, top)
+    _legend(ax, Line2D([], [], ls="--", color="0.4", label="ideal (100 %)"))
+
+
+def _without_batch(label: str) -> str:
+    return re.sub(r"\s*(global )?batch \S+$", "", label)
+
+
+def plot_per_gpu_vs_batch(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Per-GPU throughput vs per-GPU batch: one line per world size (and configuration)."""
+    ax.set_title(title or "Per-GPU throughput vs per-GPU batch")
+    ax.set_xlabel("Per-GPU batch (images)")
+    ax.set_ylabel("Throughput per GPU (img/s)")
+    ax.grid(True, alpha=0.3)
+    if table.empty:
+        _no_data(ax)
+        return
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    keys = table["group"].map(_without_batch)
+    lines = table.assign(_key=keys).groupby(["_key", "world_size"], sort=False)
+    for i, ((key, size), rows) in enumerate(lines):
+        rows = rows.sort_values("batch_size")
+        label = f"{key + ', ' if key else ''}{size} GPU{'s' if size != 1 else ''}"
+        ax.plot(rows["batch_size"], rows["throughput_per_gpu"], "o-", color=CMAP(i % 10),
+                label=label)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+
+
+def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Bars of throughput per group at each scale (backend, tuning, precision ...), with
+    the repeat min–max as error bars."""
+    ax.set_title(title or "Throughput per configuration at each scale")
+    ax.set_ylabel("Throughput (img/s, all GPUs)")
+    ax.set_xlabel("GPUs (world size)")
+    if table.empty:
+        _no_data(ax)
+        return
+    parts = groups(table)[:MAX_LEGEND]
+    if len(parts) < table["group"].nunique():
+        ax.set_title(f"{ax.get_title()} (first {len(parts)} of {table['group'].nunique()})")
+    sizes = sorted({s for _, rows in parts for s in rows["world_size"]})
+    width = 0.8 / len(parts)
+    for i, (group, rows) in enumerate(parts):
+        at = {int(s): r for s, r in zip(rows["world_size"], rows.itertuples(), strict=True)}
+        xs = [j + (i - (len(parts) - 1) / 2) * width for j, s in enumerate(sizes) if s in at]
+        got = [at[int(s)] for s in sizes if s in at]
+        med = np.array([r.throughput_median for r in got])
+        err = _nonnegative([med - [r.throughput_min for r in got],
+                            np.array([r.throughput_max for r in got]) - med])
+        ax.bar(xs, med, width, yerr=err, capsize=2, color=CMAP(i % 10), label=group)
+    ax.set_xticks(range(len(sizes)), [str(int(s)) for s in sizes])
+    ax.grid(True, axis="y", alpha=0.3)
+    _legend(ax)
+
+
+def heatmap_batch(table: pd.DataFrame) -> str:
+    """The batch that defines a curve: the per-GPU batch in weak scaling, the global
+    batch in strong scaling (where the per-GPU batch changes along each curve)."""
+    varies = table.groupby("group", sort=False)["batch_size"].nunique().max() > 1
+    return "global_batch" if varies else "batch_size"
+
+
+def heatmap_data(table: pd.DataFrame) -> pd.DataFrame:
+    """Efficiency by batch (rows, see heatmap_batch) and nodes (columns): full nodes only
+    (the most ranks per node measured at that node count), median over configurations."""
+    if table.empty:
+        return pd.DataFrame()
+    batch = heatmap_batch(table)
+    most = table.groupby([batch, "nodes"])["ranks_per_node"].transform("max")
+    full = table[table["ranks_per_node"] == most]
+    return full.pivot_table(index=batch, columns="nodes", values="efficiency",
+                            aggfunc="median").sort_index()
+
+
+def plot_heatmap(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Nodes × batch heatmap of efficiency (per-GPU batch in weak scaling, global batch
+    in strong scaling), each cell labelled."""
+    ax.set_title(title or "Parallel efficiency by nodes and batch")
+    data = heatmap_data(table)
+    if data.empty:
+        _no_data(ax)
+        return
+    values = data.to_numpy(float)
+    image = ax.imshow(values, cmap="RdYlGn", vmin=0.5, vmax=1.0, aspect="auto",
+                      origin="lower")
+    ax.set_xticks(range(data.shape[1]), [format_value(c) for c in data.columns])
+    ax.set_yticks(range(data.shape[0]), [format_value(i) for i in data.index])
+    ax.set_xlabel("Nodes")
+    ax.set_ylabel("Per-GPU batch (images)" if heatmap_batch(table) == "batch_size"
+                  else "Global batch (images)")
+    for (r, c), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            ax.text(c, r, f"{v:.0%}", ha="center", va="center", fontsize=8)
+    ax.figure.colorbar(image, ax=ax, label="efficiency (median over configurations)",
+                       format=PercentFormatter(xmax=1.0))
+
+
+def plot_comm_overhead(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Measured share of step time spent in gradient sync vs GPUs, per group."""
+    ax.set_title(title or "Communication overhead vs GPUs")
+    ax.set_ylabel("Comm overhead (1 − compute time / step time)")
+    rows_all = table.dropna(subset=["comm_overhead"]) if "comm_overhead" in table else table[:0]
+    gpu_axis(ax, rows_all["world_size"])
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    if rows_all.empty:
+        _no_data(ax, "The runs carry no comm_overhead")
+        return
+    for i, (group, rows) in enumerate(groups(rows_all)):
+        ax.plot(rows["world_size"], rows["comm_overhead"], "o-", color=CMAP(i % 10),
+                label=group)
+    low = float(rows_all["comm_overhead"].min())  # below 0: timing noise, shown as is
+    ax.set_ylim(min(0.0, low * 1.15), max(0.1, float(rows_all["comm_overhead"].max()) * 1.15))
+    ax.axhline(0.0, color="0.4", lw=0.8)
+    _legend(ax)
+
+
+def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Measured and fitted step time vs GPUs, and the predicted step time beyond
+    (`frames`: commmodel points and predictions stacked, `kind` = measured/predicted)."""
+    ax.set_title(title or "Step time: measured, model fit and prediction")
+    ax.set_ylabel("Step time (s)")
+    gpu_axis(ax, frames["world_size"] if not frames.empty else pd.Series(dtype=int))
+    if frames.empty:
+        _no_data(ax, "No group has enough points for a fit")
+        return
+    log_y(ax)
+    for i, (group, rows) in enumerate(frames.groupby("group", sort=False)):
+        color = CMAP(i % 10)
+        meas = rows[rows["kind"] == "measured"]
+        pred = rows[rows["kind"] == "predicted"]
+        ax.plot(meas["world_size"], meas["step_time_measured"], "o", color=color,
+                label=f"{group} (measured)")
+        fitted = pd.concat([meas[["world_size", "step_time_fitted"]],
+                            pred[["world_size", "step_time_fitted"]]])
+        ax.plot(fitted["world_size"], fitted["step_time_fitted"], "-", color=color, alpha=0.7)
+        ax.plot(pred["world_size"], pred["step_time_fitted"], "x", color=color)
+    _legend(ax, Line2D([], [], ls="-", marker="x", color="0.4",
+                       label="model fit, then predicted (x)"))
+
+
+def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str, str]) -> None:
+    """Left: throughput of A (solid) and B (dashed) vs GPUs; right: B / A ratio."""
+    left, right = axes
+    left.set_title(f"Throughput: {names[0]} (solid) vs {names[1]} (dashed)")
+    left.set_ylabel("Throughput (img/s, all GPUs)")
+    right.set_title(f"Throughput ratio {names[1]} / {names[0]}")
+    right.set_ylabel("ratio (B / A)")
+    for ax in axes:
+        gpu_axis(ax, frame["world_size"])
+    log_y(left)
+    for i, (group, rows) in enumerate(frame.groupby("group_a", sort=False)):
+        color = CMAP(i % 10)
+        left.plot(rows["world_size"], rows["throughput_a"], "o-", color=color, label=group)
+        left.plot(rows["world_size"], rows["throughput_b"], "s--", color=color)
+        right.plot(rows["world_size"], rows["throughput_ratio"], "o-", color=color,
+                   label=group)
+    right.axhline(1.0, ls="--", color="0.4", lw=1)
+    for ax in axes:
+        ax.legend(fontsize=8, loc="best")
+
+
+def render_png(draw: Draw, frame: pd.DataFrame, title: str, size: tuple[float, float] = (8, 5)
+               ) -> bytes:
+    """Draw on a fresh Agg figure and return the PNG bytes (no pyplot state)."""
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    draw(frame, fig.add_subplot(), title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()

@@ -1,0 +1,196 @@
+"""The report's tables as text cells (headers, rows): one function per table, shared by
+the Markdown and HTML report, `compare` and the terminal; and the one Markdown table
+writer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.results.analyze import failures, format_value, groups
+
+Table = tuple[list[str], list[list[str]]]
+TABLE_HEADERS: tuple[str, ...] = (
+    "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
+    "throughput img/s: median [min–max]", "per-GPU img/s", "speedup", "efficiency", "repeats",
+)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table; `|`, backslashes and newlines in cells are escaped."""
+    lines = ["| " + " | ".join(_md_cell(h) for h in headers) + " |",
+             "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def num(value: float) -> str:
+    """Images/s for people: 3 significant digits at least, thousands separated."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def pct(value: float, signed: bool = False) -> str:
+    """A fraction as a percentage, "n/a" when missing."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def seconds(value: float) -> str:
+    """Seconds with a unit that keeps three digits (s, ms, µs)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale or unit == "µs":
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:g} s"
+
+
+def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
+    """(group label, baseline note, (headers, rows)) for each group, cells as text.
+    Comm overhead and flags get a column when any point of the group has one."""
+    out = []
+    for group, rows in groups(table):
+        comm = "comm_overhead" in rows and rows["comm_overhead"].notna().any()
+        flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
+        compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
+        lr = "lr" in rows and rows["lr"].notna().any()
+        headers = [*TABLE_HEADERS, *(["compute time (no sync)"] if compute else []),
+                   *(["comm overhead"] if comm else []),
+                   *(["lr (warm-up iters)"] if lr else []),
+                   *(["flags"] if flags else [])]
+        body = []
+        for r in rows.itertuples(index=False):
+            spread = f"{num(r.throughput_median)} [{num(r.throughput_min)}–" \
+                     f"{num(r.throughput_max)}]"
+            cells = [str(r.world_size), f"{r.nodes} × {r.ranks_per_node}",
+                     format_value(r.batch_size), format_value(r.global_batch), spread,
+                     num(r.throughput_per_gpu), f"{r.speedup:.2f}", f"{r.efficiency:.1%}",
+                     str(r.n_repeats)]
+            cells += [seconds(r.compute_time_s)] if compute else []
+            cells += [pct(r.comm_overhead)] if comm else []
+            cells += [f"{r.lr:.4g} ({format_value(r.lr_warmup_iters)})"] if lr else []
+            cells += [str(r.flags or "").replace(",", ", ")] if flags else []
+            body.append(cells)
+        base = rows[rows["baseline"].astype(bool)].iloc[0]
+        rule = base.get("baseline_rule", "smallest world size")
+        note = (f"Baseline ({rule}): {base.world_size} GPU{'s' if base.world_size != 1 else ''} "
+                f"({base.nodes} × {base.ranks_per_node}), "
+                f"{num(base.throughput_median)} img/s at global batch "
+                f"{format_value(base.global_batch)}.")
+        out.append((group, note, (headers, body)))
+    return out
+
+
+def failure_table(runs: pd.DataFrame) -> Table:
+    """Failed runs as text cells (run id, configuration, exit code, reason)."""
+    failed = failures(runs)
+    rows = [["" if pd.isna(v) else format_value(v) for v in rec]
+            for rec in failed.itertuples(index=False)]
+    return [str(c) for c in failed.columns], rows
+
+
+def flags_table(flagged: pd.DataFrame) -> Table:
+    """Flagged runs with the numbers that flagged them."""
+    headers = ["run id", "nodes × ranks/node", "per-GPU batch", "repeat", "flags",
+               "slowest rank below mean", "iteration-time CV", "timed iterations"]
+    rows = [[str(r.run_id), f"{r.nodes} × {r.ranks_per_node}", format_value(r.batch_size),
+             format_value(r.repeat), r.flags.replace(",", ", "), pct(r.rank_spread),
+             pct(r.iter_cv),
+             format_value(r.iters)] for r in flagged.itertuples(index=False)]
+    return headers, rows
+
+
+def fit_table(fits: pd.DataFrame) -> Table:
+    """One row per group: fitted terms and parameters, residual, hold-out error."""
+    headers = ["group", "fit", "compute per step", "bandwidth B", "probe busbw",
+               "latency α (per unit of L)", "rms residual", "hold-out: predicted / measured",
+               "hold-out error"]
+    rows = []
+    for f in fits.itertuples(index=False):
+        if f.status != "fitted":
+            rows.append([str(f.group), str(f.status), *["n/a"] * 7])
+            continue
+        hold = (f"{num(f.holdout_predicted)} / {num(f.holdout_measured)} img/s at "
+                f"{int(f.holdout_world_size)} GPUs" if math.isfinite(f.holdout_error)
+                else "too few points to hold one out")
+        bw = (f"{f.bandwidth_GBps:.3g} GB/s ({'fitted' if f.bandwidth_from == 'fit' else 'probe'})"
+              if math.isfinite(f.bandwidth_GBps) else "n/a (gradient size unknown)")
+        probe = (f"{f.probe_busbw_GBps:.3g} GB/s" if f.probe_busbw_GBps is not None
+                 and math.isfinite(f.probe_busbw_GBps) else "n/a")
+        rows.append([str(f.group), str(f.terms), seconds(f.t_compute_s), bw, probe,
+                     f"{seconds(f.latency_s)} (L = {f.latency_term})", pct(f.rms_residual), hold,
+                     pct(f.holdout_error, signed=True)])
+    return headers, rows
+
+
+def residual_table(points: pd.DataFrame) -> Table:
+    """Measured vs fitted step time at each measured point."""
+    headers = ["group", "GPUs", "per-GPU batch", "global batch", "step time measured",
+               "step time fitted", "residual", "comm share (model)"]
+    rows = [[str(p.group), str(p.world_size), format_value(p.batch_size),
+             format_value(p.global_batch), seconds(p.step_time_measured),
+             seconds(p.step_time_fitted), pct(p.residual, signed=True), pct(p.comm_share)]
+            for p in points.itertuples(index=False)]
+    return headers, rows
+
+
+def prediction_table(preds: pd.DataFrame) -> Table:
+    """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale."""
+    headers = ["group", "scale", "nodes", "GPUs", "per-GPU batch", "global batch",
+               "predicted img/s", "predicted efficiency", "comm share"]
+    rows = [[str(p.group), f"{p.factor}×", str(p.nodes), str(p.world_size),
+             format_value(p.batch_size), format_value(p.global_batch),
+             num(p.throughput_predicted), pct(p.efficiency_predicted), pct(p.comm_share)]
+            for p in preds.itertuples(index=False)]
+    return headers, rows
+
+
+def reference_table(checks: pd.DataFrame) -> Table:
+    """Each reference check: where, measured, accepted range, pass/fail."""
+    headers = ["result", "metric", "where", "point", "global batch", "reference",
+               "accepted", "measured", "deviation", "declared at"]
+    rows = []
+    for c in checks.itertuples(index=False):
+        eff = c.metric == "efficiency"
+        value = pct(c.value) if eff else num(c.value)
+        measured = pct(c.measured) if eff else num(c.measured)
+        rows.append([c.result.upper(), c.metric, c.where, c.point,
+                     format_value(c.global_batch), value, c.accepted, measured,
+                     pct(c.deviation, signed=True), c.source])
+    return headers, rows
+
+
+def bound_table(bounds: pd.DataFrame) -> Table:
+    """Ring allreduce time from the probe and the efficiency it allows (no overlap)."""
+    headers = ["group", "GPUs", "gradient bytes", "probe busbw", "ring allreduce time",
+               "compute time", "efficiency bound (no overlap)", "measured efficiency"]
+    rows = [[str(b.group), str(b.world_size), f"{b.grad_bytes / 1e6:,.1f} MB",
+             f"{b.probe_busbw_GBps:.3g} GB/s", seconds(b.ring_time_s),
+             f"{seconds(b.compute_time_s)} ({b.compute_source})", pct(b.efficiency_bound),
+             pct(b.efficiency_measured)] for b in bounds.itertuples(index=False)]
+    return headers, rows
+
+
+def compare_table(frame: pd.DataFrame) -> Table:
+    """Two studies aligned point by point (results.compare.align), with B / A ratios."""
+    headers = ["group (A)", "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
+               "A img/s", "B img/s", "B / A", "A efficiency", "B efficiency", "B / A eff."]
+    rows = [[str(r.group_a), str(r.world_size), f"{r.nodes} × {r.ranks_per_node}",
+             str(r.batch_size), str(r.global_batch), f"{r.throughput_a:,.1f}",
+             f"{r.throughput_b:,.1f}", f"{r.throughput_ratio:.3f}", f"{r.efficiency_a:.1%}",
+             f"{r.efficiency_b:.1%}",
+             f"{r.efficiency_ratio:.3f}" if np.isfinite(r.efficiency_ratio) else "n/a"]
+            for r in frame.itertuples(index=False)]
+    return headers, rows

@@ -1,0 +1,266 @@
+"""A communication model of step time that explains the measured scaling and predicts
+larger scales.
+
+Per group (one scaling curve), the time of one training step on P GPUs is modelled as
+
+    t(P) = a * b(P)  +  c * 2(P-1)/P * S  +  alpha * L(P)
+
+- `a * b(P)`: compute, `a` seconds per image per GPU, b(P) the per-GPU batch (fixed in
+  weak scaling, global batch / P in strong scaling);
+- `c * 2(P-1)/P * S`: ring allreduce of S gradient bytes (`grad_bytes`, when the runs
+  carry it; otherwise S = 1 and c is in seconds), c = 1 / B with B the bus bandwidth;
+- `alpha * L(P)`: latency, L = log2 P (tree) or P - 1 (ring).
+
+The measured step time is derived from throughput, t = global batch / throughput, so a
+`command` workload is modelled too. The parameters are fitted by non-negative least
+squares on relative residuals. With `bandwidth="probe"`, B is not fitted but taken
+from the allreduce probe (busbw, nccl-tests definition) at the largest measured scale.
+
+Honesty rules: a fit needs more points (distinct world sizes) than parameters; with
+three points the latency term is left out, with fewer nothing is fitted and the status
+says why. The hold-out check refits without the largest world size and reports how
+far the prediction of that point's throughput is from the measurement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.core.choices import Bandwidth, Latency
+
+LATENCY_TERMS: tuple[str, ...] = tuple(c.value for c in Latency)
+BANDWIDTHS: tuple[str, ...] = tuple(c.value for c in Bandwidth)
+#: Largest number of nodes predictions go to, unless the user gives another limit.
+MAX_NODES = 1024
+FIT_COLUMNS: tuple[str, ...] = (
+    "group", "status", "terms", "points", "t_compute_s", "sec_per_image", "grad_bytes",
+    "bandwidth_GBps", "bandwidth_from", "probe_busbw_GBps", "latency_s", "latency_term",
+    "rms_residual", "holdout_world_size",
+    "holdout_predicted", "holdout_measured", "holdout_error",
+)
+POINT_COLUMNS: tuple[str, ...] = (
+    "group", "nodes", "world_size", "batch_size", "global_batch", "step_time_measured",
+    "step_time_fitted", "residual", "comm_share",
+)
+PREDICTION_COLUMNS: tuple[str, ...] = (
+    "group", "factor", "nodes", "world_size", "batch_size", "global_batch",
+    "throughput_predicted", "efficiency_predicted", "comm_share",
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Fitted parameters: seconds per image per GPU, seconds per ring byte, latency."""
+
+    a: float
+    c: float
+    alpha: float
+    latency: str
+    grad_bytes: float  # 1.0 when unknown (c is then in seconds)
+
+    def step_time(self, world_size: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """Modelled seconds per step at these world sizes and per-GPU batches."""
+        p = np.asarray(world_size, float)
+        return (self.a * np.asarray(batch, float) + self.c * _ring(p) * self.grad_bytes
+                + self.alpha * _latency(p, self.latency))
+
+    def comm_time(self, world_size: np.ndarray) -> np.ndarray:
+        """Modelled seconds of communication per step."""
+        p = np.asarray(world_size, float)
+        return self.c * _ring(p) * self.grad_bytes + self.alpha * _latency(p, self.latency)
+
+
+def _ring(p: np.ndarray) -> np.ndarray:
+    return 2 * (p - 1) / p
+
+
+def _latency(p: np.ndarray, kind: str) -> np.ndarray:
+    return np.log2(p) if kind == "log" else p - 1
+
+
+def nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares for a few columns: the best unconstrained solution
+    over every subset of columns whose coefficients are all >= 0 (exact for small n)."""
+    n = a.shape[1]
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    scaled = a / scale
+    best, best_err = np.zeros(n), float(np.sum(y ** 2))
+    for k in range(1, n + 1):
+        for cols in itertools.combinations(range(n), k):
+            sub = scaled[:, cols]
+            coef, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if np.any(coef < 0):
+                continue
+            err = float(np.sum((sub @ coef - y) ** 2))
+            if err < best_err - 1e-15 * max(best_err, 1.0):
+                best, best_err = np.zeros(n), err
+                best[list(cols)] = coef
+    return best / scale
+
+
+def _terms_for(points: int, bandwidth: str) -> tuple[str, ...] | str:
+    """Terms to fit with this many distinct world sizes (always fewer terms than
+    points), or why no fit is possible."""
+    terms = ("compute", "bandwidth", "latency") if bandwidth == "fit" else ("compute",
+                                                                           "latency")
+    least = len(terms)  # the latency term may go; the rest is the model
+    if points < least:
+        return (f"too few points: {points} world size(s) measured, a fit needs at least "
+                f"{least}" + (" (2 with the bandwidth from the probe)" if least == 3 else ""))
+    return terms if points > len(terms) else terms[:-1]
+
+
+def fit_points(world_size: np.ndarray, batch: np.ndarray, step_time: np.ndarray,
+               grad_bytes: float | None, latency: str = "log", bandwidth: str = "fit",
+               probe_busbw_gbps: float | None = None) -> tuple[Params | None, str]:
+    """Fit the model to measured (P, per-GPU batch, step time); (params, terms) or
+    (None, why not)."""
+    if latency not in LATENCY_TERMS or bandwidth not in BANDWIDTHS:
+        raise ValueError(f"latency must be one of {LATENCY_TERMS}, bandwidth one of "
+                         f"{BANDWIDTHS}")
+    p = np.asarray(world_size, float)
+    s = float(grad_bytes) if grad_bytes and math.isfinite(grad_bytes) else 1.0
+    if bandwidth == "probe" and not (probe_busbw_gbps and s > 1.0):
+        return None, "no allreduce probe or gradient size in the runs: use bandwidth fit"
+    terms = _terms_for(len(np.unique(p)), bandwidth)
+    if isinstance(terms, str):
+        return None, terms
+    y = np.asarray(step_time, float)
+    known = np.zeros_like(y)
+    c_fixed = 0.0
+    if bandwidth == "probe":
+        c_fixed = 1.0 / (float(probe_busbw_gbps) * 1e9)
+        known = c_fixed * _ring(p) * s
+    columns = {"compute": np.asarray(batch, float), "bandwidth": _ring(p) * s,
+               "latency": _latency(p, latency)}
+    a = np.column_stack([columns[t] for t in terms]) / y[:, None]
+    coef = dict(zip(terms, nnls(a, (y - known) / y), strict=True))
+    params = Params(a=coef.get("compute", 0.0), c=coef.get("bandwidth", c_fixed),
+                    alpha=coef.get("latency", 0.0), latency=latency, grad_bytes=s)
+    return params, "+".join(terms)
+
+
+def _group_inputs(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                float | None, float | None]:
+    p = rows["world_size"].to_numpy(float)
+    batch = rows["batch_size"].to_numpy(float)
+    t = rows["global_batch"].to_numpy(float) / rows["throughput_median"].to_numpy(float)
+    gb = rows["grad_bytes"].dropna() if "grad_bytes" in rows else pd.Series(dtype=float)
+    bw = (rows.loc[rows["world_size"] == rows["world_size"].max(), "allreduce_busbw_GBps"]
+          .dropna() if "allreduce_busbw_GBps" in rows else pd.Series(dtype=float))
+    return (p, batch, t, float(gb.median()) if len(gb) else None,
+            float(bw.median()) if len(bw) else None)
+
+
+def _predict_scales(rows: pd.DataFrame, scaling: str, max_nodes: int
+                    ) -> list[tuple[int, int, int, float]]:
+    """(factor, nodes, world size, per-GPU batch) at 2x, 4x ... the largest measured."""
+    top = rows.loc[rows["world_size"].idxmax()]
+    nodes0 = int(top["nodes"])
+    out, factor = [], 2
+    while nodes0 * factor <= max_nodes:
+        size = int(top["world_size"]) * factor
+        batch = float(top["batch_size"]) if scaling == "weak" else float(
+            top["global_batch"]) / size
+        if batch < 1:
+            break
+        out.append((factor, nodes0 * factor, size, batch))
+        factor *= 2
+    return out
+
+
+def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
+                bandwidth: str = "fit", max_nodes: int = MAX_NODES
+                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(fits, points, predictions) for every group of a scaling table."""
+    fits, points, preds = [], [], []
+    for group, rows in table.groupby("group", sort=False):
+        rows = rows.sort_values("world_size")
+        p, batch, t, gbytes, busbw = _group_inputs(rows)
+        params, terms = fit_points(p, batch, t, gbytes, latency, bandwidth, busbw)
+        fit = dict.fromkeys(FIT_COLUMNS, float("nan"))
+        fit.update(group=group, points=len(np.unique(p)), grad_bytes=gbytes,
+                   probe_busbw_GBps=busbw, bandwidth_from=bandwidth,
+                   latency_term="log2 P" if latency == "log" else "P - 1")
+        if params is None:
+            fit.update(status=terms, terms="")
+            fits.append(fit)
+            continue
+        fitted = params.step_time(p, batch)
+        resid = (t - fitted) / t
+        known_s = gbytes is not None
+        fit.update(status="fitted", terms=terms, sec_per_image=params.a,
+                   t_compute_s=params.a * float(batch[-1]), latency_s=params.alpha,
+                   rms_residual=float(np.sqrt(np.mean(resid ** 2))),
+                   bandwidth_GBps=(1 / params.c / 1e9 if known_s and params.c > 0
+                                   else float("nan")))
+        fit.update(_holdout(rows, p, batch, t, gbytes, latency, bandwidth, busbw))
+        fits.append(fit)
+        comm = params.comm_time(p) / fitted
+        for i, r in enumerate(rows.itertuples(index=False)):
+            points.append((group, r.nodes, r.world_size, r.batch_size, r.global_batch,
+                           t[i], fitted[i], resid[i], comm[i]))
+        base = rows[rows["baseline"].astype(bool)].iloc[0]
+        per_gpu0 = float(base["throughput_median"]) / float(base["world_size"])
+        for factor, nodes, size, b in _predict_scales(rows, scaling, max_nodes):
+            tp = params.step_time(np.array([size]), np.array([b]))[0]
+            thr = b * size / tp
+            share = params.comm_time(np.array([size]))[0] / tp
+            preds.append((group, factor, nodes, size, b, b * size, thr,
+                          thr / size / per_gpu0, share))
+    return (pd.DataFrame(fits, columns=list(FIT_COLUMNS)),
+            pd.DataFrame(points, columns=list(POINT_COLUMNS)),
+            pd.DataFrame(preds, columns=list(PREDICTION_COLUMNS)))
+
+
+def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
+             gbytes: float | None, latency: str, bandwidth: str,
+             busbw: float | None) -> dict[str, float]:
+    """Refit without the largest world size; the relative error of its throughput."""
+    keep = p < p.max()
+    params, _ = fit_points(p[keep], batch[keep], t[keep], gbytes, latency, bandwidth, busbw)
+    if params is None:
+        return {}
+    last = ~keep
+    measured = float(rows["throughput_median"].to_numpy(float)[last][0])
+    size, b = float(p[last][0]), float(batch[last][0])
+    predicted = b * size / float(params.step_time(np.array([size]), np.array([b]))[0])
+    return {"holdout_world_size": size, "holdout_predicted": predicted,
+            "holdout_measured": measured, "holdout_error": predicted / measured - 1}
+
+
+BOUND_COLUMNS: tuple[str, ...] = (
+    "group", "world_size", "grad_bytes", "probe_busbw_GBps", "ring_time_s",
+    "compute_time_s", "compute_source", "efficiency_bound", "efficiency_measured",
+)
+
+
+def ring_bounds(table: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
+    """Per group with a gradient size and an allreduce probe, at its largest world size:
+    the ring allreduce time 2(P-1)/P * S / busbw, the compute time (measured without
+    sync, else the model's), and the efficiency that allows when communication does not
+    overlap compute: t_compute / (t_compute + t_ring)."""
+    rows = []
+    a = dict(zip(fits["group"], fits["sec_per_image"], strict=True)) if len(fits) else {}
+    for group, pts in table.groupby("group", sort=False):
+        top = pts.loc[pts["world_size"].idxmax()]
+        s, bw = top.get("grad_bytes"), top.get("allreduce_busbw_GBps")
+        if not (pd.notna(s) and pd.notna(bw) and bw > 0 and top["world_size"] > 1):
+            continue
+        p = float(top["world_size"])
+        ring = float(_ring(np.array([p]))[0]) * float(s) / (float(bw) * 1e9)
+        if pd.notna(top.get("compute_time_s")):
+            compute, source = float(top["compute_time_s"]), "measured"
+        elif pd.notna(a.get(group)):
+            compute, source = float(a[group]) * float(top["batch_size"]), "model"
+        else:
+            continue
+        rows.append((group, int(p), float(s), float(bw), ring, compute, source,
+                     compute / (compute + ring), float(top["efficiency"])))
+    return pd.DataFrame(rows, columns=list(BOUND_COLUMNS))

@@ -1,0 +1,87 @@
+"""Compare two studies (e.g. before/after an NCCL tuning change or a software upgrade):
+the points both measured, aligned, with throughput and efficiency and B / A ratios.
+
+Points are aligned on their shape (nodes, ranks per node, per-GPU and global batch)
+and on the parameters both studies share, except those whose values differ entirely
+between them: those are what is being compared (a tuning variant, a backend, the
+study name) and are named in the output instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.load import load_study
+from scalestudy.results.analyze import format_value, scaling_table
+from scalestudy.results.collect import read_runs
+
+SHAPE: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "batch_size",
+                          "global_batch")
+COLUMNS: tuple[str, ...] = ("throughput_a", "throughput_b", "throughput_ratio",
+                            "efficiency_a", "efficiency_b", "efficiency_ratio")
+
+
+@dataclass
+class Side:
+    """One study of a comparison: its name, where its runs are, its scaling table."""
+
+    name: str
+    runs_csv: Path
+    scaling: str
+    table: pd.DataFrame
+
+
+def load_side(arg: Path, results: Path) -> Side:
+    """A study spec (its results/<name>/runs.csv) or a results directory -> Side."""
+    arg = Path(arg)
+    if arg.is_dir():
+        directory = arg
+    elif arg.suffix in (".yaml", ".yml"):
+        directory = Path(results) / load_study(arg).name
+    else:
+        raise ScalestudyError(f"{arg}: neither a study spec (.yaml) nor a results directory; "
+                              "give a spec or results/<study>")
+    csv = directory / "runs.csv"
+    if not csv.is_file():
+        raise ScalestudyError(f"{csv}: no runs.csv; run `scalestudy collect STUDY` (or "
+                              "`report`) for that study first")
+    runs = read_runs(csv)
+    scaling = str(runs["scaling"].dropna().iloc[0]) if "scaling" in runs and runs[
+        "scaling"].notna().any() else "weak"
+    name = str(runs["study"].dropna().iloc[0]) if "study" in runs and runs[
+        "study"].notna().any() else directory.name
+    return Side(name, csv, scaling, scaling_table(runs, scaling))
+
+
+def _params(table: pd.DataFrame) -> list[str]:
+    cols = list(table.columns)
+    return cols[1:cols.index("nodes")] if "nodes" in cols else []
+
+
+def _as_text(table: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    out = table.copy()
+    for c in cols:
+        out[c] = out[c].map(format_value)
+    return out
+
+
+def align(a: Side, b: Side) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
+    """(aligned frame, {parameter: (A's values, B's values)} of what differs)."""
+    shared = [c for c in _params(a.table) if c in _params(b.table) and c != "study"]
+    ta, tb = _as_text(a.table, [*shared, *SHAPE]), _as_text(b.table, [*shared, *SHAPE])
+    differs = {c: (", ".join(sorted(set(ta[c]))), ", ".join(sorted(set(tb[c]))))
+               for c in shared if not set(ta[c]) & set(tb[c])}
+    keys = [*SHAPE, *[c for c in shared if c not in differs]]
+    keep = ["group", "throughput_median", "efficiency"]
+    merged = ta[[*keys, *keep]].merge(tb[[*keys, *keep]], on=keys, suffixes=("_a", "_b"))
+    merged = merged.rename(columns={"throughput_median_a": "throughput_a",
+                                    "throughput_median_b": "throughput_b"})
+    merged["throughput_ratio"] = merged["throughput_b"] / merged["throughput_a"]
+    merged["efficiency_ratio"] = merged["efficiency_b"] / merged["efficiency_a"]
+    merged["world_size"] = merged["world_size"].astype(int)
+    merged = merged.sort_values(["group_a", "world_size"], kind="stable")
+    return merged[["group_a", "group_b", *keys, *COLUMNS]].reset_index(drop=True), differs

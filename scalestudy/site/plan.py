@@ -1,0 +1,131 @@
+"""A study bound to its system: load both, expand the grid, check what the system can
+give. Pure: writes nothing, runs nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalestudy.core.errors import Loc, SpecError
+from scalestudy.core.grid import Run, expand
+from scalestudy.core.load import load_study
+from scalestudy.core.spec import Study, walltime_seconds
+from scalestudy.site import schedulers
+from scalestudy.site.profiles import SystemProfile, load_system
+from scalestudy.site.schedulers import Scheduler
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated study with its system, its scheduler and its runs."""
+
+    study: Study
+    system: SystemProfile
+    runs: list[Run]
+    results: Path
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The system's scheduler (local, slurm, pbs, ...)."""
+        return schedulers.get(self.system.scheduler)
+
+    @property
+    def directory(self) -> Path:
+        """results/<study>; study names are validated, so this never leaves results/."""
+        return self.results / self.study.name
+
+    def run_dir(self, run: Run) -> Path:
+        """results/<study>/runs/<run-id>."""
+        return self.directory / "runs" / run.run_id
+
+
+def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
+    """Load, validate and expand a study; check it against its system. Writes nothing."""
+    study = load_study(path)
+    try:
+        name = study.system
+        if name.endswith((".yaml", ".yml")) and study.source is not None:
+            name = str(study.source.parent / name)
+        system = load_system(name)
+    except SpecError as exc:
+        msg = str(exc).removeprefix("system: ")
+        raise SpecError(f"{study.line_of(('system',))}: {msg}") from None
+    runs = expand(study)
+    problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
+    if problems:
+        raise SpecError("\n".join(problems))
+    return Plan(study, system, runs, results)
+
+
+#: `job:` keys that only some schedulers can express.
+_SCHEDULER_OPTIONS = ("partition", "qos", "constraint", "queue", "filesystems")
+
+
+def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
+    """What the study asks that its system cannot give, each with the key to fix."""
+    problems: list[tuple[Loc, str]] = []
+    scheduler = schedulers.get(system.scheduler)
+    too_big = sorted({n for n in study.grid.nodes if n > system.max_nodes})
+    if too_big:
+        problems.append((("grid", "nodes"), (
+            f"{', '.join(map(str, too_big))} node(s) is more than system {system.name!r} "
+            f"allows ({system.max_nodes}): lower grid.nodes")))
+    job = study.job
+    for key in _SCHEDULER_OPTIONS:
+        if getattr(job, key) and key not in scheduler.job_options:
+            others = [s for s in schedulers.names()
+                      if key in schedulers.get(s).job_options]
+            problems.append((("job", key), (
+                f"system {system.name!r} uses {system.scheduler}, which has no {key}; "
+                f"{key} is a {' or '.join(others)} option: remove it")))
+    if scheduler.queued and system.scheduler_options.account_required and not job.account:
+        problems.append((("job",), (
+            f"system {system.name!r} requires an account: add `account: <project>` under job")))
+    limit = system.scheduler_options.max_walltime
+    if limit and walltime_seconds(job.walltime) > walltime_seconds(limit):
+        problems.append((("job", "walltime"), (
+            f"{job.walltime} is longer than system {system.name!r} allows ({limit})")))
+    if job.submit == "submitit" and not scheduler.submitit:
+        problems.append((("job", "submit"), (
+            f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
+            "use `submit: native`")))
+    if not scheduler.queued:
+        problems += _local_backend_checks(study)
+    return problems
+
+
+#: Optional backends: the module to import, and how to get it.
+_OPTIONAL_BACKENDS = {
+    "horovod": ("horovod.torch", "build it with `scripts/build-horovod` (see the README, "
+                "'Optional backends')"),
+    "deepspeed": ("deepspeed", "install it with `pip install 'scalestudy[deepspeed]'`"),
+}
+
+
+def optional_backend_missing(backend: str) -> str | None:
+    """How to get an optional backend this Python cannot import (None when it can, or
+    when the backend needs nothing optional)."""
+    module, hint = _OPTIONAL_BACKENDS.get(backend, (None, ""))
+    if module is None:
+        return None
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else hint
+
+
+def _local_backend_checks(study: Study) -> list[tuple[Loc, str]]:
+    """On this machine the jobs run this Python: an optional backend it lacks is a
+    mistake in the study, said before any run starts."""
+    problems: list[tuple[Loc, str]] = []
+    for i, backend in enumerate(study.grid.backend):
+        hint = optional_backend_missing(backend)
+        if hint is not None:
+            package = _OPTIONAL_BACKENDS[backend][0].split(".")[0]
+            problems.append((("grid", "backend", i), (
+                f"backend {backend} needs {package}, which {sys.executable} "
+                f"cannot import: {hint}, or remove {backend} from grid.backend")))
+    return problems

@@ -1,0 +1,122 @@
+"""Site profiles: a machine described as data (scheduler, launcher, node shape, environment).
+
+Profiles ship as YAML files in site/systems/; a spec may also name a profile file by
+path (`system: ./mysite.yaml`). The scheduler named there is one of site.schedulers.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scalestudy.core.errors import SpecError, validation_messages
+from scalestudy.core.spec import EnvName, Name
+
+SYSTEMS = "scalestudy.site.systems"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SchedulerOptions(_Data):
+    """How the site's scheduler wants a job asked for (defaults; a spec's `job:` wins)."""
+
+    queue: str | None = Field(None, description="default queue (PBS -q) or partition (Slurm -p)")
+    account_required: bool = Field(False, description="jobs must name an account (-A)")
+    max_walltime: str | None = Field(None, description="longest walltime, [D-]HH:MM:SS")
+    constraint: str | None = Field(None, description="Slurm -C (e.g. gpu on Perlmutter)")
+    qos: str | None = Field(None, description="Slurm -q")
+    gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
+        "gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing; "
+        "PBS: gpus-per-node asks ncpus/ngpus/mpiprocs in -l select, none asks whole nodes"
+    )
+    select_terms: dict[str, str] = Field(
+        default_factory=dict, description="PBS: extra terms of -l select (e.g. system: polaris)"
+    )
+    place: str | None = Field(None, description="PBS -l place (e.g. scatter)")
+    filesystems: str | None = Field(None, description="PBS -l filesystems (ALCF: home:eagle)")
+    extra: list[str] = Field(
+        default_factory=list, description="more directive lines, without the #SBATCH/#PBS"
+    )
+
+
+class LauncherOptions(_Data):
+    """How the site starts ranks: binding and launcher flags."""
+
+    cpu_bind: str | None = Field(None, description="srun --cpu-bind / mpiexec --cpu-bind / "
+                                 "mpirun --bind-to value")
+    depth: int | None = Field(None, ge=1, description="mpiexec --depth: cores per rank")
+    gpu_bind: str | None = Field(None, description="srun --gpu-bind value (e.g. closest)")
+    gpus_per_task: int | None = Field(None, ge=1, description="srun --gpus-per-task")
+    mpi: str | None = Field(None, description="srun --mpi plugin (e.g. pmix)")
+    gpu_wrapper: str | None = Field(
+        None, description="per-rank wrapper that sets the rank's visible GPU (ALCF style)"
+    )
+    extra_args: list[str] = Field(default_factory=list, description="more launcher arguments")
+    torchrun_via: Literal["srun", "mpiexec", "mpirun"] | None = Field(
+        None, description="launcher: torchrun: what starts one torchrun agent per node"
+    )
+
+
+class SystemProfile(_Data):
+    """One machine: how jobs are queued, how ranks start, what a node has."""
+
+    name: Name = Field(description="profile name used in `system:`")
+    description: str = Field("", description="one line about the machine")
+    docs: list[str] = Field(default_factory=list,
+                            description="the user-guide pages the facts come from")
+    scheduler: Literal["local", "slurm", "pbs"] = Field(description="how a job is queued")
+    launcher: Literal["torchrun", "srun", "mpiexec", "mpirun"] = Field(
+        description="how ranks are started"
+    )
+    gpus_per_node: int = Field(0, ge=0, description="GPUs per node (0: CPU ranks)")
+    cores_per_node: int | None = Field(None, ge=1, description="CPU cores; null: detect")
+    threads_per_rank: int | None = Field(
+        None, ge=1, description="OMP_NUM_THREADS per rank; null: the node's cores / its ranks"
+    )
+    max_nodes: int = Field(1, ge=1, description="the most nodes a run may ask for")
+    gpu_binding: str = Field("", description="how each rank gets its GPU, in words")
+    master_addr_suffix: str = Field(
+        "", pattern=r"^[A-Za-z0-9.-]*$",
+        description="appended to the first node's name for the rendezvous address "
+        "(JUWELS: `i`, the InfiniBand name)",
+    )
+    python: str | None = Field(
+        None, description="the Python on compute nodes; null: the one running scalestudy"
+    )
+    scheduler_options: SchedulerOptions = Field(default_factory=SchedulerOptions)
+    launcher_options: LauncherOptions = Field(default_factory=LauncherOptions)
+    env: dict[EnvName, str] = Field(default_factory=dict, description="default environment")
+    setup: list[str] = Field(default_factory=list, description="shell lines before the launch")
+
+
+def available() -> list[str]:
+    """Names of the profiles shipped with scalestudy."""
+    return sorted(p.name.removesuffix(".yaml") for p in files(SYSTEMS).iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def load_system(name: str) -> SystemProfile:
+    """A shipped profile by name, or a profile file by path (`*.yaml`)."""
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise SpecError(f"system: profile file {name} not found")
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    elif name in available():
+        resource = files(SYSTEMS) / f"{name}.yaml"
+        text, source = resource.read_text(encoding="utf-8"), f"profile {name}"
+    else:
+        raise SpecError(
+            f"system: unknown system {name!r}; valid systems: {', '.join(available())} "
+            "(or the path of a profile .yaml)"
+        )
+    try:
+        return SystemProfile.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:
+        raise SpecError("\n".join(validation_messages(exc, SystemProfile, source, {}))) from None

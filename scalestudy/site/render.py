@@ -1,0 +1,215 @@
+"""Run -> job script text, through a Jinja template (StrictUndefined, a quoting filter).
+
+Pure: the caller writes the text. Every value from a spec reaches the script either
+validated (names, numbers) or through the `q` filter (shlex quoting), so a spec can
+never run a command it does not spell out as a command (`job.setup`, `command`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import traceback
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from scalestudy import __version__
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.grid import Run, job_name, lr_values, run_options
+from scalestudy.core.spec import Study
+from scalestudy.site import schedulers
+from scalestudy.site.launchers import Launch, Shell, launch_words
+from scalestudy.site.profiles import SystemProfile
+from scalestudy.site.schedulers import JobRequest
+from scalestudy.workload.options import DEFAULTS, to_args
+
+
+def env_text(value: Any) -> str:
+    """An environment value as text (booleans as 1/0, as NCCL and Horovod read them)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def quote(value: Any) -> str:
+    """Shell-quote one value (numbers and booleans as their text).
+
+    A value with control characters (a newline, ESC, ...) is written as bash's $'...'
+    with escapes, so a value never starts a line of the script (no `#SBATCH` line can
+    be smuggled in); a NUL, which no argument or variable can hold, is refused."""
+    text = env_text(value)
+    if "\x00" in text:
+        raise ScalestudyError(
+            f"{text!r}: a NUL character cannot be part of a command argument or an "
+            "environment value: remove it from the spec")
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        raise ScalestudyError(
+            f"{text!r}: a lone surrogate (an escape such as \\ud800) is not text a script "
+            "can hold: write the character itself, or its full escape, in the spec")
+    if not any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        return shlex.quote(text)
+    escaped = "".join(
+        "\\\\" if ch == "\\" else "\\'" if ch == "'" else
+        f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
+        for ch in text)
+    return f"$'{escaped}'"
+
+
+def shell_words(words: list[str]) -> str:
+    """A command line: plain words shell-quoted, scalestudy's own `Shell` words as they are."""
+    return " ".join(w if isinstance(w, Shell) else quote(w) for w in words)
+
+
+@lru_cache(maxsize=8)
+def environment(template_dir: str | None = None) -> jinja2.Environment:
+    """The Jinja environment: shipped templates, or a user's directory first."""
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir:
+        loaders.append(jinja2.FileSystemLoader(template_dir))
+    loaders.append(jinja2.PackageLoader("scalestudy.templates", ""))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = quote
+    env.filters["words"] = shell_words
+    return env
+
+
+def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
+                  extra: Sequence[str] = ()) -> tuple[list[str] | None, list[str] | None]:
+    """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
+    (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
+    On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
+    """
+    w = study.workload
+    lr = lr_values(study, run)
+    if w.kind == "synthetic":
+        options = run_options(study, run)
+        return [
+            "--model", w.model, "--image-size", str(w.image_size),
+            "--num-classes", str(w.num_classes), "--batch-size", str(run.batch_size),
+            "--precision", options["precision"], "--warmup-iters", str(w.warmup_iters),
+            "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
+            "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
+            *to_args({k: v for k, v in options.items() if k != "precision"}, run.backend),
+            *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
+              if lr else []),
+            *(["--device", "cuda"] if gpus else []),
+            *extra,
+        ], None
+    values = {**DEFAULTS, **run_options(study, run), **lr, **run.params(),
+              "run_dir": str(run_dir)}
+    return None, [arg.format(**values) for arg in w.command]
+
+
+def threads_per_rank(system: SystemProfile, run: Run) -> int:
+    """OMP threads per rank: the profile's setting, else the node's cores shared by its
+    ranks (at least 1). On the local system every "node" is this same host.
+    """
+    if system.threads_per_rank is not None:
+        return system.threads_per_rank
+    cores = system.cores_per_node or os.cpu_count() or 1
+    one_host = schedulers.get(system.scheduler).one_host
+    sharing = run.world_size if one_host else run.ranks_per_node
+    return max(1, cores // sharing)
+
+
+def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) -> JobRequest:
+    """The scheduler request of a run: the profile's defaults, the spec's `job:` on top."""
+    job, opts = study.job, system.scheduler_options
+    scheduler = schedulers.get(system.scheduler)
+    queue = getattr(job, scheduler.queue_key) if scheduler.queue_key else None
+    return JobRequest(
+        name=job_name(study.name, run.run_id),
+        nodes=run.nodes,
+        ranks_per_node=run.ranks_per_node,
+        walltime=job.walltime,
+        gpus_per_node=system.gpus_per_node,
+        cpus_per_task=threads_per_rank(system, run),
+        cores_per_node=system.cores_per_node,
+        account=job.account,
+        queue=queue or opts.queue,
+        qos=job.qos or opts.qos,
+        constraint=job.constraint or opts.constraint,
+        # PBS joins both streams into its own log (the script then writes stdout.log and
+        # stderr.log itself: Torque-style qsub wrappers override -o).
+        stdout=str(run_dir / scheduler.log_name),
+        stderr=str(run_dir / "stderr.log"),
+        gpus_directive=opts.gpus_directive,
+        select_terms=dict(opts.select_terms),
+        place=opts.place,
+        filesystems=job.filesystems or opts.filesystems,
+        extra=(*opts.extra, *job.extra_directives),
+    )
+
+
+def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
+            python: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
+    """Everything a job template may use (`python`: the interpreter the job starts;
+    `extra_args`: more workload arguments, e.g. the batch-size probe's)."""
+    tuning = study.tuning.get(run.tuning)
+    env = dict(system.env)
+    if tuning is not None:
+        env.update({k: env_text(v) for k, v in tuning.env.items()})
+    python = python or system.python or sys.executable
+    module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
+                                         extra_args)
+    threads = threads_per_rank(system, run)
+    scheduler = schedulers.get(system.scheduler)
+    launch = Launch(run=run, system=system, python=python, module_args=module_args,
+                    command=command, threads=threads, env_names=tuple(env),
+                    hostfile=scheduler.hostfile)
+    return {
+        "version": __version__,
+        "run": run.params(),
+        "run_dir": str(run_dir),
+        "python": python,
+        "workload_kind": study.workload.kind,
+        "program": ["-m", "scalestudy.workload", *module_args] if module_args else command,
+        "directives": scheduler.directives(job_request(study, system, run, run_dir)),
+        # On this host the local template starts the ranks itself (torchrun agents).
+        "launch": launch_words(launch) if scheduler.queued else [],
+        "env": env,
+        "setup": [*system.setup, *study.job.setup],
+        "threads": threads,
+        "walltime": study.job.walltime,
+        "system": system.model_dump(),
+    }
+
+
+def template_dir(study: Study) -> str | None:
+    """The spec's own template directory (relative to the spec file), if any."""
+    if not study.job.template_dir:
+        return None
+    base = study.source.parent if study.source else Path.cwd()
+    return str((base / study.job.template_dir).resolve())
+
+
+def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
+           python: str | None = None, extra_args: Sequence[str] = ()) -> str:
+    """The job script of one run."""
+    env = environment(template_dir(study))
+    try:
+        template = env.get_template(schedulers.get(system.scheduler).template)
+        return template.render(context(study, system, run, run_dir, python, extra_args))
+    except jinja2.TemplateError as exc:
+        where = getattr(exc, "filename", None) or schedulers.get(system.scheduler).template
+        line = getattr(exc, "lineno", None)
+        # Runtime errors (an undefined variable) carry the place in Jinja's traceback.
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if f.filename.endswith(".j2")]
+        if line is None and frames:
+            where, line = frames[-1].filename, frames[-1].lineno
+        raise ScalestudyError(
+            f"{where}{':' + str(line) if line else ''}: job template error: {exc.message}"
+        ) from None

@@ -1,0 +1,185 @@
+"""Schedulers: how a job is queued, as one protocol; pure functions over strings.
+
+A scheduler renders its directive header, names its job template, says which `job:`
+options it can express, builds the argv to submit, query and cancel, and parses what
+those commands print. It never runs a process (scalestudy.execute.commands does). How
+ranks start is the launcher's business (site.launchers); the two meet in the template.
+
+To add a scheduler: one module here with a `Scheduler` subclass decorated `@register`,
+and its job template `templates/<name>.sh.j2`. Callers ask capabilities, never names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from scalestudy.core.errors import ScalestudyError, SubmitError
+from scalestudy.core.states import JobStatus
+
+__all__ = ["JobRequest", "JobState", "JobStatus", "Scheduler", "SubmitError", "check_token",
+           "get", "names", "register"]
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What one run asks of the scheduler (already merged: profile defaults + spec)."""
+
+    name: str
+    nodes: int
+    ranks_per_node: int
+    walltime: str
+    gpus_per_node: int = 0
+    cpus_per_task: int | None = None
+    cores_per_node: int | None = None
+    account: str | None = None
+    queue: str | None = None  # PBS -q / Slurm -p (partition)
+    qos: str | None = None
+    constraint: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    gpus_directive: str = "gpus-per-node"
+    select_terms: dict[str, str] = field(default_factory=dict)
+    place: str | None = None
+    filesystems: str | None = None
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's status as scalestudy names it, with the scheduler's own words kept."""
+
+    job_id: str
+    state: JobStatus
+    raw: str
+    exit_code: int | None = None
+    reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """The job has ended (whatever the outcome)."""
+        return self.state.done
+
+
+# Directive values are written into `#SBATCH`/`#PBS` lines, where no shell quoting
+# applies: they must be plain tokens.
+_TOKEN = re.compile(r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$")
+
+
+def check_token(what: str, value: str) -> str:
+    """A directive value, or an error saying why it cannot be written safely."""
+    if not _TOKEN.match(value):
+        raise ScalestudyError(
+            f"{what}: {value!r} cannot go into a job directive: use letters, digits and "
+            "_ . , : @ % + = / & | ! ( ) * [ ] - only (no spaces, quotes or newlines)"
+        )
+    return value
+
+
+class Scheduler:
+    """Base of the scheduler backends; subclasses register themselves by `name`.
+
+    Capabilities are class attributes, so callers ask what a scheduler can do instead
+    of which one it is. Queue commands exist only where `queued` is true.
+    """
+
+    name: ClassVar[str] = ""
+    #: What starts a directive line (`#SBATCH`, `#PBS`).
+    prefix: ClassVar[str] = ""
+    #: Jobs wait in a queue and have ids (false: runs execute directly on this host).
+    queued: ClassVar[bool] = True
+    #: Every "node" of a run is this same host (its cores are shared by all ranks).
+    one_host: ClassVar[bool] = False
+    #: The job template, in templates/ (or a study's own template_dir).
+    template: ClassVar[str] = ""
+    #: `job:` keys this scheduler can express (the others are errors in a study).
+    job_options: ClassVar[frozenset[str]] = frozenset()
+    #: The `job:` key that names the queue (`partition` on Slurm, `queue` on PBS).
+    queue_key: ClassVar[str | None] = None
+    #: Where the scheduler writes the job script's own output, in the run directory.
+    log_name: ClassVar[str] = "stdout.log"
+    #: The file listing the job's hosts, as a shell expression (MPI launchers read it).
+    hostfile: ClassVar[str | None] = None
+    #: Whether submitit can submit to it (`job: {submit: submitit}`).
+    submitit: ClassVar[bool] = False
+
+    def directives(self, job: JobRequest) -> list[str]:
+        """The directive lines of the job script's header."""
+        raise NotImplementedError
+
+    def submit_argv(self, script: str) -> list[str]:
+        """argv that submits a script file."""
+        raise NotImplementedError
+
+    def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
+        """The job id from the submit command's output, or SubmitError."""
+        raise NotImplementedError
+
+    def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
+        """argv of the state query for many jobs at once, best first (fallbacks after)."""
+        raise NotImplementedError
+
+    def parse_states(self, argv: Sequence[str], exit_code: int, stdout: str,
+                     stderr: str) -> dict[str, JobState]:
+        """Job id -> state from one query's output (jobs it does not mention are absent);
+        SubmitError when the output is not an answer (the next query form is tried)."""
+        raise NotImplementedError
+
+    def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
+        """argv that cancels jobs."""
+        raise NotImplementedError
+
+    def cancel_failed(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """Why a cancel command failed, or None when every job is cancelled or had ended
+        already (cancelling a finished job is not an error)."""
+        return None if exit_code == 0 else (stderr or stdout).strip() or f"exit {exit_code}"
+
+    def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
+        """argvs listing the jobs (queued, running or ended) with these names; every one
+        that answers is read (a just-queued job may be missing from accounting)."""
+        raise NotImplementedError
+
+    def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
+        """Job name -> the job ids one `find_argvs` command listed."""
+        raise NotImplementedError
+
+    @staticmethod
+    def short_id(job_id: str) -> str:
+        """The part of a job id every command of this scheduler agrees on."""
+        return job_id.split(".")[0]
+
+
+_REGISTRY: dict[str, type[Scheduler]] = {}
+
+
+def register(cls: type[Scheduler]) -> type[Scheduler]:
+    """Class decorator: make a scheduler available by its name (once)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY:
+        raise ValueError(f"scheduler {cls.name!r} is registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get(name: str) -> Scheduler:
+    """The scheduler called `name`; the error lists the valid ones."""
+    _load_backends()
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise ScalestudyError(
+            f"unknown scheduler {name!r}; valid schedulers: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def names() -> list[str]:
+    """Registered scheduler names."""
+    _load_backends()
+    return sorted(_REGISTRY)
+
+
+def _load_backends() -> None:
+    from scalestudy.site.schedulers import local, pbs, slurm  # noqa: F401  (they register)

@@ -1,0 +1,1 @@
+"""The shipped site profiles: one YAML file per machine (add a site by adding a file)."""

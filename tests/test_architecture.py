@@ -1,0 +1,73 @@
+"""The house stays as docs/architecture.md draws it: layers import downward only (checked
+by import-linter's contracts in pyproject.toml), no import cycle, the workload apart,
+callers ask schedulers for capabilities (never their names), modules small and each
+saying its job in its first line."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "scalestudy"
+LINT = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed "
+                                "(pip install -e '.[test]')")
+
+
+def lint(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(LINT), "--config", str(root / "pyproject.toml"),
+                           "--no-cache"], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_contracts_hold() -> None:
+    done = lint(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize(("module", "line", "broken"), [
+    ("core/errors.py", "import scalestudy.cli  # upward", "layers import downward only"),
+    ("execute/diagnose.py", "import scalestudy.execute.status  # a cycle",
+     "no import cycle between sibling modules"),
+    ("workload/names.py", "import scalestudy.core.grid  # the guest reaching home",
+     "the workload runs on compute nodes"),
+])
+def test_the_contracts_catch_what_they_forbid(tmp_path: Path, module: str, line: str,
+                                              broken: str) -> None:
+    shutil.copytree(PACKAGE, tmp_path / "scalestudy",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    target = tmp_path / "scalestudy" / module
+    target.write_text(target.read_text() + f"\n{line}\n")
+    done = lint(tmp_path)
+    assert done.returncode == 1
+    assert re.search(re.escape(broken) + r".*BROKEN", done.stdout), done.stdout
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_module_says_its_job_first_and_stays_small() -> None:
+    for path in modules():
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        assert doc and doc.strip(), f"{path}: no module docstring"
+        assert len(path.read_text().splitlines()) <= 450, f"{path} is over ~400 lines"
+
+
+def test_no_caller_asks_which_scheduler_it_holds() -> None:
+    smell = re.compile(r"""scheduler\s*(?:==|!=)\s*["']|["'](?:local|slurm|pbs)["']\s*(?:==|!=)""")
+    for path in modules():
+        if PACKAGE / "site" / "schedulers" in path.parents:
+            continue
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            assert not smell.search(text), f"{path}:{number}: {text.strip()}"
