@@ -26,7 +26,7 @@ def test_study_runs_reports_and_resumes(tmp_path: Path, write_spec) -> None:
     spec = str(write_spec(TINY))
     first = run_cli("run", spec, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "2 run(s) completed, 0 failed" in first.stdout
+    assert "2 run(s) completed, 0 failed" in first.stderr
     assert "report: results/tiny/report/index.html" in first.stdout
 
     study = tmp_path / "results" / "tiny"
@@ -56,7 +56,7 @@ def test_study_runs_reports_and_resumes(tmp_path: Path, write_spec) -> None:
 
     second = run_cli("run", spec, cwd=tmp_path)
     assert second.returncode == 0
-    assert "nothing to run" in second.stdout
+    assert "nothing to run" in second.stderr
     assert not (run_dir / "attempts").exists()
 
 
@@ -75,7 +75,7 @@ def test_a_failed_run_is_recorded_the_others_go_on(tmp_path: Path, write_spec) -
     spec = str(write_spec(FAILING.replace("{ echo", "{{ echo").replace("; };", "; }};")))
     done = run_cli("run", spec, cwd=tmp_path)
     assert done.returncode == 1
-    assert "1 run(s) completed, 1 failed" in done.stdout
+    assert "1 run(s) completed, 1 failed" in done.stderr
     assert "error: 1 run(s) failed" in done.stderr and "Traceback" not in done.stderr
     runs = pd.read_csv(tmp_path / "results" / "flaky" / "runs.csv")
     ok = runs[runs["world_size"] == 1].iloc[0]

@@ -90,7 +90,14 @@ def test_submitit_study(tmp_path: Path, slurm_cluster) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     runs = check_report(tmp_path, "submitit", [2, 4])
     run_dir = tmp_path / "results" / "submitit" / "runs" / runs["run_id"][0]
-    assert list((run_dir / "submitit").glob("*_submission.sh"))
+    # submitit's own sbatch script went through scalestudy's submission engine
+    script = (run_dir / "job.sh").read_text()
+    assert "-m submitit.core._submit" in script and "#SBATCH --job-name=submitit-" in script
+    journal = [json.loads(line) for line in
+               (tmp_path / "results/submitit/jobs.jsonl").read_text().splitlines()]
+    assert {e.get("via") for e in journal if "job_id" in e} == {"submitit"}
+    assert sum(1 for e in journal if e.get("intent")) == len(runs)
+    assert list((run_dir / "submitit").glob("*_submitted.pkl"))
 
 
 def test_pbs_study_through_the_torque_qsub(tmp_path: Path, slurm_cluster) -> None:

@@ -47,7 +47,7 @@ def test_failed_jobs_are_classified_and_rerun_on_request(tmp_path: Path,
     assert [r["failure"] for r in rows] == ["import_error", "import_error"], rows
     assert all("No module named horovod" in r["failure_line"] for r in rows)
     again = run_cli("run", str(spec), "--wait", cwd=tmp_path)
-    assert "2 failed run(s) left as they are" in again.stdout
+    assert "2 failed run(s) left as they are" in again.stderr
     assert "0 job(s) submitted" in again.stdout
     rerun = run_cli("run", str(spec), "--rerun", "failed", "--wait", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

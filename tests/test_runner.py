@@ -83,10 +83,10 @@ def test_a_bad_rerun_choice_is_a_usage_error_that_lists_the_choices(tmp_path, wr
 def test_cli_rerun_failed(tmp_path: Path, write_spec) -> None:
     spec = str(write_spec(FLAKY))
     first = run_cli("run", spec, cwd=tmp_path)
-    assert first.returncode == 1 and "0 run(s) completed, 2 failed" in first.stdout
+    assert first.returncode == 1 and "0 run(s) completed, 2 failed" in first.stderr
     status = run_cli("status", spec, cwd=tmp_path)
     assert status.returncode == 0 and "import_error" in status.stdout
     again = run_cli("run", spec, cwd=tmp_path)
-    assert "2 failed run(s) left as they are" in again.stdout
+    assert "2 failed run(s) left as they are" in again.stderr
     rerun = run_cli("run", spec, "--rerun", "failed", cwd=tmp_path)
-    assert rerun.returncode == 0 and "2 run(s) completed, 0 failed" in rerun.stdout
+    assert rerun.returncode == 0 and "2 run(s) completed, 0 failed" in rerun.stderr

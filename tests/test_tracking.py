@@ -368,3 +368,33 @@ def _thousand_runs(tmp_path: Path) -> None:
     assert len(queries[0][queries[0].index("-j") + 1].split(",")) == 1000
     assert len(queries[1][queries[1].index("-j") + 1].split(",")) == 10  # settled: not asked
     assert sleeps == [5.0, 7.5, 11.25]  # backing off
+
+
+def test_a_poll_writes_only_what_changed_and_never_diagnoses(plan, monkeypatch) -> None:
+    from scalestudy.execute import diagnose
+    from scalestudy.execute import workspace as ws
+    from scalestudy.execute.tracking import Tracker
+
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs, runner=fake)
+    finish(plan, fake, "101", "COMPLETED|0:0", 10.0)
+    finish(plan, fake, "102", "RUNNING|0:0", None)
+    tracker = Tracker(plan, fake)
+    tracker.refresh()  # settles 101, records 102 running
+    writes: list[Path] = []
+    real = ws.write_atomic
+    monkeypatch.setattr(ws, "write_atomic", lambda p, *a, **k: (writes.append(p),
+                                                                real(p, *a, **k)))
+
+    def no_logs(*_: object, **__: object) -> str:
+        raise AssertionError("a poll read logs to diagnose a run")
+
+    monkeypatch.setattr(diagnose, "read_logs", no_logs)
+    for _ in range(3):
+        views = tracker.refresh()
+    assert writes == []  # nothing changed: nothing written
+    assert views[plan.runs[0].run_id].state == "completed"
+    finish(plan, fake, "103", "RUNNING|0:0", None)
+    tracker.refresh()
+    assert [p.parent.name for p in writes] == [
+        next(e["run_id"] for e in journal(plan).entries() if e["job_id"] == "103")]
