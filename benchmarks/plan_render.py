@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from scalestudy.core.grid import expand
-from scalestudy.site.render import render
 from scalestudy.core.load import parse_study
 from scalestudy.execute.workspace import write_text_atomic
 from scalestudy.site.profiles import load_system
+from scalestudy.site.render import render
 
 SPEC = """
 name: bench

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scalestudy.report.build import build_report
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.collect import collect
-from scalestudy.report.build import build_report
 
 NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 BATCHES = (16, 32, 64, 128, 256)

@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from scalestudy.results.collect import collect, read_runs
 from scalestudy.execute.workspace import BAD_THROUGHPUT, NO_RECORD
+from scalestudy.results.collect import collect, read_runs
 
 
 def params(nodes: int = 1, rpn: int = 1, repeat: int = 0, batch: int = 16, **kw: Any) -> dict:

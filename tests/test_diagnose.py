@@ -11,8 +11,8 @@ import pytest
 
 from scalestudy.execute import diagnose
 from scalestudy.execute import workspace as state
-from scalestudy.execute.status import read_status
 from scalestudy.execute.diagnose import classify
+from scalestudy.execute.status import read_status
 
 CUDA_OOM = """\
 Traceback (most recent call last):

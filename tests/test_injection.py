@@ -14,14 +14,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from scalestudy.execute import workspace as state
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.grid import expand
-from scalestudy.site.render import context, render
 from scalestudy.core.load import parse_study
 from scalestudy.site.plan import Plan
-from scalestudy.site.profiles import load_system
 from scalestudy.site.profiles import available, load_system
+from scalestudy.site.render import context, render
 
 PROFILES = available()
 FRAGMENTS = [

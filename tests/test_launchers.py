@@ -6,11 +6,11 @@ import pytest
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import expand
+from scalestudy.core.load import parse_study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
-from scalestudy.site.render import shell_words
-from scalestudy.core.load import parse_study
 from scalestudy.site.profiles import LauncherOptions, SystemProfile
+from scalestudy.site.render import shell_words
 
 RUN = expand(parse_study("name: l\ngrid: {nodes: [2], ranks_per_node: [4]}\n"))[0]
 

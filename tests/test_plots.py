@@ -8,8 +8,6 @@ import pytest
 from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import model_study
 from scalestudy.report.plots import (
     heatmap_data,
     plot_comm_overhead,
@@ -20,6 +18,8 @@ from scalestudy.report.plots import (
     plot_variants,
     render_png,
 )
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.commmodel import model_study
 from tests.test_analyze import frame, run
 
 

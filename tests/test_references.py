@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.results.analyze import scaling_table
 from scalestudy.core.errors import SpecError
-from scalestudy.results.references import check_references, failed_lines, load_references
 from scalestudy.core.spec import Reference
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.references import check_references, failed_lines, load_references
 from tests.test_analyze import frame, run
 
 # 1, 2, 4 GPUs on one node, then 2 nodes: per-GPU 100, 95, 90, 80 img/s.

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.grid import expand
-from scalestudy.site.render import render, workload_args
 from scalestudy.core.load import parse_study
 from scalestudy.site.profiles import load_system
+from scalestudy.site.render import render, workload_args
 
 HOSTILE = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "x\ntouch pwned",
            "'; touch pwned; '", '"; touch pwned; "', "#SBATCH --wrap=touch", "$HOME $PATH"]

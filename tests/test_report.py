@@ -12,9 +12,9 @@ from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
 from scalestudy.report import build as report
+from scalestudy.report.build import plot_efficiency, plot_throughput, write_report
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.collect import collect, read_runs
-from scalestudy.report.build import plot_efficiency, plot_throughput, write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

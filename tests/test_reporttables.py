@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from scalestudy.report.tables import fit_table, num, pct, prediction_table, seconds
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.commmodel import model_study
-from scalestudy.report.tables import fit_table, num, pct, prediction_table, seconds
 from tests.test_analyze import frame, run
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.site import schedulers
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.states import JobStatus
+from scalestudy.site import schedulers
 from scalestudy.site.schedulers import JobRequest, SubmitError
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from scalestudy.core.grid import expand
-from scalestudy.site.render import render
 from scalestudy.core.load import parse_study
 from scalestudy.site.profiles import load_system
+from scalestudy.site.render import render
 
 HERE = Path(__file__).parent
 CONVENTIONS = yaml.safe_load((HERE / "data" / "conventions.yaml").read_text())

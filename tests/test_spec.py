@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.errors import SpecError
-from scalestudy.study import make_plan
 from scalestudy.core.load import load_study, parse_study, study_schema
 from scalestudy.core.spec import MODEL_NAMES, CommandWorkload, walltime_seconds
+from scalestudy.study import make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = sorted((ROOT / "tests" / "specs" / "broken").glob("*.yaml"))

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalestudy.results.analyze import scaling_table
 from scalestudy.report.build import build_report
+from scalestudy.results.analyze import scaling_table
 from scalestudy.results.summary import dump, records
 from tests.test_analyze import frame, run
 

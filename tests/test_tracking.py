@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.study import make_plan
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, follow, refresh, submit_runs
 from scalestudy.site.schedulers import SubmitError
+from scalestudy.study import make_plan
 
 PROFILE = """
 name: fake

@@ -5,7 +5,7 @@ stderr, so stdout stays machine-readable. Exit codes: 0 done, 1 runs or checks f
 2 a bad spec or option, 130 interrupted (Ctrl-C). Nothing here imports torch, pandas or
 matplotlib at start-up.
 """
-# isort: skip_file  (commands are listed in the order they register)
+# ruff: noqa: I001  (commands are listed in the order they register)
 
 from scalestudy.cli.app import app, main
 from scalestudy.cli import runs  # noqa: F401  validate, plan, run, status, cancel, probe

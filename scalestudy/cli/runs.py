@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, print_json, app, err, out
+from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
 
