@@ -15,12 +15,14 @@ pytest_plugins = ["tests.slurm_testbed"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 600,
-            path: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`scalestudy ARGS` in a fresh interpreter, as a user runs it (`path`: its PATH)."""
-    env = {k: v for k, v in os.environ.items() if k != "SCALESTUDY_DEBUG"}
+def run_cli(*args: str, cwd: Path, timeout: float = 600, path: str | None = None,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`scalestudy ARGS` in a fresh interpreter, as a user runs it (`path`: its PATH;
+    `env_extra`: more variables, e.g. COLUMNS)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SCALESTUDY_DEBUG", "COLUMNS")}
     if path is not None:
         env["PATH"] = path
+    env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-c", "from scalestudy.cli import main; main()", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,

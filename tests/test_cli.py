@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,16 @@ from tests.conftest import ROOT, run_cli
 BROKEN = sorted((ROOT / "tests" / "specs" / "broken").glob("*.yaml"))
 
 
-def test_help_is_fast_and_imports_no_heavy_module() -> None:
-    code = ("import sys, time; t = time.perf_counter(); from scalestudy.cli import app\n"
-            "heavy = [m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules]\n"
-            "print(heavy, time.perf_counter() - t)")
+def test_help_imports_no_heavy_module() -> None:
+    # What keeps `scalestudy --help` instant, by construction (its time is a benchmark's
+    # business, not a test's): the CLI and its help load no torch, pandas or matplotlib.
+    code = ("import sys; from scalestudy.cli import app; from typer.main import get_command\n"
+            "get_command(app)\n"
+            "print([m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    heavy, seconds = out.stdout.rsplit(" ", 1)
-    assert heavy == "[]"
-    assert float(seconds) < 1.0
-    started = time.perf_counter()
+    assert out.stdout.strip() == "[]"
     done = run_cli("--help", cwd=ROOT)
     assert done.returncode == 0 and "plan" in done.stdout and "report" in done.stdout
-    assert time.perf_counter() - started < 3.0  # a whole interpreter, on a loaded 2-core box
 
 
 @pytest.mark.parametrize("command", ["validate", "plan", "run"])
@@ -111,3 +108,51 @@ def test_missing_sbatch_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error: sbatch: command not found" in done.stderr
     assert "0 job(s) were submitted before this" in done.stderr
+
+
+def test_version_help_and_choices(tmp_path: Path) -> None:
+    from scalestudy import __version__
+
+    version = run_cli("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == f"scalestudy {__version__}"
+    helps = {c: run_cli(c, "--help", cwd=tmp_path, env_extra={"COLUMNS": "120"}).stdout
+             for c in ("run", "report", "plan")}
+    assert "[failed|all]" in helps["run"]
+    assert "[log|ring]" in helps["report"] and "[fit|probe]" in helps["report"]
+    assert "smallest|node|N" in helps["report"]
+    assert "the results directory" in helps["plan"]
+    top = run_cli("--help", cwd=tmp_path, env_extra={"COLUMNS": "120"}).stdout
+    listing = top.split("Commands", 1)[1].splitlines()
+    commands = [ln for ln in listing if ln.startswith("│ ") and "  " in ln[2:]]
+    assert len(commands) >= 11
+    for line in commands:  # one line each, ending a sentence
+        assert line.rstrip(" │").endswith((".", ")", "`")), line
+    typo = run_cli("report", "nowhere.yaml", "--latency", "tre", cwd=tmp_path)
+    assert typo.returncode == 2 and "'tre' is not one of 'log', 'ring'" in typo.stderr
+
+
+def test_json_everywhere_and_one_profile(tmp_path: Path) -> None:
+    example = str(ROOT / "studies" / "example.yaml")
+    valid = json.loads(run_cli("validate", example, "--json", cwd=tmp_path).stdout)
+    assert valid == {"study": example, "ok": True, "runs": 12, "points": 6, "repeats": 2,
+                     "system": "local"}
+    listed = json.loads(run_cli("systems", "--json", cwd=tmp_path).stdout)
+    assert {p["name"] for p in listed} >= {"local", "polaris", "perlmutter"}
+    one = run_cli("systems", "polaris", cwd=tmp_path)
+    assert one.returncode == 0 and "scheduler: pbs" in one.stdout
+    assert "launcher: mpiexec" in one.stdout
+    assert json.loads(run_cli("systems", "polaris", "--json", cwd=tmp_path).stdout)[
+        "gpus_per_node"] == 4
+    unknown = run_cli("systems", "nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "valid systems:" in unknown.stderr
+    collected = json.loads(run_cli("collect", example, "--json", cwd=tmp_path).stdout)
+    assert collected["runs"] == 12 and collected["pending"] == 12
+
+
+def test_local_study_says_what_queue_options_do_there(tmp_path: Path, write_spec) -> None:
+    spec = write_spec("name: q\n")
+    cancel = run_cli("cancel", str(spec), cwd=tmp_path)
+    assert cancel.returncode == 2
+    assert "runs jobs directly on this machine: there is no queue to cancel" in cancel.stderr
+    dry = run_cli("run", str(spec), "--dry-run", "--max-jobs", "2", cwd=tmp_path)
+    assert dry.returncode == 0

@@ -44,7 +44,8 @@ def test_time_limit_stops_the_whole_process_group(tmp_path: Path) -> None:
     run_dir = job(tmp_path, "sleep 60 &\necho $! > child.pid\nwait\n")
     started = time.monotonic()
     status = executor.execute(run_dir, PARAMS, timeout_s=1)
-    assert time.monotonic() - started < 20
+    # the child sleeps 60 s: ending before that is the behaviour, not a speed claim
+    assert time.monotonic() - started < 55
     assert status["state"] == "failed" and "time limit of 1 s" in status["reason"]
     child = int((run_dir / "child.pid").read_text())
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text()

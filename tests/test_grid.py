@@ -31,21 +31,21 @@ def test_weak_scaling_holds_per_gpu_batch() -> None:
 
 def test_strong_scaling_splits_the_global_batch() -> None:
     study = parse_study("name: s\nscaling: strong\ngrid: {ranks_per_node: [1, 2, 4], "
-                        "batch_size: [64]}\n")
+                        "global_batch: [64]}\n")
     assert [(r.world_size, r.batch_size, r.global_batch) for r in expand(study)] == [
         (1, 64, 64), (2, 32, 64), (4, 16, 64)]
 
 
 def test_strong_scaling_indivisible_point_can_be_excluded() -> None:
     study = parse_study("name: s\nscaling: strong\ngrid: {ranks_per_node: [1, 3], "
-                        "batch_size: [64]}\nexclude: [{world_size: 3}]\n")
+                        "global_batch: [64]}\nexclude: [{world_size: 3}]\n")
     assert [r.world_size for r in expand(study)] == [1]
 
 
 def test_strong_scaling_indivisible_point_is_an_error() -> None:
     study = parse_study("name: s\nscaling: strong\ngrid: {ranks_per_node: [1, 3], "
-                        "batch_size: [64]}\n", "s.yaml")
-    with pytest.raises(SpecError, match=r"s.yaml:3: grid.batch_size\[0\]: .*64 over 3 ranks"):
+                        "global_batch: [64]}\n", "s.yaml")
+    with pytest.raises(SpecError, match=r"s.yaml:3: grid.global_batch\[0\]: .*64 over 3 ranks"):
         expand(study)
 
 

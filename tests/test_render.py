@@ -86,7 +86,8 @@ def test_synthetic_workload_is_launched_as_a_module_by_torchrun(tmp_path: Path) 
 
 
 def test_command_placeholders_get_the_run_values(tmp_path: Path) -> None:
-    study = parse_study("name: c\nscaling: strong\ngrid: {ranks_per_node: [2], batch_size: [64]}\n"
+    study = parse_study("name: c\nscaling: strong\n"
+                        "grid: {ranks_per_node: [2], global_batch: [64]}\n"
                         "workload: {kind: command, command: 'train --bs {batch_size} "
                         "--gbs {global_batch} --ws {world_size} --out {run_dir}/x'}\n")
     run = expand(study)[0]

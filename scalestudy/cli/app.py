@@ -66,11 +66,17 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+INTERRUPTED = ("interrupted: a local run that did not finish is kept as `interrupted` and runs "
+               "again with the same command; submitted jobs stay in the queue (scalestudy "
+               "status / cancel)")
+
+
 def main() -> None:
     """Entry point: run the app inside the one error boundary; the exit code it returns
     is what the shell sees."""
     signal.signal(signal.SIGTERM, _sigterm)
     try:
+        # Typer turns Ctrl-C into exit code 130; other exit codes come back as they are.
         code = app(standalone_mode=False)
     except ScalestudyError as exc:
         if os.environ.get("SCALESTUDY_DEBUG"):
@@ -79,10 +85,7 @@ def main() -> None:
             err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        err.print("interrupted: a local run that did not finish is kept as `interrupted` and "
-                  "runs again with the same command; submitted jobs stay in the queue "
-                  "(scalestudy status / cancel)", markup=False, highlight=False)
-        sys.exit(Interrupted.exit_code)
+        code = Interrupted.exit_code
     except Exception as exc:  # a click usage error
         import click
 
@@ -90,4 +93,6 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if code == Interrupted.exit_code:
+        err.print(INTERRUPTED, markup=False, highlight=False)
     sys.exit(code if isinstance(code, int) else 0)

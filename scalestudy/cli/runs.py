@@ -66,6 +66,7 @@ def run(
     from scalestudy import study as uc
 
     plan = uc.make_plan(study, results)
+    uc.check_selection(plan, only)
     force = rerun is Rerun.ALL
     if dry_run:
         todo = uc.dry_run(plan, _chosen(uc.choose_runs(plan, only, rerun, max_attempts)), force)
@@ -75,7 +76,6 @@ def run(
                       f"repeat {r.repeat}: {plan.run_dir(r) / 'job.sh'}", highlight=False)
         out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
         return
-    uc.check_selection(plan, only)
     with uc.lock(plan):
         if plan.scheduler.queued:
             _run_queued(plan, only, rerun, max_attempts, max_jobs, wait)
@@ -211,7 +211,7 @@ def probe(
     else:
         from scalestudy.report.terminal import probe_lines
 
-        for line in probe_lines(record, got.suggested):
+        for line in probe_lines(record, got.suggested, plan.study.scaling):
             out.print(line, highlight=False)
     if not record["largest_batch_that_fits"]:
         raise RunFailed(f"no batch from {min_batch} fits one GPU of {plan.system.name}")

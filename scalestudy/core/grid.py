@@ -53,6 +53,10 @@ class Run:
         return out
 
 
+#: The per-GPU batch of a weak-scaling grid that names none.
+DEFAULT_BATCH = 32
+
+
 def job_name(study_name: str, run_id: str) -> str:
     """The name a run's job has on a scheduler: `<study>-<run id>`. The job script is
     rendered with it, and a restart after a crash finds an interrupted submission's job
@@ -100,10 +104,36 @@ def _run_id(study: Study, point: dict[str, Any], repeat: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
-def _excluded(study: Study, point: dict[str, Any]) -> bool:
-    return any(
-        all(point.get(key) in values for key, values in rule.items()) for rule in study.exclude
-    )
+def _excluded(study: Study, point: dict[str, Any], used: set[int] | None = None) -> bool:
+    """Whether an `exclude` rule matches the point (the rules that do are added to `used`)."""
+    hits = [i for i, rule in enumerate(study.exclude)
+            if all(point.get(key) in values for key, values in rule.items())]
+    if used is not None:
+        used.update(hits)
+    return bool(hits)
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order, then everything else as text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    return (1, str(value))
+
+
+def _unused_rules(study: Study, used: set[int], points: list[dict[str, Any]]) -> None:
+    """An exclude rule that matches no grid point is a mistake, never silent."""
+    problems = []
+    for i, rule in enumerate(study.exclude):
+        if i in used:
+            continue
+        seen = {key: sorted({p.get(key) for p in points}, key=_order) for key in rule}
+        problems.append(
+            f"{study.line_of(('exclude', i))}: matches no grid point; the grid has "
+            + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in seen.items())
+            + " (batch_size is the per-GPU batch, global_batch the global one): fix the "
+            "rule or remove it")
+    if problems:
+        raise SpecError("\n".join(problems))
 
 
 def expand(study: Study) -> list[Run]:
@@ -114,8 +144,12 @@ def expand(study: Study) -> list[Run]:
     runs: list[Run] = []
     axes = g.option_axes()
     seen: set[str] = set()
+    used: set[int] = set()
+    points: list[dict[str, Any]] = []
+    strong = study.scaling == "strong"
+    batches = (g.global_batch if strong else g.batch_size) or [DEFAULT_BATCH]
     for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
-        g.nodes, g.ranks_per_node, g.batch_size, g.backend, g.tuning, *axes.values()
+        g.nodes, g.ranks_per_node, batches, g.backend, g.tuning, *axes.values()
     ):
         # An option the backend does not read is no axis for it: one run, value None.
         chosen = {name: (value if BY_NAME[name].applies(backend) else None)
@@ -128,9 +162,9 @@ def expand(study: Study) -> list[Run]:
         if study.scaling == "strong":
             if batch % world:
                 if _excluded(study, {**_point(nodes, rpn, 0, batch, backend, tuning),
-                                      **chosen}):
+                                      **chosen}, used):
                     continue
-                line = study.line_of(("grid", "batch_size", g.batch_size.index(batch)))
+                line = study.line_of(("grid", "global_batch", batches.index(batch)))
                 raise SpecError(
                     f"{line}: strong scaling splits the global batch {batch} over "
                     f"{world} ranks ({nodes} nodes x {rpn} ranks/node), which does not "
@@ -141,7 +175,8 @@ def expand(study: Study) -> list[Run]:
         else:
             per_gpu, global_batch = batch, batch * world
         point = {**_point(nodes, rpn, per_gpu, global_batch, backend, tuning), **chosen}
-        if _excluded(study, point):
+        points.append(point)
+        if _excluded(study, point, used):
             continue
         precision = chosen.pop("precision", None) or _base_precision(study, tuning)
         for repeat in range(study.repeats):
@@ -158,6 +193,7 @@ def expand(study: Study) -> list[Run]:
                 axes=tuple(chosen.items()),
                 **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
             ))
+    _unused_rules(study, used, points)
     if not runs:
         raise SpecError(
             f"{study.line_of(('exclude',))}: every grid point is excluded; "

@@ -102,8 +102,28 @@ def _cross_checks(study: Study) -> list[tuple[Loc, str]]:
             problems.append((("grid", "tuning", i), (
                 f"no tuning variant {name!r}; defined: {', '.join(sorted(known))} "
                 "(add it under `tuning:` or fix the name)")))
+    problems += _batch_checks(study)
     problems += _option_checks(study)
     return problems
+
+
+def _batch_checks(study: Study) -> list[tuple[Loc, str]]:
+    """One meaning per key: `batch_size` is the per-GPU batch and `global_batch` the
+    global one, in the grid as in `exclude`, `--only`, the tables and the record."""
+    g = study.grid
+    if study.scaling == "strong" and g.batch_size is not None:
+        return [(("grid", "batch_size"), (
+            "strong scaling holds the global batch fixed and splits it over the ranks: write "
+            "the global batches as grid.global_batch (batch_size always means the per-GPU "
+            "batch)"))]
+    if study.scaling == "strong" and g.global_batch is None:
+        return [(("grid",), "strong scaling needs grid.global_batch: the global batches to "
+                           "split over the ranks, e.g. `global_batch: [256]`")]
+    if study.scaling == "weak" and g.global_batch is not None:
+        return [(("grid", "global_batch"), (
+            "weak scaling holds the per-GPU batch fixed (the global batch grows with the "
+            "ranks): write grid.batch_size, or set `scaling: strong`"))]
+    return []
 
 
 def _option_checks(study: Study) -> list[tuple[Loc, str]]:

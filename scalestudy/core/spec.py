@@ -219,9 +219,10 @@ class _GridBase(Model):
     ranks_per_node: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = (
         Field(default=[1], description="ranks (GPUs) per node")
     )
-    batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
-        default=[32], description="per-GPU batch (weak scaling) or global batch (strong)"
-    )
+    batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (
+        Field(None, description="weak scaling: per-GPU batches (each rank's; default [32])"))
+    global_batch: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (
+        Field(None, description="strong scaling: global batches, split over the ranks"))
     backend: Annotated[
         list[Literal[BACKENDS]], BeforeValidator(_as_list), Field(min_length=1)  # type: ignore[valid-type]
     ] = Field(default=["ddp"], description="training backends: " + ", ".join(BACKENDS))
@@ -357,14 +358,16 @@ class Study(Model):
     )
     scaling: Literal["weak", "strong"] = Field(
         "weak",
-        description="weak: batch_size is per GPU; strong: batch_size is global, split over ranks",
+        description="weak: the per-GPU batch is fixed (grid.batch_size); strong: the global "
+        "batch is fixed (grid.global_batch) and split over the ranks",
     )
     workload: Workload = Field(default_factory=SyntheticWorkload, description="what runs")
     grid: Grid = Field(default_factory=Grid, description="the axes of the study")
     exclude: list[dict[str, Annotated[list[Scalar], BeforeValidator(_as_list)]]] = Field(
         default_factory=list,
         description="drop the grid points that match every key of a rule, e.g. "
-        "{nodes: 8, batch_size: [8, 16]}; keys: " + ", ".join(EXCLUDE_KEYS),
+        "{nodes: 8, batch_size: [8, 16]} (batch_size is the per-GPU batch, global_batch the "
+        "global one, in both scaling modes); keys: " + ", ".join(EXCLUDE_KEYS),
     )
     tuning: dict[Name, Tuning] = Field(
         default_factory=dict, description="named tuning variants used by grid.tuning"
