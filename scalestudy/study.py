@@ -40,17 +40,64 @@ def _quiet(_: str) -> None:
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
-    """What `plan --json` prints: the runs, their states and the totals."""
+    """What `plan --json` prints: the runs, their states and the totals: the worst-case
+    node-hours (every run using its whole walltime) and the expected ones (measured
+    where a run, or a run of the same shape, has run; the walltime elsewhere)."""
+    statuses = {r.run_id: read_status(plan.run_dir(r)) for r in plan.runs}
+    expected, measured = expected_node_hours(plan, statuses)
     return {
         "study": plan.study.name,
         "system": plan.system.name,
         "scaling": plan.study.scaling,
-        "runs": [{**r.params(), "state": read_state(plan.run_dir(r)).value}
-                 for r in plan.runs],
+        "runs": [{**r.params(), "state": statuses[r.run_id].state.value} for r in plan.runs],
         "run_count": len(plan.runs),
         "node_hours_max": round(node_hours(plan.study, plan.runs), 3),
+        "node_hours_expected": round(expected, 3),
+        "runs_measured": measured,
         "walltime": plan.study.job.walltime,
     }
+
+
+def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, int]:
+    """(node-hours, runs whose time is measured): each run's measured elapsed time, else
+    the median of measured runs of the same shape (nodes, ranks, batch), else its walltime."""
+    import statistics
+
+    from scalestudy.core.spec import walltime_seconds
+
+    by_shape: dict[tuple[int, int, int], list[float]] = {}
+    for run in plan.runs:
+        elapsed = statuses[run.run_id].elapsed_s
+        if elapsed is not None and statuses[run.run_id].state is RunState.COMPLETED:
+            by_shape.setdefault((run.nodes, run.ranks_per_node, run.global_batch),
+                                []).append(elapsed)
+    wall = walltime_seconds(plan.study.job.walltime)
+    total, measured = 0.0, 0
+    for run in plan.runs:
+        known = by_shape.get((run.nodes, run.ranks_per_node, run.global_batch))
+        seconds = statistics.median(known) if known else wall
+        measured += bool(known)
+        total += run.nodes * seconds / 3600
+    return total, measured
+
+
+def check_budget(plan: Plan, runs: Sequence[Run], budget: float | None) -> None:
+    """`run --budget N`: refuse runs whose worst case (nodes x walltime) exceeds N
+    node-hours, naming the costliest."""
+    if budget is None or not runs:
+        return
+    worst = node_hours(plan.study, runs)
+    if worst <= budget:
+        return
+    hours_each = node_hours(plan.study, runs[:1]) / runs[0].nodes
+    costly = sorted(runs, key=lambda r: -r.nodes)[:5]
+    named = ", ".join(f"{r.run_id} ({r.nodes} nodes: {r.nodes * hours_each:g} node-h)"
+                      for r in costly)
+    raise ScalestudyError(
+        f"the {len(runs)} run(s) to start may use up to {worst:g} node-hours (nodes x "
+        f"walltime {plan.study.job.walltime}), more than --budget {budget:g}; the costliest: "
+        f"{named}. Lower job.walltime, exclude the largest scales (--only 'nodes<=N'), or "
+        "raise --budget")
 
 
 @dataclass(frozen=True)
@@ -105,11 +152,13 @@ Progress = Callable[[Run, dict[str, Any] | None], None]
 
 
 def run_here(plan: Plan, selection: Selection, force: bool,
-             progress: Progress | None = None) -> list[RunState]:
+             progress: Progress | None = None, budget: float | None = None
+             ) -> list[RunState]:
     """Execute the chosen runs on this machine, one after the other; their end states."""
     from scalestudy.execute.local import execute_runs
     from scalestudy.execute.submit import prepare
 
+    check_budget(plan, selection.todo, budget)
     todo = prepare(plan, selection.todo, force=force)
     return [RunState(s["state"]) for s in execute_runs(plan, todo, progress)]
 
@@ -126,7 +175,7 @@ class Queued:
 
 
 def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
-           max_jobs: int | None) -> Queued:
+           max_jobs: int | None, budget: float | None = None) -> Queued:
     """Adopt jobs an interrupted submission left, then submit the chosen runs that are
     neither queued nor running (at most `max_jobs` in the queue)."""
     from scalestudy.execute.tracking import Tracker, recover, submit_runs
@@ -135,6 +184,9 @@ def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
     views = Tracker(plan).refresh()
     selection = choose_runs(plan, only, rerun, max_attempts,
                             {k: v.state for k, v in views.items()})
+    check_budget(plan, [r for r in selection.todo if not views[r.run_id].state.active
+                        and (rerun is Rerun.ALL or views[r.run_id].state
+                             is not RunState.COMPLETED)], budget)
     done = submit_runs(plan, selection.todo, max_jobs, views=views, force=rerun is Rerun.ALL)
     return Queued(adopted, done.submitted, done.active, done.waiting, selection)
 

@@ -54,7 +54,8 @@ def test_validate_and_plan_the_example(tmp_path: Path) -> None:
     done = run_cli("validate", example, cwd=tmp_path)
     assert done.returncode == 0 and "ok: 12 runs (6 grid points x 2 repeats)" in done.stdout
     table = run_cli("plan", example, cwd=tmp_path)
-    assert "12 runs, at most" in table.stdout and "per-GPU batch" in table.stdout
+    assert "12 runs: at most" in table.stdout and "per-GPU batch" in table.stdout
+    assert "expected" in table.stdout
     data = json.loads(run_cli("plan", example, "--json", cwd=tmp_path).stdout)
     assert data["run_count"] == 12 and len(data["runs"]) == 12
     assert {r["world_size"] for r in data["runs"]} == {1, 2, 4}

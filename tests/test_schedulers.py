@@ -187,3 +187,17 @@ def test_jobs_found_by_name_slurm_and_pbs() -> None:
     full = ("Job Id: 125.pbs01\n    Job_Name = s-aa\n    job_state = R\n\n"
             "Job Id: 126\n    Job_Name = other\n")
     assert pbs.parse_found(argvs[2], full) == {"s-aa": {"125"}, "other": {"126"}}
+
+
+def test_sacct_energy_fields_recorded_and_with_accounting() -> None:
+    slurm = schedulers.get("slurm")
+    argv = slurm.query_argvs(["333"])[0]
+    assert argv[-1].endswith(",ConsumedEnergyRaw,ElapsedRaw")
+    # recorded from the testbed's Slurm, which has no energy plugin: no energy
+    recorded = slurm.parse_states(argv, 0, (DATA / "slurm" / "sacct-energy-fields.txt")
+                                  .read_text(), "")
+    assert (recorded["333"].state, recorded["333"].exit_code) == (FAILED, 3)
+    assert recorded["334"].energy_j is None and recorded["334"].state == COMPLETED
+    # a site with AcctGatherEnergyType: the same columns carry joules and seconds
+    measured = slurm.parse_states(argv, 0, "335|COMPLETED|0:0|None|8640000|3600\n", "")
+    assert (measured["335"].energy_j, measured["335"].elapsed_s) == (8640000.0, 3600.0)

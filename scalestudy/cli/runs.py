@@ -57,6 +57,9 @@ def run(
         case_sensitive=False)] = None,
     max_attempts: Annotated[int, typer.Option(
         "--max-attempts", min=1, help="leave a run that has failed this many attempts")] = 3,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", min=0.0, help="refuse when the runs to start may use more node-hours "
+        "than this (nodes x walltime, the worst case)")] = None,
     results: ResultsOpt = Path("results"),
 ) -> None:
     """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
@@ -78,7 +81,7 @@ def run(
         return
     with uc.lock(plan):
         if plan.scheduler.queued:
-            _run_queued(plan, only, rerun, max_attempts, max_jobs, wait)
+            _run_queued(plan, only, rerun, max_attempts, max_jobs, wait, budget)
             return
         if max_jobs is not None or wait:
             err.print(f"note: system {plan.system.name} runs jobs here, one after the other, "
@@ -91,7 +94,7 @@ def run(
         from scalestudy.report.terminal import local_progress
 
         with local_progress(err, plan, len(selection.todo)) as progress:
-            states = uc.run_here(plan, selection, force, progress)
+            states = uc.run_here(plan, selection, force, progress, budget)
         _report_and_exit(plan, states)
 
 
@@ -105,10 +108,10 @@ def _chosen(selection: Any) -> Any:
 
 
 def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: int,
-                max_jobs: int | None, wait: bool) -> None:
+                max_jobs: int | None, wait: bool, budget: float | None) -> None:
     from scalestudy import study as uc
 
-    queued = uc.submit(plan, only, rerun, max_attempts, max_jobs)
+    queued = uc.submit(plan, only, rerun, max_attempts, max_jobs, budget)
     from scalestudy.report.terminal import queued_lines
 
     _chosen(queued.selection)

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from scalestudy.core.errors import Loc, where
+from scalestudy.core.target import Target
 from scalestudy.workload.names import MODEL_NAMES
 from scalestudy.workload.options import BACKENDS, OPTIONS, Option
 
@@ -374,6 +375,10 @@ class Study(Model):
     )
     repeats: int = Field(1, ge=1, le=100, description="times each grid point runs")
     job: Job = Field(default_factory=Job, description="job options")
+    target: Target | None = Field(
+        None, description="what one training run is (samples, epochs, how epochs grow "
+        "with the global batch): the report prices each scale by it; without it, per "
+        "million samples")
     references: list[Reference] = Field(
         default_factory=list, description="reference values the report checks "
         "(`scalestudy report --check` exits 1 when one fails)"

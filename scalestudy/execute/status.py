@@ -33,13 +33,15 @@ class RunStatus:
     failure_line: str | None = None
     job_id: str | None = None
     scheduler_state: str | None = None
+    #: the job's average power from the scheduler's energy accounting, where it has one
+    job_power_w: float | None = None
     record: dict[str, Any] | None = field(default=None, repr=False)
 
     def columns(self) -> dict[str, Any]:
         """The status columns of runs.csv."""
         return {"state": self.state.value, "reason": self.reason, "exit_code": self.exit_code,
                 "elapsed_s": self.elapsed_s, "failure": self.failure,
-                "failure_line": self.failure_line}
+                "failure_line": self.failure_line, "job_power_w": self.job_power_w}
 
 
 def _read_json_object(path: Path) -> tuple[bool, dict[str, Any] | None]:
@@ -97,6 +99,7 @@ def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
         failure_line=_as_text(data.get("failure_line")),
         job_id=_as_text(data.get("job_id")),
         scheduler_state=_as_text(data.get("scheduler_state")),
+        job_power_w=_as_float(data.get("job_power_w")),
     )
     if found.state is RunState.COMPLETED:
         record = read_record(run_dir / METRICS)

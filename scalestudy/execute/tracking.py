@@ -150,6 +150,9 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         "ended_at": now(), "reason": reason,
         "log_tail": None if reason is None else ws.log_tail(run_dir),
     }
+    if job.energy_j and job.elapsed_s:  # the site's energy accounting (whole job)
+        status.update(job_energy_j=job.energy_j, job_elapsed_s=job.elapsed_s,
+                      job_power_w=round(job.energy_j / job.elapsed_s, 3))
     ws.write_json_atomic(run_dir / ws.STATUS, status)
     return status
 

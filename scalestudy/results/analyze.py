@@ -48,6 +48,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "grad_bytes",
     "num_params", "allreduce_busbw_GBps", "allreduce_latency_s", "lr", "lr_warmup_iters",
+    "energy_j_per_sample", "job_power_w",
 )
 #: Quality columns after the diagnostics: see scalestudy.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")

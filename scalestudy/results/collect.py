@@ -25,7 +25,7 @@ from scalestudy.execute.workspace import write_atomic
 
 #: Columns that follow the parameter columns in runs.csv; `state` marks the boundary.
 STATUS_COLUMNS: tuple[str, ...] = ("state", "reason", "exit_code", "elapsed_s", "failure",
-                                   "failure_line")
+                                   "failure_line", "job_power_w")
 #: Run states in the order summaries list them (core.states defines them).
 STATES: tuple[str, ...] = tuple(s.value for s in (
     RunState.COMPLETED, RunState.FAILED, RunState.RUNNING, RunState.QUEUED,

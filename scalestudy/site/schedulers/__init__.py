@@ -56,6 +56,10 @@ class JobState:
     raw: str
     exit_code: int | None = None
     reason: str | None = None
+    #: The job's energy (J) and elapsed time (s) from the scheduler's accounting, where
+    #: the site measures energy (Slurm: ConsumedEnergyRaw); None elsewhere.
+    energy_j: float | None = None
+    elapsed_s: float | None = None
 
     @property
     def done(self) -> bool:

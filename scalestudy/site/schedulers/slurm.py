@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from collections.abc import Sequence
 
 from scalestudy.site.schedulers import (
@@ -31,7 +32,9 @@ STATES = {
     "CANCELLED": CANCELLED,
     "TIMEOUT": TIMEOUT,
 }
-SACCT_FIELDS = "JobIDRaw,State,ExitCode,Reason"
+# ConsumedEnergyRaw (J) and ElapsedRaw (s) are empty where the site has no energy
+# accounting (AcctGatherEnergyType); where it has, they give the job's average power.
+SACCT_FIELDS = "JobIDRaw,State,ExitCode,Reason,ConsumedEnergyRaw,ElapsedRaw"
 
 
 def _state(raw: str) -> JobStatus:
@@ -47,6 +50,15 @@ def _exit_code(text: str) -> int | None:
         return None
     code, sig = int(match.group(1)), int(match.group(2))
     return 128 + sig if sig else code
+
+
+def _positive(text: str) -> float | None:
+    """A positive number of sacct's, or None (empty, 0, or garbled)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _job_state(job_id: str, raw: str, exit_code: int | None, reason: str | None) -> JobState:
@@ -153,7 +165,10 @@ class Slurm(Scheduler):
             raw = parts[1].strip()
             exit_code = _exit_code(parts[2]) if from_sacct else None
             reason = (parts[3] if from_sacct and len(parts) > 3 else parts[2]).strip()
-            states[job_id] = _job_state(job_id, raw, exit_code, reason)
+            job = _job_state(job_id, raw, exit_code, reason)
+            if from_sacct and len(parts) > 5:
+                job = replace(job, energy_j=_positive(parts[4]), elapsed_s=_positive(parts[5]))
+            states[job_id] = job
         return states
 
     def parse_scontrol(self, stdout: str) -> JobState | None:

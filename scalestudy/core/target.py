@@ -1,0 +1,104 @@
+"""What one training run is, for its cost: samples per epoch, epochs, and how the epochs
+grow with the global batch (a critical batch size, or the user's own table).
+
+McCandlish et al. 2018, "An Empirical Model of Large-Batch Training" (arXiv:1812.06162):
+the samples needed to reach a loss grow as E(B) = E_min (1 + B / B_crit), so with
+`epochs` measured at the reference global batch B0,
+
+    epochs(B) = epochs0 * (1 + B / B_crit) / (1 + B0 / B_crit).
+
+Without `critical_batch` (and without a table) the epochs do not depend on the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Target(BaseModel):
+    """One training run to the target accuracy: what the cost section prices."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    samples_per_epoch: Positive | None = Field(
+        None, description="images (or sequences) in one epoch, e.g. 1281167 for ImageNet-1k")
+    epochs: Positive | None = Field(
+        None, description="epochs to the target at `reference_batch` (with samples_per_epoch)")
+    total_samples: Positive | None = Field(
+        None, description="samples to the target at `reference_batch`, instead of "
+        "samples_per_epoch x epochs")
+    reference_batch: Positive | None = Field(
+        None, description="global batch at which `epochs` (or total_samples) holds; "
+        "default: the smallest global batch of the study")
+    critical_batch: Positive | None = Field(
+        None, description="B_crit of McCandlish et al. (2018): epochs(B) = epochs x "
+        "(1 + B/B_crit) / (1 + B0/B_crit)")
+    epochs_per_batch: dict[int, Positive] | None = Field(
+        None, description="your own epochs to the target per global batch, e.g. "
+        "{256: 90, 8192: 95, 32768: 120}; between entries log-linear, outside them none")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Target:
+        if self.total_samples is None and self.samples_per_epoch is None:
+            raise ValueError("give samples_per_epoch (with epochs or epochs_per_batch) or "
+                             "total_samples")
+        if self.total_samples is not None and (self.samples_per_epoch or self.epochs):
+            raise ValueError("give total_samples or samples_per_epoch with epochs, not both")
+        if self.samples_per_epoch is not None and self.epochs is None \
+                and self.epochs_per_batch is None:
+            raise ValueError("samples_per_epoch needs epochs (or epochs_per_batch)")
+        if self.epochs_per_batch is not None and (self.critical_batch or self.epochs):
+            raise ValueError("epochs_per_batch is the whole rule: leave out epochs and "
+                             "critical_batch")
+        if self.epochs_per_batch is not None and self.samples_per_epoch is None:
+            raise ValueError("epochs_per_batch needs samples_per_epoch")
+        if self.epochs_per_batch is not None and any(b <= 0 for b in self.epochs_per_batch):
+            raise ValueError("epochs_per_batch: global batches are positive integers")
+        return self
+
+    def samples(self, global_batch: float, smallest_batch: float) -> float | None:
+        """Samples one training run at `global_batch` needs (None: the table does not
+        reach that batch)."""
+        if self.epochs_per_batch is not None:
+            epochs = _table(self.epochs_per_batch, global_batch)
+            return None if epochs is None else epochs * float(self.samples_per_epoch or 0)
+        base = self.total_samples or float(self.samples_per_epoch or 0) * float(self.epochs
+                                                                                or 0)
+        if self.critical_batch is None:
+            return base
+        b0 = self.reference_batch or smallest_batch
+        return base * (1 + global_batch / self.critical_batch) / (1 + b0 / self.critical_batch)
+
+    def describe(self) -> str:
+        """The rule in words, for the report."""
+        if self.epochs_per_batch is not None:
+            table = ", ".join(f"{e:g} at {b}" for b, e in sorted(self.epochs_per_batch.items()))
+            return (f"{self.samples_per_epoch:,.0f} samples per epoch; epochs per global batch "
+                    f"from the study's table ({table}), log-linear between entries")
+        what = (f"{self.total_samples:,.0f} samples" if self.total_samples else
+                f"{self.epochs:g} epochs of {self.samples_per_epoch:,.0f} samples")
+        at = (f" at global batch {self.reference_batch:g}" if self.reference_batch
+              else " at the smallest global batch measured")
+        if self.critical_batch is None:
+            return f"{what}, whatever the global batch"
+        return (f"{what}{at}, growing as (1 + B/B_crit) with B_crit = "
+                f"{self.critical_batch:g} (McCandlish et al. 2018)")
+
+
+def _table(table: dict[int, float], batch: float) -> float | None:
+    """Epochs at `batch` from a table: exact, log-linear between entries, None outside."""
+    points = sorted(table.items())
+    if batch < points[0][0] or batch > points[-1][0]:
+        return None
+    for (b1, e1), (b2, e2) in zip(points, points[1:], strict=False):
+        if b1 <= batch <= b2:
+            if b1 == b2:
+                return e1
+            t = (math.log(batch) - math.log(b1)) / (math.log(b2) - math.log(b1))
+            return e1 + t * (e2 - e1)
+    return points[-1][1]

@@ -1,0 +1,204 @@
+"""What a scale costs: time to solution, node-hours, GPU-hours and energy per point of the
+scaling table, the Pareto front of time against node-hours, and the point a deadline
+or a budget picks.
+
+A point's cost comes from its measured median throughput, with the repeat band (the
+fastest repeat gives the low end of the time, the slowest the high end). With a
+`target:` the work is one training run (core.target: samples, and epochs that may
+grow with the global batch); without one, a million samples. Energy is priced only
+where it was measured (NVML on the ranks' GPUs, or the scheduler's accounting):
+never invented.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from scalestudy.core.target import Target
+
+#: Samples one unit of work is without a target.
+PER_MILLION = 1e6
+COST_COLUMNS: tuple[str, ...] = (
+    "group", "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch",
+    "samples", "samples_per_s", "time_s", "time_s_low", "time_s_high", "node_hours",
+    "node_hours_low", "node_hours_high", "gpu_hours", "energy_kwh", "energy_source",
+    "predicted", "pareto",
+)
+
+
+@dataclass(frozen=True)
+class CostBasis:
+    """What the costs are of: one training run (a target), or a million samples."""
+
+    target: Target | None
+    smallest_batch: float
+
+    def samples(self, global_batch: float) -> float | None:
+        """Samples of one unit of work at this global batch."""
+        if self.target is None:
+            return PER_MILLION
+        return self.target.samples(global_batch, self.smallest_batch)
+
+    def unit(self) -> str:
+        """What one cost is of, for column headers and sentences."""
+        return "to the target" if self.target is not None else "per million samples"
+
+
+def _rate(rows: pd.DataFrame, column: str) -> pd.Series:
+    """Samples per second: the throughput, or tokens/s divided by the sequence length."""
+    rate = pd.to_numeric(rows[column], errors="coerce").astype(float)
+    if "seq_len" in rows.columns:
+        seq = pd.to_numeric(rows["seq_len"], errors="coerce").astype(float)
+        rate = rate / seq.where(seq > 0, 1.0).fillna(1.0)
+    return rate
+
+
+def cost_table(table: pd.DataFrame, basis: CostBasis,
+               predictions: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per measured point (and per qualified prediction, `predicted` True): the
+    samples of one unit of work, time (median, low, high), node-hours, GPU-hours,
+    energy where measured, and whether the point is on the Pareto front of its group."""
+    rows = []
+    for point in table.itertuples(index=False):
+        rows.append(_row(point._asdict(), basis, predicted=False))
+    if predictions is not None and len(predictions):
+        for pred in predictions.itertuples(index=False):
+            p = pred._asdict()
+            thr = float(p["throughput_predicted"])
+            nodes, size = int(p["nodes"]), int(p["world_size"])
+            point = {"group": p["group"], "nodes": nodes, "world_size": size,
+                     "ranks_per_node": size // max(nodes, 1), "batch_size": p["batch_size"],
+                     "global_batch": p["global_batch"], "throughput_median": thr,
+                     "throughput_min": thr, "throughput_max": thr}
+            rows.append(_row(point, basis, predicted=True))
+    frame = pd.DataFrame([r for r in rows if r is not None], columns=list(COST_COLUMNS))
+    if frame.empty:
+        return frame
+    frame["pareto"] = False
+    for _, idx in frame.groupby("group", sort=False).groups.items():
+        sub = frame.loc[idx]
+        front = pareto_front(sub["time_s"].to_numpy(float), sub["node_hours"].to_numpy(float))
+        frame.loc[sub.index[front], "pareto"] = True
+    return frame
+
+
+def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
+    global_batch = float(point["global_batch"])  # type: ignore[arg-type]
+    samples = basis.samples(global_batch)
+    frame = pd.DataFrame([point])
+    rate = float(_rate(frame, "throughput_median").iloc[0])
+    if samples is None or not rate > 0:
+        return None
+    fast = float(_rate(frame, "throughput_max").iloc[0]) if "throughput_max" in frame else rate
+    slow = float(_rate(frame, "throughput_min").iloc[0]) if "throughput_min" in frame else rate
+    nodes, gpus = float(point["nodes"]), float(point["world_size"])  # type: ignore[arg-type]
+    time_s = samples / rate
+    low = samples / fast if fast > 0 else time_s
+    high = samples / slow if slow > 0 else time_s
+    energy, source = _energy(point, samples, time_s)
+    return {
+        "group": point["group"], "nodes": int(nodes),
+        "ranks_per_node": int(point.get("ranks_per_node") or gpus / nodes),  # type: ignore[call-overload]
+        "world_size": int(gpus), "batch_size": point["batch_size"],
+        "global_batch": global_batch, "samples": samples, "samples_per_s": rate,
+        "time_s": time_s, "time_s_low": low, "time_s_high": high,
+        "node_hours": nodes * time_s / 3600, "node_hours_low": nodes * low / 3600,
+        "node_hours_high": nodes * high / 3600, "gpu_hours": gpus * time_s / 3600,
+        "energy_kwh": energy, "energy_source": source, "predicted": predicted,
+        "pareto": False,
+    }
+
+
+def _energy(point: dict[str, object], samples: float, time_s: float
+            ) -> tuple[float, str | None]:
+    """(kWh, source) of one unit of work from what was measured, else (NaN, None):
+    J per sample from NVML, or the job's average power from the scheduler's accounting."""
+    per_sample = _number(point.get("energy_j_per_sample"))
+    if per_sample is not None and per_sample > 0:
+        return per_sample * samples / 3.6e6, str(point.get("energy_source") or "nvml")
+    power = _number(point.get("job_power_w"))
+    if power is not None and power > 0:
+        return power * time_s / 3.6e6, "scheduler accounting (job's average power)"
+    return float("nan"), None
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def pareto_front(time_s: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray
+                 ) -> np.ndarray:
+    """Indices of the points no other point beats on both time and cost (minimising
+    both; ties kept), in order of time. O(n log n): sort by time, keep falling costs."""
+    t = np.asarray(time_s, float)
+    c = np.asarray(cost, float)
+    order = np.lexsort((c, t))
+    kept, best = [], math.inf
+    for i in order:
+        if c[i] < best or (c[i] == best and kept and t[i] == t[kept[-1]]):
+            kept.append(int(i))
+            best = min(best, float(c[i]))
+    return np.asarray(kept, dtype=int)
+
+
+def cheapest_within(costs: pd.DataFrame, deadline_s: float) -> pd.Series | None:
+    """The measured point with the fewest node-hours that finishes within the deadline."""
+    ok = costs[(costs["time_s"] <= deadline_s) & ~costs["predicted"].astype(bool)]
+    return None if ok.empty else ok.loc[ok["node_hours"].idxmin()]
+
+
+def fastest_within(costs: pd.DataFrame, budget_node_hours: float) -> pd.Series | None:
+    """The measured point that finishes soonest within the node-hour budget."""
+    ok = costs[(costs["node_hours"] <= budget_node_hours) & ~costs["predicted"].astype(bool)]
+    return None if ok.empty else ok.loc[ok["time_s"].idxmin()]
+
+
+def hours(seconds: float) -> str:
+    """A duration for people: 42 s, 7.5 min, 3.1 h, 2.3 d."""
+    if not math.isfinite(seconds):
+        return "n/a"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size * (2 if unit == "d" else 1):
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def parse_duration(text: str) -> float:
+    """`6h`, `90min`, `45m`, `2d`, `30s`, `1:30:00` or a number of seconds -> seconds;
+    ValueError that says the forms otherwise."""
+    raw = text.strip().lower()
+    units = {"d": 86400.0, "h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0}
+    for unit in ("min", "d", "h", "m", "s"):
+        if raw.endswith(unit):
+            number = raw[: -len(unit)].strip()
+            try:
+                value = float(number) * units[unit]
+            except ValueError:
+                break
+            if value > 0 and math.isfinite(value):
+                return value
+            break
+    else:
+        if ":" in raw:
+            parts = raw.split(":")
+            if len(parts) == 3 and all(p.isdigit() for p in parts):
+                h, m, s = (int(p) for p in parts)
+                if h * 3600 + m * 60 + s > 0:
+                    return float(h * 3600 + m * 60 + s)
+        else:
+            try:
+                value = float(raw)
+            except ValueError:
+                value = -1.0
+            if value > 0 and math.isfinite(value):
+                return value
+    raise ValueError(f"{text!r} is not a duration: write e.g. 6h, 90min, 2d, 30s or 1:30:00")

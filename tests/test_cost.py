@@ -1,0 +1,148 @@
+"""Cost of a scale: time to solution, node-hours, energy where measured, the Pareto front
+(checked against a brute-force non-dominated filter), deadline and budget picks, and
+the target's epochs-per-batch rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestudy.core.errors import SpecError
+from scalestudy.core.load import parse_study
+from scalestudy.core.target import Target
+from scalestudy.results.cost import (
+    CostBasis,
+    cheapest_within,
+    cost_table,
+    fastest_within,
+    hours,
+    pareto_front,
+    parse_duration,
+)
+
+
+def brute_force(t: list[float], c: list[float]) -> set[int]:
+    return {i for i in range(len(t))
+            if not any(t[j] <= t[i] and c[j] <= c[i] and (t[j] < t[i] or c[j] < c[i])
+                       for j in range(len(t)))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 20), st.integers(1, 20)), min_size=1, max_size=25))
+def test_pareto_front_is_the_non_dominated_set(points: list[tuple[int, int]]) -> None:
+    t, c = [float(p[0]) for p in points], [float(p[1]) for p in points]
+    assert set(pareto_front(t, c).tolist()) == brute_force(t, c)
+
+
+def table(throughputs: dict[int, float], gpus_per_node: int = 4,
+          per_gpu: int = 32) -> pd.DataFrame:
+    rows = []
+    for nodes, thr in throughputs.items():
+        size = nodes * gpus_per_node
+        rows.append({"group": "g", "nodes": nodes, "ranks_per_node": gpus_per_node,
+                     "world_size": size, "batch_size": per_gpu,
+                     "global_batch": per_gpu * size, "throughput_median": thr,
+                     "throughput_min": thr * 0.9, "throughput_max": thr * 1.1})
+    return pd.DataFrame(rows)
+
+
+# A known table: 1 M samples; 1 node 1,000/s; 2 nodes 1,900/s; 4 nodes 3,000/s;
+# 8 nodes 2,900/s (slower than 4: dominated on both axes).
+KNOWN = table({1: 1000.0, 2: 1900.0, 4: 3000.0, 8: 2900.0})
+
+
+def test_a_known_table_priced_per_million_samples() -> None:
+    costs = cost_table(KNOWN, CostBasis(None, 128))
+    assert costs["time_s"].tolist() == pytest.approx([1000, 1e6 / 1900, 1e6 / 3000,
+                                                      1e6 / 2900])
+    assert costs["node_hours"].tolist() == pytest.approx(
+        [1000 / 3600, 2 * 1e6 / 1900 / 3600, 4 * 1e6 / 3000 / 3600, 8 * 1e6 / 2900 / 3600])
+    assert costs["gpu_hours"].tolist() == pytest.approx((costs["node_hours"] * 4).tolist())
+    assert costs["pareto"].tolist() == [True, True, True, False]
+    # the repeat band: the fastest repeat gives the short end
+    assert costs.loc[0, "time_s_low"] == pytest.approx(1e6 / 1100)
+    assert costs.loc[0, "time_s_high"] == pytest.approx(1e6 / 900)
+    assert costs["energy_kwh"].isna().all() and costs["energy_source"].isna().all()
+
+
+def test_deadline_and_budget_pick_the_cheapest_and_the_fastest() -> None:
+    costs = cost_table(KNOWN, CostBasis(None, 128))
+    assert cheapest_within(costs, 600)["nodes"] == 2  # 526 s for 0.29 node-h
+    assert cheapest_within(costs, 400)["nodes"] == 4
+    assert cheapest_within(costs, 100) is None
+    assert fastest_within(costs, 0.3)["nodes"] == 2  # 0.29 node-h; 4 nodes need 0.37
+    assert fastest_within(costs, 10)["nodes"] == 4
+    assert fastest_within(costs, 0.1) is None
+
+
+def test_epochs_grow_with_the_batch_past_the_critical_batch() -> None:
+    target = Target(samples_per_epoch=1000, epochs=10, critical_batch=1024,
+                    reference_batch=128)
+    assert target.samples(128, 128) == pytest.approx(10_000)
+    assert target.samples(1024, 128) == pytest.approx(10_000 * 2 / (1 + 128 / 1024))
+    costs = cost_table(KNOWN, CostBasis(target, 128))
+    # more samples at a larger global batch: time-to-solution grows faster than 1/throughput
+    assert costs["samples"].is_monotonic_increasing
+    assert costs.loc[3, "time_s"] / costs.loc[2, "time_s"] > 3000 / 2900
+
+
+def test_a_table_of_epochs_is_interpolated_and_never_extrapolated() -> None:
+    target = Target(samples_per_epoch=100, epochs_per_batch={256: 90, 1024: 110})
+    assert target.samples(256, 0) == pytest.approx(9000)
+    assert target.samples(512, 0) == pytest.approx(100 * 100)  # halfway in log2
+    assert target.samples(2048, 0) is None
+    costs = cost_table(table({1: 1000.0, 2: 1900.0, 4: 3000.0, 8: 2900.0}, per_gpu=64),
+                       CostBasis(target, 256))
+    assert costs["nodes"].tolist() == [1, 2, 4]  # 8 nodes: global batch 2048, beyond it
+    assert "log-linear" in target.describe()
+
+
+def test_energy_is_priced_only_where_measured() -> None:
+    measured = KNOWN.assign(energy_j_per_sample=[2.0, 2.2, np.nan, np.nan],
+                            energy_source=["nvml", "nvml", None, None],
+                            job_power_w=[np.nan, np.nan, 1200.0, np.nan])
+    costs = cost_table(measured, CostBasis(None, 128))
+    assert costs.loc[0, "energy_kwh"] == pytest.approx(2.0 * 1e6 / 3.6e6)
+    assert costs.loc[0, "energy_source"] == "nvml"
+    assert costs.loc[2, "energy_kwh"] == pytest.approx(1200 * costs.loc[2, "time_s"] / 3.6e6)
+    assert "accounting" in costs.loc[2, "energy_source"]
+    assert math.isnan(costs.loc[3, "energy_kwh"])
+
+
+def test_predictions_extend_the_front_marked_as_such() -> None:
+    preds = pd.DataFrame([{"group": "g", "factor": 2, "nodes": 16, "world_size": 64,
+                           "batch_size": 32, "global_batch": 2048,
+                           "throughput_predicted": 9000.0, "efficiency_predicted": 0.7,
+                           "comm_share": 0.3}])
+    costs = cost_table(KNOWN, CostBasis(None, 128), preds)
+    last = costs.iloc[-1]
+    assert bool(last["predicted"]) and last["nodes"] == 16 and bool(last["pareto"])
+    assert cheapest_within(costs, 1) is None  # a prediction is never picked
+
+
+def test_target_spec_errors_are_located() -> None:
+    study = parse_study("name: t\ntarget: {total_samples: 1.2e8, critical_batch: 4096}\n")
+    assert study.target is not None and study.target.total_samples == 1.2e8
+    with pytest.raises(SpecError, match=r"t.yaml:2: target: give total_samples or "
+                                        "samples_per_epoch with epochs, not both"):
+        parse_study("name: t\ntarget: {total_samples: 10, samples_per_epoch: 5, epochs: 1}\n",
+                    "t.yaml")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("6h", 21600), ("90min", 5400), ("45m", 2700),
+                                               ("2d", 172800), ("30s", 30), ("1:30:00", 5400),
+                                               ("120", 120)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_bad_durations_and_hours() -> None:
+    for bad in ("soon", "-3h", "0", "h"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_duration(bad)
+    assert hours(3.1 * 3600) == "3.1 h" and hours(42) == "42 s" and hours(450) == "7.5 min"
