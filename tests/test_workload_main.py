@@ -29,7 +29,11 @@ RECORD_KEYS = {
     "channels_last", "compile", "lr", "base_lr", "lr_warmup_iters", "grad_bytes", "diagnostics",
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "compute_iters",
     "allreduce_probe", "allreduce_busbw_GBps", "allreduce_latency_s", "ddp", "env",
+    "throughput_unit",
 }  # fmt: skip
+# Energy: measured (NVIDIA GPU with nvidia-ml-py) or the reason why not.
+ENERGY_KEYS = ({"energy_j", "energy_source", "energy_gpus", "energy_j_per_sample"},
+               {"energy_unavailable"})
 
 
 def harness_values(stdout: str, num_tasks: int, model: str, batch_size: int) -> dict[str, float]:
@@ -74,7 +78,8 @@ def read_record(path: Path) -> dict:
     lines = path.read_text().splitlines()
     assert len(lines) == 1
     record = json.loads(lines[0])
-    assert set(record) == RECORD_KEYS
+    assert RECORD_KEYS <= set(record) and set(record) - RECORD_KEYS in ENERGY_KEYS
+    assert record["throughput_unit"] == "img/s"
     assert record["schema"] == "scalestudy.metrics/1" and record["source"] == "workload"
     assert record["global_batch"] == record["batch_size"] * record["world_size"]
     assert record["throughput"] > 0 and record["throughput_ci"] >= 0

@@ -68,7 +68,10 @@ def test_bad_class_count():
 
 
 def test_registry_and_names_agree():
-    assert tuple(REGISTRY) == MODELS == ("small_cnn", "resnet18", "resnet50", "resnet101")
+    from scalestudy.workload.names import CNN_MODELS, TRANSFORMER_MODELS
+
+    assert tuple(REGISTRY) == CNN_MODELS == ("small_cnn", "resnet18", "resnet50", "resnet101")
+    assert MODELS == CNN_MODELS + TRANSFORMER_MODELS
 
 
 def test_uses_torchvision_when_importable(monkeypatch):

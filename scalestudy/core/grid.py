@@ -18,6 +18,7 @@ from typing import Any
 
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.spec import Study, walltime_seconds
+from scalestudy.workload import layout
 from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
 
 
@@ -32,8 +33,8 @@ class Run:
     nodes: int
     ranks_per_node: int
     world_size: int
-    batch_size: int  # per GPU (per rank), whatever the scaling mode
-    global_batch: int
+    batch_size: int  # per GPU (per data-parallel replica under tp/pp), whatever the mode
+    global_batch: int  # batch_size x dp
     backend: str
     tuning: str
     repeat: int
@@ -44,6 +45,8 @@ class Run:
     # Grid axes over training options other than precision, as (name, value); None
     # where the option does not apply to this run's backend.
     axes: tuple[tuple[str, Any], ...] = ()
+    # Data-parallel replicas: world_size / (tp x pp) (the world size without a split).
+    dp: int | None = None
 
     def params(self) -> dict[str, Any]:
         """The run's parameters as written to run.json and the tables (axes as columns)."""
@@ -67,15 +70,48 @@ def job_name(study_name: str, run_id: str) -> str:
 def run_options(study: Study, run: Run) -> dict[str, Any]:
     """The training options in effect for a run (those its backend reads): the
     workload's values, the tuning variant's overrides, then the run's grid axes."""
+    return _options(study, run.backend, run.tuning, dict(run.axes), run.precision)
+
+
+def _options(study: Study, backend: str, tuning: str, axes: dict[str, Any],
+             precision: str | None) -> dict[str, Any]:
     base = study.workload.model_dump() if study.workload.kind == "synthetic" else {}
     values = {name: base.get(name, default) for name, default in DEFAULTS.items()}
-    variant = study.tuning.get(run.tuning)
+    variant = study.tuning.get(tuning)
     if variant is not None:
         values.update(variant.option_values())
-    values.update({k: v for k, v in run.axes if v is not None})
-    if run.precision is not None:
-        values["precision"] = run.precision
-    return applicable(values, run.backend)
+    values.update({k: v for k, v in axes.items() if v is not None})
+    if precision is not None:
+        values["precision"] = precision
+    return applicable(values, backend)
+
+
+def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Any], world: int,
+        batch: int) -> int:
+    """Data-parallel replicas of a point: world / (tp x pp) for a transformer split over
+    ranks (core of workload.layout, checked here so `plan` refuses an impossible split),
+    else the world size. SpecError says why a split cannot work."""
+    w = study.workload
+    if w.kind != "synthetic":
+        return world
+    precision = chosen.get("precision") or _base_precision(study, tuning)
+    o = _options(study, backend, tuning, chosen, precision)
+    try:
+        split = layout.plan(model=w.model, backend=backend, world_size=world,
+                            batch_size=batch, tp=o.get("tp", 1), pp=o.get("pp", 1),
+                            microbatches=o.get("microbatches", 0),
+                            pp_schedule=o.get("pp_schedule", "1f1b"),
+                            precision=o.get("precision", "fp32"),
+                            activation_checkpointing=o.get("activation_checkpointing", False),
+                            compile=o.get("compile", False),
+                            channels_last=o.get("channels_last", False))
+    except ValueError as exc:
+        where = ", ".join(f"{k} {v}" for k, v in chosen.items() if v is not None)
+        raise SpecError(
+            f"{study.line_of(('grid',))}: at {world} rank(s) with backend {backend}, tuning "
+            f"{tuning}{', ' + where if where else ''}: {str(exc).replace('--', '')}; change "
+            "the grid or add the point to `exclude`") from None
+    return split.dp
 
 
 def lr_values(study: Study, run: Run) -> dict[str, Any]:
@@ -159,21 +195,27 @@ def expand(study: Study) -> list[Run]:
             continue
         seen.add(key)
         world = nodes * rpn
-        if study.scaling == "strong":
-            if batch % world:
-                if _excluded(study, {**_point(nodes, rpn, 0, batch, backend, tuning),
-                                      **chosen}, used):
-                    continue
+        if _excluded(study, {**_point(nodes, rpn, None, batch if strong else None, backend,
+                                      tuning), **chosen}, used):
+            points.append({**_point(nodes, rpn, None, batch if strong else None, backend,
+                                    tuning), **chosen})
+            continue  # excluded before its batch is split (it may not split)
+        dp = _dp(study, backend, tuning, chosen, world, batch if not strong else 1)
+        if strong:
+            if batch % dp:
                 line = study.line_of(("grid", "global_batch", batches.index(batch)))
+                replicas = f"{dp} data-parallel replicas" if dp != world else f"{world} ranks"
                 raise SpecError(
                     f"{line}: strong scaling splits the global batch {batch} over "
-                    f"{world} ranks ({nodes} nodes x {rpn} ranks/node), which does not "
-                    f"divide evenly: use a global batch divisible by {world}, or add "
+                    f"{replicas} ({nodes} nodes x {rpn} ranks/node), which does not "
+                    f"divide evenly: use a global batch divisible by {dp}, or add "
                     f"`{{global_batch: {batch}, world_size: {world}}}` to `exclude`"
                 )
-            per_gpu, global_batch = batch // world, batch
+            per_gpu, global_batch = batch // dp, batch
+            if dp != world:  # the per-replica batch must still split into micro-batches
+                _dp(study, backend, tuning, chosen, world, per_gpu)
         else:
-            per_gpu, global_batch = batch, batch * world
+            per_gpu, global_batch = batch, batch * dp
         point = {**_point(nodes, rpn, per_gpu, global_batch, backend, tuning), **chosen}
         points.append(point)
         if _excluded(study, point, used):
@@ -191,6 +233,7 @@ def expand(study: Study) -> list[Run]:
                 image_size=workload.image_size if synthetic else None,
                 precision=precision,
                 axes=tuple(chosen.items()),
+                dp=dp,
                 **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
             ))
     _unused_rules(study, used, points)
@@ -212,8 +255,8 @@ def _base_precision(study: Study, tuning: str) -> str | None:
     return override
 
 
-def _point(nodes: int, rpn: int, per_gpu: int, global_batch: int, backend: str,
-           tuning: str) -> dict[str, Any]:
+def _point(nodes: int, rpn: int, per_gpu: int | None, global_batch: int | None,
+           backend: str, tuning: str) -> dict[str, Any]:
     return {
         "nodes": nodes, "ranks_per_node": rpn, "world_size": nodes * rpn,
         "batch_size": per_gpu, "global_batch": global_batch,

@@ -75,9 +75,11 @@ def _option_type(option: Option) -> Any:
         return Literal[option.choices]
     base = {bool: StrictBool, int: StrictInt, float: Annotated[float, Field(allow_inf_nan=False)],
             str: str}[option.kind]
-    if option.minimum is None and option.maximum is None:
-        return base
-    return Annotated[base, Field(ge=option.minimum, le=option.maximum)]
+    if option.minimum is not None or option.maximum is not None:
+        base = Annotated[base, Field(ge=option.minimum, le=option.maximum)]
+    if option.keyword is not None:  # e.g. `peak_tflops: measure`
+        return base | Literal[option.keyword]
+    return base
 
 
 def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:

@@ -27,14 +27,15 @@ from scalestudy.results.quality import Thresholds, merge_flags, repeat_cv, run_q
 
 SCALING_MODES: tuple[str, ...] = ("weak", "strong")
 #: Parameters that vary inside a group: the points of one scaling curve.
-SHAPE_COLUMNS: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "repeat", "run_id")
+SHAPE_COLUMNS: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "dp", "repeat",
+                                  "run_id")
 #: The batch column that varies with P in each scaling mode (the other one is fixed).
 VARYING_BATCH: dict[str, str] = {"weak": "global_batch", "strong": "batch_size"}
 #: Known parameters, used when a table has no `state` column to mark where they end.
 KNOWN_PARAMS: tuple[str, ...] = (
     "run_id", "study", "system", "scaling", "nodes", "ranks_per_node", "world_size",
     "batch_size", "global_batch", "backend", "tuning", "repeat", "workload", "model",
-    "image_size", "precision",
+    "image_size", "precision", "dp",
 )
 #: Order in which varying parameters are named in a group label.
 LABEL_ORDER: tuple[str, ...] = ("workload", "model", "image_size", "precision", "backend",

@@ -1,7 +1,10 @@
 """``python -m scalestudy.workload``: synthetic-data training benchmark, Horovod-style output.
 
-torch is imported only after the arguments are checked, so ``--help`` and bad arguments
-answer at once. Exit status: 0 done, 2 bad arguments or a setting this machine cannot run.
+CNNs on random images (img/s) or decoder-only transformers on random tokens (tokens/s,
+model TFLOP/s, MFU; tensor and pipeline parallel with --tp/--pp, FSDP2 with
+--backend fsdp). torch is imported only after the arguments and the parallel layout are
+checked, so ``--help`` and bad arguments answer at once. Exit status: 0 done, 2 bad
+arguments or a setting this machine cannot run.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
-from scalestudy.workload.names import MODEL_NAMES  # noqa: E402
+from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
 from scalestudy.workload.options import BACKENDS, OPTIONS, Option  # noqa: E402
 
 SCHEMA = "scalestudy.metrics/1"
@@ -47,12 +50,16 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _number(minimum: float, kind: type = float) -> Callable[[str], Any]:
+def _number(minimum: float, kind: type = float, keyword: str | None = None
+            ) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
+        if keyword is not None and text == keyword:
+            return text
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            alternative = f" or {keyword!r}" if keyword else ""
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number{alternative}") from None
         if not value >= minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum:g}, got {text}")
         return value
@@ -71,18 +78,22 @@ def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
         p.add_argument(option.flag, choices=option.choices, default=option.default,
                        help=helptext)
     else:
-        p.add_argument(option.flag, type=_number(option.minimum or 0, option.kind),
+        p.add_argument(option.flag, type=_number(option.minimum or 0, option.kind,
+                                                 option.keyword),
                        default=option.default, help=helptext)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse and check the command line (exit 2 with one line on stderr when wrong)."""
-    p = _Parser(prog=PROG, description="Synthetic-data training benchmark (DDP, Horovod, "
-                "DeepSpeed); prints img/sec over all ranks.")
+    p = _Parser(prog=PROG, description="Synthetic-data training benchmark (DDP, FSDP2, "
+                "Horovod, DeepSpeed; tensor and pipeline parallel for transformers); prints "
+                "img/sec or tokens/sec over all ranks.")
     p.add_argument("--model", default="resnet50", help=f"one of {', '.join(MODEL_NAMES)}")
     p.add_argument("--image-size", type=_count(1), default=224, help="height = width (pixels)")
     p.add_argument("--num-classes", type=_count(1), default=1000)
-    p.add_argument("--batch-size", type=_count(1), default=32, help="per rank")
+    p.add_argument("--batch-size", type=_count(1), default=32,
+                   help="per data-parallel replica and optimizer step (per rank without "
+                   "tp/pp); transformers: sequences")
     p.add_argument(
         "--warmup-iters", type=_count(0), default=1, help="untimed iterations before timing"
     )
@@ -141,23 +152,37 @@ def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _layout(args: argparse.Namespace, world_size: int) -> Any:
+    """The run's parallel layout (pure); ValueError says what to change."""
+    from .layout import from_options
+
+    if args.probe_batch and is_transformer(args.model):
+        raise ValueError("--probe-batch probes the CNN models only")
+    return from_options(vars(args), world_size)
+
+
+_GENERAL = ("precision", "channels_last", "compile", "diagnostics", "mllog", "seq_len", "tp",
+            "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops")
+
+
+def _config(args: argparse.Namespace, layout: Any = None) -> Any:
     from .options import applicable
     from .train import TrainConfig
 
     options = applicable(vars(args), args.backend)
-    common = ("precision", "channels_last", "compile", "diagnostics", "mllog")
     return TrainConfig(
         model=args.model, image_size=args.image_size, num_classes=args.num_classes,
         batch_size=args.batch_size, precision=args.precision, warmup_iters=args.warmup_iters,
         iters=args.iters, batches_per_iter=args.batches_per_iter, seed=args.seed,
         channels_last=args.channels_last, compile=args.compile, diagnostics=args.diagnostics,
         lr=args.lr, base_lr=args.base_lr, lr_warmup_iters=args.lr_warmup_iters,
-        options={k: v for k, v in options.items() if k not in common},
+        options={k: v for k, v in options.items() if k not in _GENERAL},
+        seq_len=args.seq_len, activation_checkpointing=args.activation_checkpointing,
+        **({"layout": layout} if layout is not None else {}),
     )
 
 
-def _start(args: argparse.Namespace, options: dict[str, Any],
+def _start(args: argparse.Namespace, options: dict[str, Any], layout: Any,
            run_dir: Path) -> tuple[Any, Any, Any, str]:
     """Join the job's ranks with the chosen backend: (backend, DistEnv, device,
     dist backend name). WorkloadError/ValueError for settings this machine cannot run."""
@@ -196,6 +221,13 @@ def _start(args: argparse.Namespace, options: dict[str, Any],
         ddp.init_process_group(env, dist_backend, timeout, device)
         backend = ds.DeepSpeedBackend(deepspeed, options, run_dir,
                                       env.world_size, env.rank == 0)
+    elif args.backend == "fsdp" or layout.model_parallel > 1:
+        from .parallel import ParallelBackend
+
+        ddp.init_process_group(env, dist_backend, timeout, device)
+        backend = ParallelBackend(args.backend, options, layout, env.rank)
+        if backend.ignored() and env.rank == 0:
+            print(f"{PROG}: note: {backend.ignored()}", file=sys.stderr)
     else:
         ddp.check_comm_hook(args.comm_hook, device)
         ddp.init_process_group(env, dist_backend, timeout, device)
@@ -251,29 +283,49 @@ def probe_main(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the exit status."""
     args = parse_args(argv)
+    from .env import discover
+
+    try:  # the layout is checked here with the launcher's world size, before torch loads
+        world = 1 if args.backend == "horovod" else discover(os.environ).world_size
+        layout = _layout(args, world)
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     if args.probe_batch:
         return probe_main(args)
     import torch
 
-    from . import ddp, output, train
+    from . import ddp, energy, mfu, output, train
     from .timing import aggregate
 
     run_dir = args.metrics.parent if args.metrics is not None else Path.cwd()
-    cfg = _config(args)
+    cfg = _config(args, layout)
     try:
-        backend, env, device, dist_backend = _start(args, cfg.options, run_dir)
+        backend, env, device, dist_backend = _start(args, cfg.options, layout, run_dir)
+        cfg = replace(cfg, layout=_layout(args, env.world_size))  # Horovod's, known now
     except (train.WorkloadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     lead = env.rank == 0
+    lm = is_transformer(cfg.model)
     if device.type == "cpu":
         ddp.set_cpu_threads(env, os.environ)
+    if cfg.layout.model_parallel > 1 and cfg.diagnostics:
+        cfg = replace(cfg, diagnostics=False)
+        if lead:
+            _log("Diagnostics (compute-only timing, allreduce probe) are for data "
+                 "parallelism only: skipped with tp or pp > 1")
+    if lead and args.peak_tflops not in (0, "0") and not lm:
+        print(f"{PROG}: note: --peak-tflops ignored: MFU needs a transformer's FLOPs per "
+              "token", file=sys.stderr)
+    peak = mfu.resolve_peak(args.peak_tflops, cfg.precision, device, backend.gather) \
+        if lm else (None, None)
 
     def on_iter(i: int, seconds: float) -> None:
         if i == 0 and lead:
             _log("Running benchmark...")
         if lead:
-            _log(f"Iter #{i}: {cfg.images_per_iter / seconds:.1f} img/sec per GPU")
+            _log(f"Iter #{i}: {cfg.units_per_iter / seconds:.1f} {cfg.unit}/sec per GPU")
 
     if lead:
         _log(f"Model: {cfg.model}")
@@ -281,26 +333,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"Number of GPUs: {env.world_size}")
         _log(f"Backend: {backend.name}, device: {device.type}, dist backend: {dist_backend}, "
              f"precision: {cfg.precision}")
+        if lm:
+            _log(f"Sequence length: {cfg.seq_len}; dp {cfg.layout.dp} x tp {cfg.layout.tp} "
+                 f"x pp {cfg.layout.pp}, micro-batches {cfg.layout.microbatches}"
+                 + (f" ({cfg.layout.pp_schedule})" if cfg.layout.pp > 1 else ""))
         _log("Running warmup...")
     result = train.run(backend, cfg, device, on_iter)
     results = backend.gather(result)
     hosts = _distinct(backend.gather(socket.gethostname()))
     status = 0
     if lead:
-        stats = aggregate([r.iter_times for r in results], cfg.batch_size, cfg.batches_per_iter)
+        stats = aggregate([r.iter_times for r in results], cfg.units_per_step,
+                          cfg.batches_per_iter)
         total, ci = stats["throughput"], stats["throughput_ci"]
-        for line in output.horovod_lines(total, ci, env.world_size):
+        for line in output.horovod_lines(total, ci, env.world_size, cfg.unit):
             _log(line)
-        _log(output.tf_cnn_line(total))
+        if not lm:
+            _log(output.tf_cnn_line(total))
+        global_batch = cfg.batch_size * cfg.layout.dp
         record = {
             "schema": SCHEMA,
             "source": "workload",
             **stats,
+            "throughput_unit": f"{cfg.unit}/s",
             "world_size": env.world_size,
             "local_world_size": env.local_world_size,
             "nodes": max(len(hosts), env.num_nodes),
             "batch_size": cfg.batch_size,
-            "global_batch": cfg.batch_size * env.world_size,
+            "global_batch": global_batch,
             "model": cfg.model,
             "image_size": cfg.image_size,
             "precision": cfg.precision,
@@ -317,13 +377,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "lr_warmup_iters": cfg.lr_warmup_iters,
             **train.summarize(results, cfg, env.world_size),
             **backend.describe(),
+            **(mfu.transformer_fields(cfg, results, total,
+                                      env.world_size, peak) if lm else {}),
+            **energy.combine([r.energy for r in results],
+                             global_batch * cfg.batches_per_iter * cfg.iters),
             "env": output.tuning_env(os.environ),
             "hosts": hosts,
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "elapsed_s": round(time.perf_counter() - _STARTED, 3),
         }
-        for line in output.diagnostics_lines(record):
+        for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
+                     output.energy_line(record)]:
             _log(line)
         if args.mllog:
             for line in output.mllog_summary(record):

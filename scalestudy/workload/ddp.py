@@ -120,7 +120,7 @@ class DDPBackend:
         self._step_args: tuple[Any, ...] = ()
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
-             batch: Batch) -> Callable[[], None]:
+             batch: Batch) -> Callable[[], torch.Tensor]:
         """DDP with the run's bucket, view, static-graph and compression settings."""
         opts = self.options
         ddp = DistributedDataParallel(
@@ -138,7 +138,7 @@ class DDPBackend:
         self._step_args = (optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
         return plain_step(ddp, *self._step_args)
 
-    def compute_step(self) -> Callable[[], None]:
+    def compute_step(self) -> Callable[[], torch.Tensor]:
         """The same step under `no_sync()`: gradients stay local."""
         assert self._model is not None, "wrap() first"
         return plain_step(self._model, *self._step_args, context=self._model.no_sync)

@@ -2,7 +2,8 @@
 micro-batch = the per-GPU batch, over the job's torch.distributed process group.
 
 DeepSpeed is optional (`pip install 'scalestudy[deepspeed]'`). It runs its own mixed
-precision: in bf16/fp16 the model's weights are cast and the images follow.
+precision: in bf16/fp16 the model's weights are cast and the images follow (token ids
+stay integers). Transformer models run data parallel only (ZeRO shards over all ranks).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def config(cfg: TrainConfig, world_size: int, zero_stage: int) -> dict[str, Any]
         "zero_optimization": {"stage": zero_stage},
         # ZeRO 1-2 refuse a plain torch optimizer unless told it is fine.
         "zero_allow_untested_optimizer": True,
+        # DeepSpeed clips at a global norm of 1.0 unless told otherwise (0.19); the other
+        # backends do not clip, so neither does this one (same steps, same work).
+        "gradient_clipping": 0.0,
         "bf16": {"enabled": cfg.precision == "bf16"},
         "fp16": {"enabled": cfg.precision == "fp16"},
         "steps_per_print": 2**31 - 1,
@@ -102,8 +106,8 @@ class DeepSpeedBackend:
         self.config: dict[str, Any] = {}
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
-             batch: Batch) -> Callable[[], None]:
-        """engine(data) -> loss -> engine.backward -> engine.step."""
+             batch: Batch) -> Callable[[], torch.Tensor]:
+        """engine(data) -> loss -> engine.backward -> engine.step; returns the loss."""
         self.config = config(cfg, self.world_size, self.zero_stage)
         if self.lead and self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -113,18 +117,19 @@ class DeepSpeedBackend:
             model=model, optimizer=optimizer, lr_scheduler=make_scheduler(optimizer, cfg),
             config=self.config, dist_init_required=False,
         )
-        data = batch.data.to(AMP_DTYPES[cfg.precision]) if cfg.precision in AMP_DTYPES \
-            else batch.data
+        cast = cfg.precision in AMP_DTYPES and batch.data.is_floating_point()
+        data = batch.data.to(AMP_DTYPES[cfg.precision]) if cast else batch.data
         loss_fn = nn.CrossEntropyLoss()
 
-        def step() -> None:
+        def step() -> torch.Tensor:
             loss = loss_fn(engine(data).float(), batch.target)
             engine.backward(loss)
             engine.step()
+            return loss.detach()
 
         return step
 
-    def compute_step(self) -> Callable[[], None]:
+    def compute_step(self) -> Callable[[], object]:
         """Not used: compute-only steps run on the bare model before `wrap`."""
         raise NotImplementedError("DeepSpeed times compute-only steps before initialize")
 

@@ -81,8 +81,9 @@ class HorovodBackend:
         self.wire = "fp16" if self.options.get("compression") == "fp16" else "none"
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
-             batch: Batch) -> Callable[[], None]:
-        """The Horovod training step; one optimizer step per backward_passes_per_step."""
+             batch: Batch) -> Callable[[], torch.Tensor]:
+        """The Horovod training step; one optimizer step per backward_passes_per_step;
+        returns the loss. Transformer models run data parallel only."""
         hvd = self.hvd
         passes = int(self.options.get("backward_passes_per_step", 1))
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -99,14 +100,14 @@ class HorovodBackend:
         loss_fn = nn.CrossEntropyLoss()
         passes_done = 0
 
-        def step() -> None:
+        def step() -> torch.Tensor:
             nonlocal passes_done
             with autocast(cfg, device):
                 loss = loss_fn(model(batch.data), batch.target)
             (scaler.scale(loss) if scaler is not None else loss).backward()
             passes_done += 1
             if passes_done % passes:
-                return  # gradients accumulate locally until the allreduce pass
+                return loss.detach()  # gradients accumulate locally until the allreduce
             if scaler is None:
                 optimizer.step()
             else:  # unscale the averaged gradients, then step without a second sync
@@ -117,10 +118,11 @@ class HorovodBackend:
                 scaler.update()
             optimizer.zero_grad()  # Horovod's takes no set_to_none (torch's default: True)
             scheduler.step()
+            return loss.detach()
 
         return step
 
-    def compute_step(self) -> Callable[[], None]:
+    def compute_step(self) -> Callable[[], object]:
         """Not used: compute-only steps run on the bare model before `wrap`."""
         raise NotImplementedError("Horovod times compute-only steps before wrapping")
 

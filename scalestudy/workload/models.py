@@ -1,4 +1,8 @@
-"""Models for the benchmark: a small CNN and ResNets laid out exactly like torchvision's."""
+"""Models for the benchmark: a small CNN and ResNets laid out exactly like torchvision's.
+
+`MODELS` lists every model the workload builds: these CNNs (`REGISTRY`) and the
+transformer sizes (built by `transformer.build`, which also takes a sequence length).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Callable
 from types import ModuleType
 
 from torch import Tensor, nn
+
+from .names import TRANSFORMER_MODELS
 
 
 class SmallCNN(nn.Module):
@@ -153,7 +159,7 @@ REGISTRY: dict[str, Callable[[int], nn.Module]] = {
     "small_cnn": SmallCNN,
     **{name: _resnet(name) for name in _RESNETS},
 }
-MODELS: tuple[str, ...] = tuple(REGISTRY)
+MODELS: tuple[str, ...] = tuple(REGISTRY) + TRANSFORMER_MODELS
 
 
 def _torchvision_models() -> ModuleType | None:
@@ -168,6 +174,8 @@ def _torchvision_models() -> ModuleType | None:
 
 def build_model(name: str, num_classes: int = 1000, prefer_torchvision: bool = True) -> nn.Module:
     """A freshly initialised model; torchvision's own ResNet when torchvision is importable."""
+    if name in TRANSFORMER_MODELS:
+        raise ValueError(f"{name} is a transformer: build it with transformer.build")
     if name not in REGISTRY:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}")
     if num_classes < 1:

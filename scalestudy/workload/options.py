@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-BACKENDS: tuple[str, ...] = ("ddp", "horovod", "deepspeed")
+BACKENDS: tuple[str, ...] = ("ddp", "fsdp", "horovod", "deepspeed")
+MODEL_PARALLEL: tuple[str, ...] = ("ddp", "fsdp")  # the backends tp and pp combine with
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 
 
@@ -30,6 +31,8 @@ class Option:
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
     maximum: float | None = None
+    #: A word the option also takes instead of a number (`peak_tflops: measure`).
+    keyword: str | None = None
 
     @property
     def flag(self) -> str:
@@ -42,6 +45,8 @@ class Option:
 
     def check(self, value: Any) -> Any:
         """The value if it has the right type and range, else ValueError saying why."""
+        if self.keyword is not None and value == self.keyword:
+            return value
         ok_type = (
             isinstance(value, bool) if self.kind is bool
             else isinstance(value, int) and not isinstance(value, bool) if self.kind is int
@@ -84,6 +89,25 @@ OPTIONS: tuple[Option, ...] = (
            backends=("horovod",)),
     Option("zero_stage", int, 0, "DeepSpeed ZeRO stage (0-3)", backends=("deepspeed",),
            minimum=0, maximum=3),
+    Option("reshard_after_forward", bool, True,
+           "FSDP2: free the gathered parameters after forward (gather again for backward)",
+           backends=("fsdp",)),
+    Option("seq_len", int, 1024, "transformer models: tokens per sequence",
+           minimum=1, maximum=1 << 20),
+    Option("tp", int, 1, "transformer models: tensor-parallel degree (world = dp x tp x pp)",
+           backends=MODEL_PARALLEL, minimum=1, maximum=1 << 16),
+    Option("pp", int, 1, "transformer models: pipeline-parallel degree (stages)",
+           backends=MODEL_PARALLEL, minimum=1, maximum=1 << 16),
+    Option("microbatches", int, 0, "transformer models with pp > 1: micro-batches per "
+           "optimizer step (0: pp of them)", backends=MODEL_PARALLEL, minimum=0,
+           maximum=1 << 16),
+    Option("pp_schedule", str, "1f1b", "transformer models with pp > 1: pipeline schedule",
+           backends=MODEL_PARALLEL, choices=("gpipe", "1f1b")),
+    Option("activation_checkpointing", bool, False,
+           "transformer models: recompute each block's activations in backward"),
+    Option("peak_tflops", float, 0.0, "peak TFLOP/s per GPU for MFU (transformer models); "
+           "0: none, measure: time a large matmul on each rank", minimum=0, maximum=1e9,
+           keyword="measure"),
     Option("diagnostics", bool, True,
            "compute-only timing (no gradient sync) and an allreduce probe after the run"),
     Option("mllog", bool, False, "print MLPerf-style :::MLLOG lines"),

@@ -33,11 +33,12 @@ def tuning_env(environ: Mapping[str, str]) -> dict[str, str]:
             if k.startswith(TUNING_PREFIXES) and not k.startswith(LAUNCHER_PREFIXES)}
 
 
-def horovod_lines(total: float, ci: float, world_size: int) -> list[str]:
-    """The closing lines of Horovod's pytorch_synthetic_benchmark.py."""
+def horovod_lines(total: float, ci: float, world_size: int, unit: str = "img") -> list[str]:
+    """The closing lines of Horovod's pytorch_synthetic_benchmark.py (`unit` "tokens":
+    the same lines in tokens, e.g. "Total tokens/sec on 2 GPU(s): ...")."""
     return [
-        f"Img/sec per GPU: {total / world_size:.1f} +-{ci / world_size:.1f}",
-        f"Total img/sec on {world_size} GPU(s): {total:.1f} +-{ci:.1f}",
+        f"{unit.capitalize()}/sec per GPU: {total / world_size:.1f} +-{ci / world_size:.1f}",
+        f"Total {unit}/sec on {world_size} GPU(s): {total:.1f} +-{ci:.1f}",
     ]
 
 
@@ -71,16 +72,18 @@ def mllog_summary(record: Mapping[str, Any]) -> list[str]:
         mllog_line("accelerators_per_node", record["local_world_size"]),
         mllog_line("number_of_ranks", record["world_size"]),
         mllog_line("tracked_stats", {"throughput": round(record["throughput"], 3)},
-                   metadata={"step": steps, "unit": "samples/s"}),
+                   metadata={"step": steps, "unit": "tokens/s"
+                             if record.get("throughput_unit") == "tokens/s" else "samples/s"}),
     ]
 
 
 def diagnostics_lines(record: Mapping[str, Any]) -> list[str]:
     """Human-readable summary of the communication diagnostics, when measured."""
     lines = []
+    unit = str(record.get("throughput_unit", "img/s")).split("/")[0]
     if "comm_overhead" in record:
         lines.append(
-            f"Compute-only img/sec on {record['world_size']} GPU(s): "
+            f"Compute-only {unit}/sec on {record['world_size']} GPU(s): "
             f"{record['compute_throughput']:.1f} (no gradient sync); "
             f"comm overhead: {100 * record['comm_overhead']:.1f} %")
     if "allreduce_probe" in record:
@@ -90,3 +93,26 @@ def diagnostics_lines(record: Mapping[str, Any]) -> list[str]:
             f"{probe['time_s'][-1] * 1e3:.3f} ms, busbw {probe['busbw_GBps'][-1]:.3f} GB/s; "
             f"{probe['bytes'][0]} B: {probe['time_s'][0] * 1e6:.1f} us")
     return lines
+
+
+def lm_lines(record: Mapping[str, Any]) -> list[str]:
+    """A transformer run's model TFLOP/s, MFU with the peak it is relative to, and loss."""
+    if "model_tflops_per_gpu" not in record:
+        return []
+    line = f"Model TFLOP/s per GPU: {record['model_tflops_per_gpu']:.4g}"
+    if "mfu" in record:
+        line += (f"; MFU: {100 * record['mfu']:.2f} % of {record['peak_tflops']:.4g} "
+                 f"TFLOP/s per GPU ({record['peak_source']})")
+    lines = [line]
+    if record.get("final_loss") is not None:
+        lines.append(f"Loss after the last step: {record['final_loss']:.6f}")
+    return lines
+
+
+def energy_line(record: Mapping[str, Any]) -> str:
+    """Energy of the timed iterations, or why there is no figure."""
+    if "energy_j" in record:
+        per = record.get("energy_j_per_sample")
+        return (f"Energy ({record['energy_source']}, {record['energy_gpus']} GPU(s)): "
+                f"{record['energy_j']:.1f} J" + (f", {per:.4g} J/sample" if per else ""))
+    return f"Energy: not measured ({record.get('energy_unavailable', 'unknown')})"

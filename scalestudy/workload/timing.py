@@ -27,8 +27,8 @@ def ci95(values: Sequence[float]) -> float:
     return CI_Z * std(values)
 
 
-def rates(iter_times: Sequence[float], images_per_iter: int) -> list[float]:
-    """img/s of each iteration."""
+def rates(iter_times: Sequence[float], images_per_iter: float) -> list[float]:
+    """img/s (or tokens/s) of each iteration."""
     return [images_per_iter / t for t in iter_times]
 
 
@@ -40,17 +40,21 @@ def time_iterations(
     batches_per_iter: int,
     sync: Callable[[], object] = lambda: None,
     on_iter: Callable[[int, float], object] | None = None,
+    before_timed: Callable[[], object] = lambda: None,
 ) -> list[float]:
     """Run ``warmup_iters`` untimed then ``iters`` timed iterations of ``batches_per_iter`` steps.
 
     ``sync`` waits for the device (torch.cuda.synchronize on CUDA) before each clock read.
-    Returns the seconds of each timed iteration; ``on_iter(i, seconds)`` is called after each.
+    Returns the seconds of each timed iteration; ``on_iter(i, seconds)`` is called after each;
+    ``before_timed()`` once between warm-up and the first timed iteration (device synced).
     """
     for _ in range(warmup_iters * batches_per_iter):
         step()
     times: list[float] = []
     for i in range(iters):
         sync()
+        if i == 0:
+            before_timed()
         start = time.perf_counter()
         for _ in range(batches_per_iter):
             step()
@@ -62,9 +66,12 @@ def time_iterations(
 
 
 def aggregate(
-    per_rank_times: Sequence[Sequence[float]], batch_size: int, batches_per_iter: int
+    per_rank_times: Sequence[Sequence[float]], batch_size: float, batches_per_iter: int
 ) -> dict[str, float]:
     """Throughput statistics over ranks from each rank's iteration times (seconds).
+
+    ``batch_size``: what one rank trains per step, in the throughput's unit (images, or
+    its share of the tokens when tp x pp ranks train one replica's batch).
 
     ``throughput`` is the sum of each rank's own mean img/s; its CI is 1.96 x the std of
     the per-rank img/s over all timed iterations of all ranks, times the world size.

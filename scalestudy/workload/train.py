@@ -2,6 +2,10 @@
 precision, the learning-rate schedule, and the timed phases (training, compute only,
 allreduce probe).
 
+Two kinds of model: the CNNs train on random images (img/s); the transformers on random
+token ids, next-token loss (tokens/s). Every step returns its loss; the last one is
+kept for the record (it is what shows that a parallel layout trains the same model).
+
 A backend (ddp.py, hvd.py, ds.py) supplies how the model is wrapped, how a step
 synchronises gradients, how to allreduce and how to gather; `run` does the rest in the
 same way for all of them, so their numbers compare.
@@ -17,8 +21,10 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from . import diagnostics
+from . import diagnostics, energy, transformer
+from .layout import Layout
 from .models import build_model, num_parameters
+from .names import is_transformer
 from .timing import mean, time_iterations
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -49,11 +55,32 @@ class TrainConfig:
     base_lr: float | None = None  # warm-up starts here (default: lr)
     lr_warmup_iters: int = 0
     options: dict[str, Any] = field(default_factory=dict)  # backend-specific options
+    seq_len: int = 1024  # transformer models: tokens per sequence
+    activation_checkpointing: bool = False
+    layout: Layout = field(default_factory=Layout)
 
     @property
     def images_per_iter(self) -> int:
         """Images one rank trains per timed iteration."""
         return self.batch_size * self.batches_per_iter
+
+    @property
+    def unit(self) -> str:
+        """What the throughput counts: "img" or "tokens"."""
+        return "tokens" if is_transformer(self.model) else "img"
+
+    @property
+    def units_per_step(self) -> float:
+        """This rank's share of the images or tokens of one optimizer step: a
+        data-parallel replica's batch, split over the tp x pp ranks that train it (so the
+        sum over ranks is the global figure, never counted twice)."""
+        per_replica = self.batch_size * (self.seq_len if self.unit == "tokens" else 1)
+        return per_replica / self.layout.model_parallel
+
+    @property
+    def units_per_iter(self) -> float:
+        """This rank's share of the images or tokens of one timed iteration."""
+        return self.units_per_step * self.batches_per_iter
 
 
 @dataclass
@@ -84,8 +111,15 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> Any:
 
 
 def build(cfg: TrainConfig, device: torch.device) -> tuple[nn.Module, Batch]:
-    """The model on its device (channels_last when asked) and one synthetic batch."""
+    """The model on its device (channels_last when asked) and one synthetic batch; every
+    rank builds the same (same seed), so tensor and pipeline shards cut one model."""
     torch.manual_seed(cfg.seed)
+    if is_transformer(cfg.model):
+        with torch.device(device):
+            model = transformer.build(cfg.model, cfg.seq_len, cfg.activation_checkpointing)
+        data, target = transformer.synthetic_tokens(
+            cfg.batch_size, cfg.seq_len, model.cfg.vocab_size, device)
+        return model, Batch(data, target)
     model = build_model(cfg.model, cfg.num_classes).to(device)
     shape = (cfg.batch_size, 3, cfg.image_size, cfg.image_size)
     data = torch.randn(shape, device=device)
@@ -113,8 +147,9 @@ def autocast(cfg: TrainConfig, device: torch.device) -> contextlib.AbstractConte
 def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                cfg: TrainConfig, device: torch.device, batch: Batch,
                context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
-               ) -> Callable[[], None]:
-    """One training step: forward (autocast), backward (GradScaler in fp16), step.
+               ) -> Callable[[], torch.Tensor]:
+    """One training step: forward (autocast), backward (GradScaler in fp16), step; it
+    returns the (detached) loss.
 
     `context` wraps forward and backward (DDP's `no_sync` for compute-only timing).
     """
@@ -122,7 +157,7 @@ def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: An
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     context = context or contextlib.nullcontext
 
-    def step() -> None:
+    def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with context():
             with autocast(cfg, device):
@@ -137,6 +172,7 @@ def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: An
             scaler.step(optimizer)
             scaler.update()
         scheduler.step()
+        return loss.detach()
 
     return step
 
@@ -151,11 +187,12 @@ class Backend(Protocol):
     wire: str  # gradient compression on the wire: none, fp16, bf16
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
-             batch: Batch) -> Callable[[], None]:
-        """The synchronising training step of the wrapped model."""
+             batch: Batch) -> Callable[[], torch.Tensor | None]:
+        """The synchronising training step of the wrapped model; it returns the loss
+        (None on a rank that does not compute it: a pipeline stage before the last)."""
         ...
 
-    def compute_step(self) -> Callable[[], None]:
+    def compute_step(self) -> Callable[[], object]:
         """A step without gradient synchronisation (only when not bare_compute)."""
         ...
 
@@ -181,6 +218,20 @@ class TrainResult:
     probe_times: list[float] | None
     num_params: int
     grad_bytes: int
+    final_loss: float | None = None  # the last step's loss (None: not on this rank)
+    local_params: int | None = None  # parameters this rank holds after wrapping
+    energy: dict[str, Any] | None = None  # energy.Reading of the timed iterations
+
+
+def local_parameters(model: nn.Module) -> int:
+    """Parameter elements this rank holds: a DTensor's local shard (tensor parallel,
+    FSDP), a ZeRO-3 partition, else the whole tensor (a pipeline stage: its layers)."""
+    total = 0
+    for p in model.parameters():
+        shard = getattr(p, "ds_tensor", None)  # DeepSpeed ZeRO-3
+        local = p.to_local() if hasattr(p, "to_local") else shard if shard is not None else p
+        total += local.numel()
+    return total
 
 
 def compute_iters(cfg: TrainConfig) -> int:
@@ -194,7 +245,7 @@ def _sync_fn(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
-def _time_compute(step: Callable[[], None], cfg: TrainConfig, sync: Callable[[], None],
+def _time_compute(step: Callable[[], object], cfg: TrainConfig, sync: Callable[[], None],
                   cold: bool) -> list[float]:
     """Compute-only iterations; `cold` (before training: the bare model) gets the same
     warm-up as training, a warm model (after training) one untimed step."""
@@ -226,8 +277,18 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
         compute_times = _time_compute(bare, cfg, sync, cold=True)
         del optimizer, bare
     step = backend.wrap(model, cfg, device, batch)
-    times = time_iterations(step, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
-                            batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter)
+    local = local_parameters(model)
+    last: list[torch.Tensor | None] = [None]
+
+    def tracked() -> None:
+        last[0] = step()
+
+    meter = energy.open_meter(device)
+    times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
+                            batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter,
+                            before_timed=meter.start)
+    reading = meter.stop()
+    final_loss = None if last[0] is None else float(last[0])
     if cfg.diagnostics and not backend.bare_compute:
         compute_times = _time_compute(backend.compute_step(), cfg, sync, cold=False)
     probe = None
@@ -236,7 +297,8 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
         probe = diagnostics.time_allreduces(
             lambda size: backend.allreduce(size, device), sizes, sync)
     return TrainResult(iter_times=times, compute_iter_times=compute_times,
-                       probe_times=probe, num_params=params, grad_bytes=wire_bytes)
+                       probe_times=probe, num_params=params, grad_bytes=wire_bytes,
+                       final_loss=final_loss, energy=reading, local_params=local)
 
 
 def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
@@ -249,7 +311,7 @@ def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
         steps = [mean(r.iter_times) / cfg.batches_per_iter for r in results]
         computes = [mean(r.compute_iter_times or [0.0]) / cfg.batches_per_iter
                     for r in results]
-        out.update(diagnostics.comm_summary(steps, computes, cfg.batch_size * world_size))
+        out.update(diagnostics.comm_summary(steps, computes, cfg.units_per_step * world_size))
         out["compute_iters"] = compute_iters(cfg)
     if first.probe_times is not None:
         sizes = diagnostics.message_sizes(first.grad_bytes)

@@ -1,0 +1,99 @@
+"""Model FLOP utilisation of a transformer run: the record's tokens/s, model TFLOP/s and
+MFU fields, and the measured-matmul peak for devices without a datasheet figure.
+
+MFU = achieved model FLOP/s per GPU / peak FLOP/s per GPU (a fraction, not percent),
+with model FLOPs = flops_per_token (6N + 12LHQT, see transformer.flops_per_token) x
+tokens. As torchtitan, the record states the peak it divided by and where it came from:
+``--peak-tflops X`` (a datasheet figure: "given") or ``--peak-tflops measure`` (each
+rank times a large dense matmul in the run's precision on its own device and threads:
+"measured matmul"; the record keeps the mean over ranks). A measured peak is what this
+hardware reaches on the most favourable kernel, so MFU against it is higher than MFU
+against a datasheet peak would be.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: Matmul edge for the measured peak: large enough to reach the BLAS's/GPU's top speed
+#: (CPU: ~0.1-0.2 s per product on one core), small enough to take about a second.
+MATMUL_N = {"cuda": 8192, "cpu": 2048}
+
+
+def lm_fields(*, throughput: float, world_size: int, seq_len: int, flops_per_token: int,
+              peak_tflops: float | None, peak_source: str | None) -> dict[str, Any]:
+    """The record's language-model fields from the measured tokens/s over all ranks."""
+    per_gpu = throughput / world_size
+    achieved = flops_per_token * per_gpu / 1e12
+    out: dict[str, Any] = {
+        "samples_per_s": throughput / seq_len,
+        "tokens_per_s_per_gpu": per_gpu,
+        "seq_len": seq_len,
+        "flops_per_token": flops_per_token,
+        "model_tflops_per_gpu": achieved,
+    }
+    if peak_tflops:
+        out.update(peak_tflops=peak_tflops, peak_source=peak_source,
+                   mfu=achieved / peak_tflops)
+    return out
+
+
+def transformer_fields(cfg: Any, results: Sequence[Any], throughput: float,
+                       world_size: int, peak: tuple[float | None, str | None]
+                       ) -> dict[str, Any]:
+    """All the record's transformer keys: layout, tokens/s, TFLOP/s, MFU, the loss.
+
+    `results`: every rank's TrainResult. `final_loss` is the mean over the ranks that
+    compute the loss (a pipeline's last stage) of the last timed step's loss; with
+    diagnostics, backends that time compute-only steps on the bare model first (fsdp,
+    deepspeed, horovod) have trained it those steps more. `params_per_rank_max`: the
+    most parameter elements one rank holds (its shards or its pipeline stage).
+    """
+    from .transformer import config, flops_per_token
+
+    losses = [r.final_loss for r in results if r.final_loss is not None]
+    local = [r.local_params for r in results if r.local_params is not None]
+    return {
+        **cfg.layout.describe(),
+        "activation_checkpointing": cfg.activation_checkpointing,
+        **lm_fields(throughput=throughput, world_size=world_size, seq_len=cfg.seq_len,
+                    flops_per_token=flops_per_token(config(cfg.model), cfg.seq_len),
+                    peak_tflops=peak[0], peak_source=peak[1]),
+        "final_loss": sum(losses) / len(losses) if losses else None,
+        "params_per_rank_max": max(local) if local else None,
+    }
+
+
+def resolve_peak(value: float | str, precision: str, device: Any,
+                 gather: Callable[[Any], list[Any]]) -> tuple[float | None, str | None]:
+    """(peak TFLOP/s per GPU, where it came from) for `--peak-tflops` (0: none). Every
+    rank must call this: "measure" times each rank's matmul and takes the mean."""
+    if value == "measure":
+        peaks = gather(measure_matmul_tflops(device, precision))
+        return sum(peaks) / len(peaks), "measured matmul"
+    return (float(value), "given") if float(value) > 0 else (None, None)
+
+
+def measure_matmul_tflops(device: Any, precision: str) -> float:
+    """TFLOP/s of the best of a few n x n x n matmuls in the run's precision on
+    `device`, with this process's threads (a CPU rank: its share of the cores)."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    n = MATMUL_N["cuda" if device.type == "cuda" else "cpu"]
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    warm, reps = (3, 10) if device.type == "cuda" else (1, 3)
+    for _ in range(warm):
+        a @ b
+    best = float("inf")
+    for _ in range(reps):
+        sync()
+        start = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best / 1e12
