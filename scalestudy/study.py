@@ -9,6 +9,7 @@ stays instant.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,8 +269,11 @@ def report(plan: Plan, options: ReportOptions | None = None,
         refs.append(load_references(references_file))
     runs = collect(plan)
     table = scaling_table(runs, study.scaling, options.baseline, options.thresholds)
+    one_host = plan.scheduler.one_host  # the same core count the job scripts use
+    cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
     return build_report(plan.directory, study.name, study.description, study.scaling, runs,
-                        table, options=options, references=refs, system=study.system)
+                        table, options=options, references=refs, system=study.system,
+                        cores_per_host=cores, one_host=one_host)
 
 
 @dataclass(frozen=True)

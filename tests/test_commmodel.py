@@ -8,7 +8,17 @@ import pandas as pd
 import pytest
 
 from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import Params, fit_points, model_study, nnls, ring_bounds
+from scalestudy.results.commmodel import (
+    MAX_RMS_RESIDUAL,
+    PREDICTION_RULE,
+    Params,
+    fit_points,
+    model_study,
+    nnls,
+    prediction_verdict,
+    qualified,
+    ring_bounds,
+)
 from tests.test_analyze import frame, run
 
 S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)
@@ -134,3 +144,59 @@ def test_ring_bound_from_the_probe() -> None:
     assert measured["compute_source"] == "measured"
     assert measured["efficiency_bound"] == pytest.approx(0.05 / (0.05 + ring))
     assert ring_bounds(scaling_table(comm_bound_runs(), "weak"), fits).empty  # no probe
+
+
+def verdicts(runs: pd.DataFrame, scaling: str = "weak") -> tuple[pd.DataFrame, pd.DataFrame]:
+    fits, _, preds = model_study(scaling_table(runs, scaling), scaling)
+    return fits, qualified(fits, preds)
+
+
+def test_predictions_qualify_on_good_multi_node_data() -> None:
+    fits, shown = verdicts(comm_bound_runs(noise=0.01))
+    assert fits.iloc[0]["withheld"] == "" and fits.iloc[0]["node_counts"] == 4
+    assert shown["nodes"].tolist() == [16, 32, 64, 128, 256, 512, 1024]
+    assert not shown["above_measured"].any()  # the model's efficiency only falls
+
+
+def test_predictions_withheld_from_single_node_runs() -> None:
+    # A perfect fit, but every run is on one node: predictions in nodes would
+    # extrapolate inter-node communication that was never measured.
+    runs = frame([run(1, p, 100.0 * p / (1 + 0.05 * np.log2(p))) for p in (1, 2, 4, 8)])
+    fits, shown = verdicts(runs)
+    assert fits.iloc[0]["status"] == "fitted" and shown.empty
+    assert fits.iloc[0]["withheld"].startswith("the runs span 1 node count (at least 2")
+
+
+def test_predictions_withheld_for_a_poor_fit_or_a_failed_holdout() -> None:
+    runs = comm_bound_runs()
+    runs["throughput"] *= [1.0, 1.3, 0.8, 1.25, 0.8, 1.0]  # far from any model
+    fits, shown = verdicts(runs)
+    assert shown.empty and fits.iloc[0]["withheld"].startswith("the fit's rms residual is")
+    runs = comm_bound_runs()
+    runs.loc[runs.index[-1], "throughput"] *= 0.75  # the largest point falls off a cliff
+    fit = verdicts(runs)[0].iloc[0]
+    assert fit["rms_residual"] <= MAX_RMS_RESIDUAL or "rms residual" in fit["withheld"]
+    assert fit["withheld"] != ""
+    three = comm_bound_runs()[lambda r: r["world_size"].isin([4, 8, 16])]
+    fit = verdicts(three)[0].iloc[0]
+    assert fit["withheld"].startswith("no hold-out check: 3 world sizes measured")
+
+
+def test_a_prediction_above_the_last_measured_efficiency_is_marked() -> None:
+    # Nearly flat, the last point 3 % low: the fit (within the rule) runs above it.
+    effs = (1.0, 0.99, 1.0, 0.98, 1.0, 0.97)
+    runs = frame([run(n, r, 100.0 * n * r * e) for (n, r), e in zip(SHAPES, effs, strict=True)])
+    fits, shown = verdicts(runs)
+    assert fits.iloc[0]["withheld"] == ""
+    assert shown.iloc[0]["efficiency_predicted"] > 0.97 and shown.iloc[0]["above_measured"]
+
+
+def test_prediction_verdict_reasons() -> None:
+    base = {"status": "fitted", "node_counts": 3, "rms_residual": 0.02, "points": 5,
+            "holdout_error": 0.03}
+    assert prediction_verdict(base) == ""
+    assert prediction_verdict({**base, "status": "too few points"}) == \
+        "no fit (too few points)"
+    assert "off by +12.0%" in prediction_verdict({**base, "holdout_error": 0.12})
+    assert "rms residual is 11.0%" in prediction_verdict({**base, "rms_residual": 0.11})
+    assert "10%" in PREDICTION_RULE and "2 node counts" in PREDICTION_RULE

@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from scalestudy.results.analyze import scaling_table
-from scalestudy.results.quality import Thresholds, flagged_runs, merge_flags, repeat_cv, run_quality
+from scalestudy.results.quality import (
+    Thresholds,
+    flagged_runs,
+    host_view,
+    merge_flags,
+    repeat_cv,
+    run_quality,
+)
 from tests.test_analyze import frame, run
 
 
@@ -61,3 +68,34 @@ def test_helpers() -> None:
     assert merge_flags(["noisy-run,straggler", "", "straggler"]) == "straggler,noisy-run"
     assert pd.isna(repeat_cv(pd.Series([5.0])))
     assert "10%" in Thresholds().describe()
+
+
+def test_host_view_blanks_comm_at_one_rank_and_flags_oversubscription() -> None:
+    runs = frame([run(1, p, 100.0 * p) for p in (1, 2, 4)])
+    runs["comm_overhead"] = [-0.19, 0.1, 0.2]  # at 1 rank: noise, no sync
+    t = host_view(scaling_table(runs, "weak"), cores_per_host=2, one_host=True)
+    assert pd.isna(t["comm_overhead"].iloc[0]) and t["comm_overhead"].iloc[2] == 0.2
+    assert t["ranks_per_host"].tolist() == [1, 2, 4]
+    assert t["flags"].tolist() == ["", "", "oversubscribed"]
+    # Several nodes, not all on one host: the ranks of one node share its cores.
+    runs = frame([run(n, 4, 400.0 * n) for n in (1, 2)])
+    assert host_view(scaling_table(runs, "weak"), 4)["flags"].tolist() == ["", ""]
+    assert host_view(scaling_table(runs, "weak"), 2)["flags"].tolist() == [
+        "oversubscribed", "oversubscribed"]
+    unknown = host_view(scaling_table(runs, "weak"))  # cores unknown: not checked
+    assert unknown["flags"].tolist() == ["", ""] and unknown["host_cores"].isna().all()
+
+
+def test_the_shipped_example_times_enough_iterations() -> None:
+    # The example's first report is not all warnings: its runs time at least the
+    # iterations the few-iters flag asks for (and so are not flagged).
+    from pathlib import Path
+
+    from scalestudy.core.load import load_study
+
+    study = load_study(Path(__file__).resolve().parents[1] / "studies" / "example.yaml")
+    iters = study.workload.iters
+    assert iters >= Thresholds().min_iters
+    rows = [run(1, 2, 200.0, repeat=i) for i in range(2)]
+    q = run_quality(with_metrics(rows, [metrics(iters=iters)] * 2), Thresholds())
+    assert "few-iters" not in ",".join(q["flags"])

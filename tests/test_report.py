@@ -300,6 +300,8 @@ def test_flags_and_comm_overhead_are_shown(tmp_path: Path) -> None:
     write_report(tmp_path, "flags", "", "weak", runs, scaling_table(runs, "weak"))
     md = (tmp_path / "report" / "index.md").read_text()
     assert "| comm overhead | flags |" in md
+    # No sync at one GPU: no comm overhead there (its 0.0 % would be timing noise).
+    assert "| 1 | 1 × 1 | 16 | 16 | 100 [100–100] | 100 | 1.00 | 100.0% | 1 | — |  |" in md
     assert "| 4 | 1 × 4 | 16 | 64 | 400 [400–400] | 100 | 4.00 | 100.0% | 1 | 20.0% | " \
            "straggler, few-iters |" in md
     quality = md.split("## Quality flags")[1].split("##")[0]

@@ -39,3 +39,9 @@ def test_summary_of_a_report(tmp_path: Path) -> None:
     assert summary["model"]["fits"][0]["status"] == "fitted"
     assert summary["references"] == {"passed": 0, "failed": 0, "checks": []}
     assert any("1 of 4 runs failed" in f for f in summary["findings"])
+    assert [h.split(":")[0] for h in summary["headline"]] == ["Scaling", "Main cause",
+                                                              "Try next"]
+    assert summary["headline"][0] == ("Scaling: 72.9% efficiency at 4 GPUs (1 × 4, global "
+                                      "batch 64), against 1 GPU.")
+    assert "2 node counts" in summary["model"]["prediction_rule"]
+    assert summary["model"]["predictions"] == []  # one node: withheld, and said why

@@ -78,7 +78,7 @@ def read_record(path: Path) -> dict:
     lines = path.read_text().splitlines()
     assert len(lines) == 1
     record = json.loads(lines[0])
-    assert RECORD_KEYS <= set(record) and set(record) - RECORD_KEYS in ENERGY_KEYS
+    assert set(record) >= RECORD_KEYS and set(record) - RECORD_KEYS in ENERGY_KEYS
     assert record["throughput_unit"] == "img/s"
     assert record["schema"] == "scalestudy.metrics/1" and record["source"] == "workload"
     assert record["global_batch"] == record["batch_size"] * record["world_size"]

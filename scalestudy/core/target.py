@@ -12,6 +12,7 @@ Without `critical_batch` (and without a table) the epochs do not depend on the b
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Annotated
 
@@ -95,7 +96,7 @@ def _table(table: dict[int, float], batch: float) -> float | None:
     points = sorted(table.items())
     if batch < points[0][0] or batch > points[-1][0]:
         return None
-    for (b1, e1), (b2, e2) in zip(points, points[1:], strict=False):
+    for (b1, e1), (b2, e2) in itertools.pairwise(points):
         if b1 <= batch <= b2:
             if b1 == b2:
                 return e1

@@ -44,11 +44,17 @@ from scalestudy.report.tables import (
 )
 from scalestudy.results.analyze import Baseline, completed_runs, failures
 from scalestudy.results.collect import STATES
-from scalestudy.results.commmodel import MAX_NODES, model_study, ring_bounds
+from scalestudy.results.commmodel import (
+    MAX_NODES,
+    PREDICTION_RULE,
+    model_study,
+    qualified,
+    ring_bounds,
+)
 from scalestudy.results.findings import findings
-from scalestudy.results.quality import Thresholds, flagged_runs
+from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
-from scalestudy.results.summary import dump, summary_dict
+from scalestudy.results.summary import dump, headline, summary_dict
 
 __all__ = ["Report", "ReportOptions", "build_report", "plot_efficiency", "plot_throughput",
            "render_png", "write_report"]
@@ -89,14 +95,20 @@ def run_counts(runs: pd.DataFrame) -> str:
     return f"{len(runs)} runs planned" + (f": {parts}" if parts else "")
 
 
-def _definitions(scaling: str, options: ReportOptions) -> str:
+def _definitions(scaling: str, options: ReportOptions, cores: int | None,
+                 one_host: bool) -> str:
     fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
              else "global batch fixed, per-GPU batch shrinks with the GPUs")
+    hosts = (f"Oversubscription is checked against {cores} cores per host"
+             + (" (every rank runs on this one host)" if one_host else "") if cores else
+             "Oversubscription is not checked: the system profile gives no cores per node")
     return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is images/s over all "
             "GPUs, median over repeats, [min–max] over repeats. Speedup = throughput(P) / "
             "throughput(P0); efficiency = (throughput(P) / P) / (throughput(P0) / P0), P0 = "
-            f"the baseline (asked for: {options.baseline}). "
-            + options.thresholds.describe())
+            f"the baseline (asked for: {options.baseline}). Comm overhead = 1 − compute time "
+            "/ step time; it is not shown at 1 GPU (—), where there is no gradient sync and "
+            "the difference is timing noise (runs.csv keeps the raw value). "
+            + options.thresholds.describe() + f" {hosts}.")
 
 
 MODEL_TEXT = ("Step time t(P) = a·b(P) + 2(P−1)/P·S/B + α·L(P): compute (b = per-GPU batch), "
@@ -140,13 +152,34 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
     return out
 
 
+def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int) -> list[Block]:
+    """The predictions with the rule they passed, or why there are none (per group)."""
+    b: list[Block] = [("h3", f"Predictions (up to {max_nodes:,} nodes)"),
+                      ("note", PREDICTION_RULE)]
+    if len(preds):
+        b.append(("table", prediction_table(preds)))
+    why = [(str(f.group), str(f.withheld)) for f in fits.itertuples() if f.withheld]
+    reasons = list(dict.fromkeys(w for _, w in why))
+    if len(reasons) == 1:
+        who = "" if len(why) == len(fits) else " for " + ", ".join(g for g, _ in why)
+        b.append(("p", f"Predictions{who}: none, because {reasons[0]}."))
+    elif reasons:
+        b += [("p", "Predictions withheld:"), ("ul", [f"{g}: {w}." for g, w in why])]
+    return b
+
+
 def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
             table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
     b: list[Block] = [("h1", f"Scaling study: {name}"),
                       ("note", f"Generated {date}. {run_counts(runs)}.")]
     b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
-    b.append(("note", _definitions(scaling, options)))
-    b += [("h2", "Findings"), ("ul", parts["findings"] or ["No completed runs yet."])]
+    b.append(("note", _definitions(scaling, options, *parts["hosts"])))
+    found = parts["found"]
+    b.append(("h2", "Findings"))
+    b += [("headline", parts["headline"])] if parts["headline"] else []
+    b.append(("ul", found.items or ["No completed runs yet."]))
+    if found.more:
+        b.append(("note", f"{len(found.more)} more finding(s) in summary.json."))
     if table.empty:
         b.append(("p", "No completed runs yet: nothing to analyse."))
     for group, note, tab in group_tables(table):
@@ -167,9 +200,7 @@ def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataF
         if len(parts["bounds"]):
             b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
                   ("table", bound_table(parts["bounds"]))]
-        if len(parts["preds"]):
-            b += [("h3", f"Predictions (up to {options.max_nodes:,} nodes)"),
-                  ("table", prediction_table(parts["preds"]))]
+        b += _predictions(parts["fits"], parts["preds"], options.max_nodes)
     b.append(("h2", "Plots"))
     b += [("img", (fname, title)) for fname, title, *_ in parts["plots"]]
     flagged = parts["flagged"]
@@ -230,14 +261,19 @@ def _check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
 def build_report(study_dir: Path, name: str, description: str, scaling: str,
                  runs: pd.DataFrame, table: pd.DataFrame, *,
                  options: ReportOptions | None = None, references: Sequence[RefSet] = (),
-                 system: str = "") -> Report:
-    """Analyse, check references and write `report/` atomically."""
+                 system: str = "", cores_per_host: int | None = None,
+                 one_host: bool = False) -> Report:
+    """Analyse, check references and write `report/` atomically. `cores_per_host`:
+    the cores of one host (None: unknown, oversubscription is not checked); `one_host`:
+    every rank of every run ran on one host (the local system)."""
     options = options or ReportOptions()
+    table = host_view(table, cores_per_host, one_host)
     study_dir = Path(study_dir)
     study_dir.mkdir(parents=True, exist_ok=True)
     date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
                                       options.max_nodes)
+    preds = qualified(fits, preds)  # only what passes the rule is shown
     model_frame = pd.concat([points.assign(kind="measured"), preds.assign(
         kind="predicted", step_time_fitted=preds["global_batch"] / preds[
             "throughput_predicted"])], ignore_index=True)
@@ -246,8 +282,10 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
     parts: dict[str, Any] = {
         "fits": fits, "points": points, "preds": preds, "checks": checks, "bounds": bounds,
         "flagged": flagged_runs(completed_runs(runs), options.thresholds),
-        "findings": findings(table, runs, scaling, fits, points, preds, bounds),
-        "plots": _plots(table, model_frame, fits)}
+        "found": findings(table, runs, scaling, fits, points, bounds),
+        "headline": headline(table, scaling, fits, points, preds),
+        "hosts": (cores_per_host, one_host), "plots": _plots(table, model_frame, fits)}
+    parts["findings"] = parts["found"].all
     csvs: dict[str, pd.DataFrame] = {
         "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
         "model_points.csv": model_frame, "model_predictions.csv": preds,

@@ -270,8 +270,10 @@ def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None
                             pred[["world_size", "step_time_fitted"]]])
         ax.plot(fitted["world_size"], fitted["step_time_fitted"], "-", color=color, alpha=0.7)
         ax.plot(pred["world_size"], pred["step_time_fitted"], "x", color=color)
-    _legend(ax, Line2D([], [], ls="-", marker="x", color="0.4",
-                       label="model fit, then predicted (x)"))
+    predicted = bool((frames["kind"] == "predicted").any())
+    _legend(ax, Line2D([], [], ls="-", marker="x" if predicted else "", color="0.4",
+                       label="model fit, then predicted (x)" if predicted else
+                       "model fit (no predictions: see the report's rule)"))
 
 
 def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str, str]) -> None:

@@ -59,15 +59,20 @@ def seconds(value: float) -> str:
 
 def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
     """(group label, baseline note, (headers, rows)) for each group, cells as text.
-    Comm overhead and flags get a column when any point of the group has one."""
+    Comm overhead and flags get a column when any point of the group has one (comm
+    overhead is "—" at 1 GPU: no sync there), ranks per host / cores when a point of
+    the group oversubscribed its host."""
     out = []
     for group, rows in groups(table):
         comm = "comm_overhead" in rows and rows["comm_overhead"].notna().any()
+        hosts = "flags" in rows and rows["flags"].fillna("").str.contains(
+            "oversubscribed").any()
         flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
         compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
         lr = "lr" in rows and rows["lr"].notna().any()
         headers = [*TABLE_HEADERS, *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
+                   *(["ranks per host / cores"] if hosts else []),
                    *(["lr (warm-up iters)"] if lr else []),
                    *(["flags"] if flags else [])]
         body = []
@@ -79,7 +84,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
                      num(r.throughput_per_gpu), f"{r.speedup:.2f}", f"{r.efficiency:.1%}",
                      str(r.n_repeats)]
             cells += [seconds(r.compute_time_s)] if compute else []
-            cells += [pct(r.comm_overhead)] if comm else []
+            cells += [pct(r.comm_overhead) if r.world_size > 1 else "—"] if comm else []
+            cells += [f"{r.ranks_per_host} / {int(r.host_cores)}"] if hosts else []
             cells += [f"{r.lr:.4g} ({format_value(r.lr_warmup_iters)})"] if lr else []
             cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
@@ -116,11 +122,12 @@ def fit_table(fits: pd.DataFrame) -> Table:
     """One row per group: fitted terms and parameters, residual, hold-out error."""
     headers = ["group", "fit", "compute per step", "bandwidth B", "probe busbw",
                "latency α (per unit of L)", "rms residual", "hold-out: predicted / measured",
-               "hold-out error"]
+               "hold-out error", "predictions"]
     rows = []
     for f in fits.itertuples(index=False):
+        shown = "withheld" if getattr(f, "withheld", "") else "shown"
         if f.status != "fitted":
-            rows.append([str(f.group), str(f.status), *["n/a"] * 7])
+            rows.append([str(f.group), str(f.status), *["n/a"] * 7, shown])
             continue
         hold = (f"{num(f.holdout_predicted)} / {num(f.holdout_measured)} img/s at "
                 f"{int(f.holdout_world_size)} GPUs" if math.isfinite(f.holdout_error)
@@ -131,7 +138,7 @@ def fit_table(fits: pd.DataFrame) -> Table:
                  and math.isfinite(f.probe_busbw_GBps) else "n/a")
         rows.append([str(f.group), str(f.terms), seconds(f.t_compute_s), bw, probe,
                      f"{seconds(f.latency_s)} (L = {f.latency_term})", pct(f.rms_residual), hold,
-                     pct(f.holdout_error, signed=True)])
+                     pct(f.holdout_error, signed=True), shown])
     return headers, rows
 
 
@@ -147,12 +154,15 @@ def residual_table(points: pd.DataFrame) -> Table:
 
 
 def prediction_table(preds: pd.DataFrame) -> Table:
-    """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale."""
+    """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale; an
+    efficiency above the one measured at the largest scale says so."""
     headers = ["group", "scale", "nodes", "GPUs", "per-GPU batch", "global batch",
                "predicted img/s", "predicted efficiency", "comm share"]
     rows = [[str(p.group), f"{p.factor}×", str(p.nodes), str(p.world_size),
              format_value(p.batch_size), format_value(p.global_batch),
-             num(p.throughput_predicted), pct(p.efficiency_predicted), pct(p.comm_share)]
+             num(p.throughput_predicted), pct(p.efficiency_predicted)
+             + (" (above the largest measured scale's)" if getattr(p, "above_measured", False)
+                else ""), pct(p.comm_share)]
             for p in preds.itertuples(index=False)]
     return headers, rows
 

@@ -51,6 +51,12 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "num_params", "allreduce_busbw_GBps", "allreduce_latency_s", "lr", "lr_warmup_iters",
     "energy_j_per_sample", "job_power_w",
 )
+#: A transformer run's layout and model-FLOP figures (medians; absent for other models;
+#: a column that is also a grid axis stays the group's parameter).
+TRANSFORMER_COLUMNS: tuple[str, ...] = (
+    "tp", "pp", "microbatches", "seq_len", "bubble_fraction", "samples_per_s",
+    "tokens_per_s_per_gpu", "model_tflops_per_gpu", "peak_tflops", "mfu",
+)
 #: Quality columns after the diagnostics: see scalestudy.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")
 BASELINES: tuple[str, ...] = tuple(c.value for c in BaselineKind)
@@ -141,8 +147,12 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """One row per group and (nodes, ranks_per_node), in order of first appearance:
     median/min/max throughput over repeats, their CV, diagnostics' medians, flags."""
     cols = [*keys, "nodes", "ranks_per_node"]
+    numeric = [c for c in TRANSFORMER_COLUMNS if c in done.columns and c not in cols]
+    done = done.assign(**{c: pd.to_numeric(done[c], errors="coerce") for c in numeric})
     by = done.groupby(cols, dropna=False, sort=False)
     named = {"world_size": ("world_size", "first")}
+    if "dp" in done.columns:
+        named["dp"] = ("dp", "first")
     named |= {c: (c, "first") for c in ("batch_size", "global_batch") if c not in keys}
     agg = by.agg(**named, n_repeats=("throughput", "size"),
                  throughput_median=("throughput", "median"),
@@ -150,6 +160,10 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     agg["throughput_cv"] = by["throughput"].agg(repeat_cv)
     for col in DIAGNOSTIC_COLUMNS:
         agg[col] = by[col].median() if col in done.columns else np.nan
+    for col in numeric:
+        agg[col] = by[col].median()
+    if "throughput_unit" in done.columns:
+        agg["throughput_unit"] = by["throughput_unit"].first()
     agg["rank_spread"] = by["rank_spread"].max()
     agg["flags"] = by["flags"].agg(",".join)
     return agg.reset_index()
@@ -222,8 +236,10 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
     noisy = table["throughput_cv"] > th.max_cv
     table["flags"] = [merge_flags([f, "noisy-repeats" if n else ""])
                       for f, n in zip(table["flags"], noisy, strict=True)]
+    extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit")
+             if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
-             *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS]
+             *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS, *extra]
     table = table[order]
     for col in ("nodes", "ranks_per_node", "world_size", "n_repeats"):
         table[col] = table[col].astype(int)

@@ -20,13 +20,25 @@ Honesty rules: a fit needs more points (distinct world sizes) than parameters; w
 three points the latency term is left out, with fewer nothing is fitted and the status
 says why. The hold-out check refits without the largest world size and reports how
 far the prediction of that point's throughput is from the measurement.
+
+`losses` says where each group's step time goes at its largest scale: compute slowing
+down per image (measured without sync), gradient sync not hidden behind compute
+(measured comm overhead), or, without those, the model's communication share.
+
+`model_study` predicts beyond the measured scales for every fitted group; the report
+shows only the predictions of groups whose fit passes `prediction_verdict`
+(`qualified`; the rule is `PREDICTION_RULE`, stated in the report), and says why for
+the others (the fits' `withheld` column). A prediction whose efficiency is above the
+efficiency measured at the group's largest scale is marked `above_measured`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,11 +49,25 @@ LATENCY_TERMS: tuple[str, ...] = tuple(c.value for c in Latency)
 BANDWIDTHS: tuple[str, ...] = tuple(c.value for c in Bandwidth)
 #: Largest number of nodes predictions go to, unless the user gives another limit.
 MAX_NODES = 1024
+#: The prediction rule: node counts measured, rms residual, hold-out error.
+MIN_NODE_COUNTS = 2
+MAX_RMS_RESIDUAL = 0.10
+MAX_HOLDOUT_ERROR = 0.10
+#: At or above this efficiency a group has no loss worth a cause.
+GOOD_EFFICIENCY = 0.90
+PREDICTION_RULE = (
+    f"Predictions are shown only for a group whose runs span at least {MIN_NODE_COUNTS} "
+    "node counts (predictions are in nodes: runs on one node cannot show how "
+    "communication between nodes grows), whose fit has an rms residual of at most "
+    f"{MAX_RMS_RESIDUAL:.0%}, and whose hold-out check (refit without the largest world "
+    f"size, predict it) is within ±{MAX_HOLDOUT_ERROR:.0%}; the hold-out needs 4 "
+    "distinct world sizes (3 with the probe's bandwidth). A predicted efficiency above "
+    "the one measured at the largest scale is marked as such.")
 FIT_COLUMNS: tuple[str, ...] = (
     "group", "status", "terms", "points", "t_compute_s", "sec_per_image", "grad_bytes",
     "bandwidth_GBps", "bandwidth_from", "probe_busbw_GBps", "latency_s", "latency_term",
     "rms_residual", "holdout_world_size",
-    "holdout_predicted", "holdout_measured", "holdout_error",
+    "holdout_predicted", "holdout_measured", "holdout_error", "node_counts", "withheld",
 )
 POINT_COLUMNS: tuple[str, ...] = (
     "group", "nodes", "world_size", "batch_size", "global_batch", "step_time_measured",
@@ -49,7 +75,7 @@ POINT_COLUMNS: tuple[str, ...] = (
 )
 PREDICTION_COLUMNS: tuple[str, ...] = (
     "group", "factor", "nodes", "world_size", "batch_size", "global_batch",
-    "throughput_predicted", "efficiency_predicted", "comm_share",
+    "throughput_predicted", "efficiency_predicted", "comm_share", "above_measured",
 )
 
 
@@ -146,6 +172,27 @@ def fit_points(world_size: np.ndarray, batch: np.ndarray, step_time: np.ndarray,
     return params, "+".join(terms)
 
 
+def prediction_verdict(fit: Mapping[str, Any]) -> str:
+    """"" when a fit (a row of the fits table) qualifies for predictions, else why not."""
+    if fit["status"] != "fitted":
+        return f"no fit ({fit['status']})"
+    nodes = int(fit["node_counts"])
+    if nodes < MIN_NODE_COUNTS:
+        return (f"the runs span {nodes} node count{'s' if nodes != 1 else ''} (at least "
+                f"{MIN_NODE_COUNTS} needed: predictions in nodes from runs on one node "
+                "extrapolate a quantity never measured)")
+    rms, hold = float(fit["rms_residual"]), float(fit["holdout_error"])
+    if not rms <= MAX_RMS_RESIDUAL:
+        return f"the fit's rms residual is {rms:.1%} (at most {MAX_RMS_RESIDUAL:.0%} needed)"
+    if not math.isfinite(hold):
+        return (f"no hold-out check: {int(fit['points'])} world sizes measured, too few to "
+                "refit without the largest")
+    if abs(hold) > MAX_HOLDOUT_ERROR:
+        return (f"the hold-out check is off by {hold:+.1%} (within ±{MAX_HOLDOUT_ERROR:.0%} "
+                "needed)")
+    return ""
+
+
 def _group_inputs(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                 float | None, float | None]:
     p = rows["world_size"].to_numpy(float)
@@ -186,10 +233,12 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         params, terms = fit_points(p, batch, t, gbytes, latency, bandwidth, busbw)
         fit = dict.fromkeys(FIT_COLUMNS, float("nan"))
         fit.update(group=group, points=len(np.unique(p)), grad_bytes=gbytes,
+                   node_counts=int(rows["nodes"].nunique()),
                    probe_busbw_GBps=busbw, bandwidth_from=bandwidth,
                    latency_term="log2 P" if latency == "log" else "P - 1")
         if params is None:
             fit.update(status=terms, terms="")
+            fit["withheld"] = prediction_verdict(fit)
             fits.append(fit)
             continue
         fitted = params.step_time(p, batch)
@@ -201,6 +250,7 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
                    bandwidth_GBps=(1 / params.c / 1e9 if known_s and params.c > 0
                                    else float("nan")))
         fit.update(_holdout(rows, p, batch, t, gbytes, latency, bandwidth, busbw))
+        fit["withheld"] = prediction_verdict(fit)
         fits.append(fit)
         comm = params.comm_time(p) / fitted
         for i, r in enumerate(rows.itertuples(index=False)):
@@ -208,15 +258,23 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
                            t[i], fitted[i], resid[i], comm[i]))
         base = rows[rows["baseline"].astype(bool)].iloc[0]
         per_gpu0 = float(base["throughput_median"]) / float(base["world_size"])
+        last = float(rows["efficiency"].iloc[-1])
         for factor, nodes, size, b in _predict_scales(rows, scaling, max_nodes):
             tp = params.step_time(np.array([size]), np.array([b]))[0]
             thr = b * size / tp
             share = params.comm_time(np.array([size]))[0] / tp
-            preds.append((group, factor, nodes, size, b, b * size, thr,
-                          thr / size / per_gpu0, share))
+            eff = thr / size / per_gpu0
+            preds.append((group, factor, nodes, size, b, b * size, thr, eff, share,
+                          bool(eff > last + 1e-9)))
     return (pd.DataFrame(fits, columns=list(FIT_COLUMNS)),
             pd.DataFrame(points, columns=list(POINT_COLUMNS)),
             pd.DataFrame(preds, columns=list(PREDICTION_COLUMNS)))
+
+
+def qualified(fits: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """The predictions of the groups whose fit passes the rule (what the report shows)."""
+    ok = fits.loc[fits["withheld"].fillna("") == "", "group"]
+    return preds[preds["group"].isin(ok)].reset_index(drop=True)
 
 
 def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
@@ -233,6 +291,66 @@ def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray
     predicted = b * size / float(params.step_time(np.array([size]), np.array([b]))[0])
     return {"holdout_world_size": size, "holdout_predicted": predicted,
             "holdout_measured": measured, "holdout_error": predicted / measured - 1}
+
+
+def _col(row: pd.Series, name: str) -> float:
+    value = row.get(name, float("nan"))
+    return float(value) if value is not None and pd.notna(value) else float("nan")
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Where one group's step time goes at its largest scale, against its baseline."""
+
+    group: str
+    top: pd.Series
+    base: pd.Series
+    slowdown: float  # compute time per image, top / baseline (NaN: not measured)
+    overhead: float  # measured comm overhead at top (NaN: not measured, or one rank)
+    model_share: float  # the model's comm share at top (NaN: no fit within the rule)
+
+    @property
+    def sync_s(self) -> float:
+        """Seconds per step of gradient sync not hidden behind compute."""
+        tc = _col(self.top, "compute_time_s")
+        return tc * self.overhead / (1 - self.overhead) if self.overhead < 1 else math.nan
+
+    @property
+    def oversubscribed(self) -> bool:
+        """Did the largest scale put more ranks on a host than it has cores?"""
+        return "oversubscribed" in str(self.top.get("flags") or "")
+
+    def cause(self) -> str:
+        """compute, comm, model, other, none or unknown: the largest factor of the loss."""
+        eff = float(self.top["efficiency"])
+        if eff >= GOOD_EFFICIENCY:
+            return "none"
+        comm = 1 / (1 - self.overhead) if self.overhead < 1 else math.nan
+        known = {k: v for k, v in (("compute", self.slowdown), ("comm", comm)) if v == v}
+        if not known:
+            return "model" if self.model_share == self.model_share else "unknown"
+        rest = 1 / eff / math.prod(known.values())
+        best = max(known, key=lambda k: known[k])
+        return best if known[best] >= rest else "other"
+
+
+def losses(table: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFrame) -> list[Loss]:
+    """A Loss per group with more than one point, worst efficiency at the top first."""
+    good = set(fits.loc[(fits["status"] == "fitted")
+                        & (fits["rms_residual"] <= MAX_RMS_RESIDUAL), "group"])
+    out = []
+    for group, rows in table.groupby("group", sort=False):
+        if len(rows) < 2:
+            continue
+        top = rows.loc[rows["world_size"].idxmax()]
+        base = rows[rows["baseline"].astype(bool)].iloc[0]
+        slow = ((_col(top, "compute_time_s") / float(top["batch_size"]))
+                / (_col(base, "compute_time_s") / float(base["batch_size"])))
+        share = points.loc[(points["group"] == group)
+                           & (points["world_size"] == top["world_size"]), "comm_share"]
+        model = float(share.iloc[0]) if group in good and len(share) else math.nan
+        out.append(Loss(str(group), top, base, slow, _col(top, "comm_overhead"), model))
+    return sorted(out, key=lambda x: float(x.top["efficiency"]))
 
 
 BOUND_COLUMNS: tuple[str, ...] = (

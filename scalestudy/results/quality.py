@@ -9,8 +9,13 @@ A run is flagged (never dropped) when
   (`iter_time_std / iter_time_mean`) is above `max_cv` (default 5 %).
 
 A point (one configuration, all its repeats) is also flagged `noisy-repeats` when the
-coefficient of variation of throughput over its repeats is above `max_cv`. Flagged
-runs stay in the median; the report lists them with the numbers that flagged them.
+coefficient of variation of throughput over its repeats is above `max_cv`, and
+`oversubscribed` when more ranks ran on one host than it has cores (`host_view`: the
+report knows the cores, the runs do not). Flagged runs stay in the median; the report
+lists them with the numbers that flagged them.
+
+`host_view` also blanks the comm overhead at one rank: with no gradient sync there,
+1 - compute time / step time is only the timing noise between two measurements.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-FLAG_CODES: tuple[str, ...] = ("straggler", "few-iters", "noisy-run", "noisy-repeats")
+FLAG_CODES: tuple[str, ...] = ("straggler", "few-iters", "noisy-run", "noisy-repeats",
+                                "oversubscribed")
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,8 @@ class Thresholds:
         return (f"Flags: straggler = slowest rank more than {self.straggler:.0%} below the "
                 f"mean rank; few-iters = fewer than {self.min_iters} timed iterations; "
                 f"noisy-run / noisy-repeats = coefficient of variation of iteration times / "
-                f"of throughput over repeats above {self.max_cv:.0%}.")
+                f"of throughput over repeats above {self.max_cv:.0%}; oversubscribed = more "
+                "ranks on one host than it has cores.")
 
 
 def _column(runs: pd.DataFrame, name: str) -> pd.Series:
@@ -91,3 +98,23 @@ def flagged_runs(done: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
     out["iter_cv"] = q.loc[keep, "iter_cv"]
     out["iters"] = q.loc[keep, "iters"]
     return out.reset_index(drop=True)
+
+
+def host_view(table: pd.DataFrame, cores_per_host: int | None = None,
+              one_host: bool = False) -> pd.DataFrame:
+    """The scaling table as the report shows it: comm overhead NaN at one rank (no
+    sync there), `ranks_per_host` (the world size when every rank runs on one host,
+    else ranks per node), `host_cores` and the `oversubscribed` flag where the ranks on
+    a host outnumber its cores (not checked when `cores_per_host` is None)."""
+    out = table.copy()
+    if "comm_overhead" in out.columns:
+        out["comm_overhead"] = out["comm_overhead"].where(out["world_size"] > 1)
+    if out.empty:
+        return out.assign(ranks_per_host=pd.Series(dtype=float),
+                          host_cores=pd.Series(dtype=float))
+    out["ranks_per_host"] = out["world_size" if one_host else "ranks_per_node"].astype(int)
+    out["host_cores"] = float(cores_per_host) if cores_per_host else np.nan
+    over = out["ranks_per_host"] > out["host_cores"]
+    out["flags"] = [merge_flags([f, "oversubscribed" if o else ""])
+                    for f, o in zip(out["flags"].fillna(""), over, strict=True)]
+    return out

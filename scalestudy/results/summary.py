@@ -1,5 +1,6 @@
-"""The report's summary for machines (`scalestudy report --json`, report/summary.json):
-plain JSON, NaN as null, every throughput with its per-GPU and global batch."""
+"""The report in short: the three-line headline for people, and the summary for
+machines (`scalestudy report --json`, report/summary.json: plain JSON, NaN as null,
+every throughput with its per-GPU and global batch)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,131 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analyze import format_value
+from scalestudy.results.commmodel import PREDICTION_RULE, Loss, losses
+from scalestudy.results.findings import (
+    compute_clause,
+    gpus_text,
+    headline_loss,
+    point_text,
+    sync_clause,
+    variant_outcomes,
+)
+
 POINT_KEYS: tuple[str, ...] = (
     "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "n_repeats",
     "throughput_median", "throughput_min", "throughput_max", "throughput_per_gpu",
-    "speedup", "efficiency", "baseline", "comm_overhead", "flags",
+    "speedup", "efficiency", "baseline", "comm_overhead", "ranks_per_host", "host_cores",
+    "flags",
 )
+#: Gradient-sync knobs to suggest per backend, when communication is the main cause.
+SYNC_KNOBS: dict[str, str] = {
+    "ddp": "fp16 gradient compression (`comm_hook: fp16`) or larger buckets "
+           "(`bucket_cap_mb`)",
+    "horovod": "fp16 gradient compression (`compression: fp16`)",
+}
+
+
+def cause_line(loss: Loss | None) -> str:
+    """The headline's second line: the main cause of the loss, with its share."""
+    if loss is None:
+        return "Main cause: nothing to compare: every group has a single scale."
+    top, kind = loss.top, loss.cause()
+    where = (f"in {loss.group} " if loss.group else "") + \
+        f"at {gpus_text(top['world_size'])}, "
+    if kind == "compute":
+        text = f"compute slowing down, not communication: {where}{compute_clause(loss)}"
+        return f"Main cause: {text}" + (f"; {sync_clause(loss)}." if loss.overhead ==
+                                        loss.overhead else ".")
+    if kind == "comm":
+        slow = (f"; {compute_clause(loss)}" if loss.slowdown == loss.slowdown else "")
+        return f"Main cause: gradient sync: {where}{sync_clause(loss)}{slow}."
+    if kind == "model":
+        return (f"Main cause: communication, as the model attributes it: {where}"
+                f"{loss.model_share:.1%} of the step (the runs carry no compute-only timing "
+                "to measure it).")
+    if kind == "other":
+        parts = [c for c, v in ((compute_clause(loss), loss.slowdown),
+                                (sync_clause(loss), loss.overhead)) if v == v]
+        return (f"Main cause: not compute and not measured sync: {where}"
+                f"{' and '.join(parts)}, less than the {top['efficiency']:.1%} efficiency "
+                "implies: stragglers, waiting or noise (see Quality flags).")
+    if kind == "none":
+        sync = f"; {sync_clause(loss)}" if loss.overhead == loss.overhead else ""
+        return (f"Main cause: no large loss: {where}efficiency stays at "
+                f"{top['efficiency']:.1%}{sync}.")
+    return (f"Main cause: not measured: {where}the runs carry no compute-only timing and "
+            "the model has no fit within its rule (see Communication model).")
+
+
+def scale_line(table: pd.DataFrame) -> str:
+    """The headline's first line: efficiency at the largest scale, GPUs, global batch."""
+    tops = table.loc[table.groupby("group", sort=False)["world_size"].idxmax()]
+    at = tops[tops["world_size"] == tops["world_size"].max()].sort_values("efficiency")
+    lo, hi = at.iloc[0], at.iloc[-1]
+    base = table[table["baseline"].astype(bool) & (table["group"] == lo["group"])].iloc[0]
+    against = f"against {gpus_text(base['world_size'])}"
+    if f"{lo['efficiency']:.1%}" == f"{hi['efficiency']:.1%}" and len(at) > 1:
+        return (f"Scaling: {lo['efficiency']:.1%} efficiency at {gpus_text(lo['world_size'])} "
+                f"({int(lo['nodes'])} × {int(lo['ranks_per_node'])}) in each of the {len(at)} "
+                f"groups there, {against}.")
+    if len(at) == 1:
+        name = f" ({lo['group']})" if table["group"].nunique() > 1 else ""
+        return f"Scaling: {lo['efficiency']:.1%} efficiency at {point_text(lo)}{name}, {against}."
+    return (f"Scaling: {lo['efficiency']:.1%} to {hi['efficiency']:.1%} efficiency at "
+            f"{gpus_text(lo['world_size'])} ({int(lo['nodes'])} × {int(lo['ranks_per_node'])}), "
+            f"{against}: {lo['group']} (global batch {format_value(lo['global_batch'])}) to "
+            f"{hi['group']} (global batch {format_value(hi['global_batch'])}).")
+
+
+def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
+              preds: pd.DataFrame) -> str:
+    """The headline's third line: the one thing to try next."""
+    flags = table["flags"].fillna("") if "flags" in table.columns else pd.Series(dtype=str)
+    over = table[flags.str.contains("oversubscribed")]
+    if len(over):
+        cores, worst = int(over["host_cores"].iloc[0]), over.loc[over["ranks_per_host"].idxmax()]
+        return (f"Try next: at most {cores} ranks per host (it has {cores} cores): with "
+                f"{int(worst['ranks_per_host'])} ranks on it, the {int(worst['world_size'])}-GPU"
+                " points measure core sharing, not scaling; add hosts or GPUs to go further.")
+    wins = [v for v in variant_outcomes(table, scaling) if v[3] == v[3] and v[3] > 0]
+    if wins:
+        dim, best, ref, gain, where = max(wins, key=lambda v: v[3])
+        return f"Try next: {dim} `{best}`: it beats `{ref}` by {gain:+.1%} at {where}."
+    kind = loss.cause() if loss is not None else "unknown"
+    if kind in ("comm", "model"):
+        bigger = "per-GPU" if scaling == "weak" else "global"
+        knobs = SYNC_KNOBS.get(str(loss.top.get("backend")) if loss is not None else "",
+                               "gradient compression")
+        return (f"Try next: a larger {bigger} batch (fewer syncs per image) or {knobs}, as "
+                "a grid axis or a tuning variant.")
+    if kind == "compute":
+        return ("Try next: find what slows compute as ranks are added (memory bandwidth, "
+                "clocks, other work on the hosts): efficiency here measures that, not "
+                "communication.")
+    if kind == "other":
+        return ("Try next: repeat the flagged points (see Quality flags): the loss is neither"
+                " compute nor the measured sync.")
+    ahead = preds[preds["group"] == loss.group] if loss is not None else preds[:0]
+    if kind == "none" and len(ahead):
+        first = ahead.iloc[0]
+        return (f"Try next: measure {int(first['nodes'])} nodes ({gpus_text(first['world_size'])}"
+                f"), where the model predicts {first['efficiency_predicted']:.1%} efficiency.")
+    if kind == "none":
+        return ("Try next: measure more nodes: efficiency holds so far, and predictions need "
+                "a fit within the rule (see Communication model).")
+    return ("Try next: run the bundled workload (it times compute without sync) or more world"
+            " sizes, so that the cause can be measured.")
+
+
+def headline(table: pd.DataFrame, scaling: str, fits: pd.DataFrame, points: pd.DataFrame,
+             preds: pd.DataFrame) -> list[str]:
+    """Three lines: how well it scaled, the main cause with its share, what to try next
+    (none without completed runs)."""
+    if table.empty:
+        return []
+    loss = headline_loss(losses(table, points, fits))
+    return [scale_line(table), cause_line(loss), next_line(table, scaling, loss, preds)]
 
 
 def _plain(value: Any) -> Any:
@@ -39,7 +160,7 @@ def records(frame: pd.DataFrame, keys: tuple[str, ...] | None = None) -> list[di
 
 def summary_dict(name: str, scaling: str, date: str, runs: pd.DataFrame,
                  table: pd.DataFrame, parts: dict[str, Any]) -> dict[str, Any]:
-    """Study, run counts, per-group points, model, references, findings."""
+    """Study, run counts, per-group points, model, references, headline, findings."""
     states = runs["state"].value_counts().to_dict() if "state" in runs.columns else {}
     groups = []
     for group, rows in table.groupby("group", sort=False):
@@ -56,10 +177,11 @@ def summary_dict(name: str, scaling: str, date: str, runs: pd.DataFrame,
         "runs": {"planned": len(runs), **{str(k): int(v) for k, v in states.items()}},
         "groups": groups,
         "model": {"fits": records(parts["fits"]), "predictions": records(parts["preds"]),
-                  "ring_bounds": records(parts["bounds"])},
+                  "prediction_rule": PREDICTION_RULE, "ring_bounds": records(parts["bounds"])},
         "references": {"passed": int((checks["result"] == "pass").sum()),
                        "failed": int((checks["result"] == "fail").sum()),
                        "checks": records(checks)},
+        "headline": list(parts["headline"]),
         "findings": list(parts["findings"]),
     }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -89,6 +89,12 @@ class SystemProfile(_Data):
     python: str | None = Field(
         None, description="the Python on compute nodes; null: the one running scalestudy"
     )
+    peak_tflops: dict[Literal["fp32", "bf16", "fp16"], Annotated[
+        float, Field(gt=0, allow_inf_nan=False)] | Literal["measure"]] = Field(
+        default_factory=dict,
+        description="dense peak TFLOP/s of one GPU (one rank's device) per precision, the "
+        "denominator of MFU; `measure`: time a large matmul on the rank's device instead")
+    peak_source: str = Field("", description="where the peak figures come from")
     scheduler_options: SchedulerOptions = Field(default_factory=SchedulerOptions)
     launcher_options: LauncherOptions = Field(default_factory=LauncherOptions)
     env: dict[EnvName, str] = Field(default_factory=dict, description="default environment")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from scalestudy.site.schedulers import (
     JobRequest,

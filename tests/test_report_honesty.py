@@ -1,0 +1,122 @@
+"""The report does not contradict itself: no comm overhead at one rank, predictions only
+by the stated rule, a three-line headline, at most eight findings, oversubscription
+named. Small hand-made studies shaped like the shipped example and like a cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from scalestudy.report.build import build_report
+from scalestudy.results.analyze import scaling_table
+from scalestudy.results.commmodel import PREDICTION_RULE
+from scalestudy.results.findings import MAX_FINDINGS
+from tests.test_analyze import frame, run
+from tests.test_commmodel import comm_bound_runs
+
+
+def example_runs() -> pd.DataFrame:
+    """The example's shape: 1, 2, 4 ranks on this 2-core host, per-GPU batch 8 and 16,
+    2 repeats, the bundled workload's diagnostics (compute slows at 4 ranks)."""
+    rows, diag = [], []
+    for batch in (8, 16):
+        for p in (1, 2, 4):
+            for rep in (0, 1):
+                compute = 0.002 * batch * (2.0 if p == 4 else 1.0)  # 4 ranks, 2 cores
+                overhead = (-0.19 if rep else 0.36) if p == 1 else 0.1 + 0.05 * p
+                rows.append(run(1, p, batch * p / (compute / (1 - overhead)) * (1 + 0.01 * rep),
+                                batch=batch, repeat=rep))
+                diag.append({"compute_time_s": compute, "comm_overhead": overhead,
+                             "iters": 10, "grad_bytes": 3.0e6, "allreduce_busbw_GBps": 0.45})
+    runs = frame(rows)
+    runs["run_id"] = [f"r{i}" for i in range(len(runs))]
+    return pd.concat([runs, pd.DataFrame(diag)], axis=1)
+
+
+def build(tmp_path: Path, runs: pd.DataFrame, **kw: object) -> tuple[str, dict]:
+    rep = build_report(tmp_path, "example", "", "weak", runs, scaling_table(runs, "weak"),
+                       **kw)
+    md = (tmp_path / "report" / "index.md").read_text()
+    return md, rep.summary
+
+
+def findings_section(md: str) -> tuple[list[str], list[str]]:
+    """(headline lines, finding bullets) of index.md."""
+    part = md.split("## Findings")[1].split("\n## ")[0]
+    lines = [line for line in part.splitlines() if line]
+    return ([line[2:] for line in lines if line.startswith("> ")],
+            [line[2:] for line in lines if line.startswith("- ")])
+
+
+def test_the_example_report_is_honest_and_short(tmp_path: Path) -> None:
+    md, summary = build(tmp_path, example_runs(), cores_per_host=2, one_host=True)
+    head, items = findings_section(md)
+    assert [h.split(":")[0].strip("*") for h in head] == ["Scaling", "Main cause",
+                                                           "Try next"]
+    assert head == [f"**{summary['headline'][0]}**", *summary["headline"][1:]]
+    assert head[0].startswith("**Scaling: ") and " at 4 GPUs (1 × 4)" in head[0]
+    assert "Main cause: compute slowing down, not communication" in head[1]
+    assert head[2].startswith("Try next: at most 2 ranks per host (it has 2 cores)")
+    assert 1 <= len(items) <= MAX_FINDINGS and len(set(items)) == len(items)
+    assert summary["findings"] == items
+    # No comm overhead at one rank: "—" in the tables, NaN in the data, never quoted.
+    for group in ("batch 8", "batch 16"):
+        rows = md.split(f"## {group}\n")[1].split("\n## ")[0]
+        assert [r.split(" | ")[-3] for r in rows.splitlines() if r.startswith("| 1 |")] \
+            == ["—"]
+    assert "36.0%" not in md and "-19.0%" not in md
+    data = pd.read_csv(tmp_path / "report" / "scaling.csv")
+    assert data.loc[data["world_size"] == 1, "comm_overhead"].isna().all()
+    assert all(p["comm_overhead"] is None for g in summary["groups"] for p in g["points"]
+               if p["world_size"] == 1)
+    # Oversubscription named: which points, with what ranks and cores.
+    assert "Oversubscription is checked against 2 cores per host" in md
+    assert any(f.startswith("Oversubscribed (flag `oversubscribed`, 2 of 6 points): 4 GPUs "
+                            "(1 × 4): 4 ranks on 2 cores.") for f in items)
+    assert "| 4 / 2 | oversubscribed |" in md
+    # Predictions withheld, with the rule and the reason in the report.
+    predictions = md.split("### Predictions")[1].split("\n## ")[0]
+    assert PREDICTION_RULE in predictions
+    assert "Predictions: none, because the runs span 1 node count" in predictions
+    assert "| 2× |" not in md and summary["model"]["predictions"] == []
+    assert summary["model"]["prediction_rule"] == PREDICTION_RULE
+    assert not pd.read_csv(tmp_path / "report" / "model_predictions.csv").shape[0]
+    # Nothing says the allreduce's bandwidth is the cause next to a sync share
+    # without saying how they fit together.
+    bound = [f for f in items if f.startswith("Ring allreduce bound")]
+    assert len(bound) == 1 and "of sync not hidden" in bound[0]
+    assert "few-iters" not in md.split("## Findings")[1]  # 10 iterations: not flagged
+
+
+def test_good_multi_node_data_gets_predictions(tmp_path: Path) -> None:
+    md, summary = build(tmp_path, comm_bound_runs(noise=0.01))
+    predictions = md.split("### Predictions")[1].split("\n## ")[0]
+    assert "| batch 32 | 2× | 16 | 64 |" in predictions
+    assert "none, because" not in predictions
+    assert [p["nodes"] for p in summary["model"]["predictions"]] == [
+        16, 32, 64, 128, 256, 512, 1024]
+    assert "Oversubscription is not checked" in md  # no core count given
+    head, _ = findings_section(md)
+    assert len(head) == 3
+
+
+def test_some_groups_predict_and_the_others_say_why(tmp_path: Path) -> None:
+    good = comm_bound_runs(batch=32)
+    one_node = frame([run(1, p, 100.0 * p * 0.95 ** p, batch=64) for p in (1, 2, 4, 8)])
+    runs = pd.concat([good, one_node], ignore_index=True)
+    runs["run_id"] = [f"r{i}" for i in range(len(runs))]
+    md, _ = build(tmp_path, runs)
+    predictions = md.split("### Predictions")[1].split("\n## ")[0]
+    assert "| batch 32 | 2× |" in predictions and "| batch 64 |" not in predictions
+    assert "Predictions for batch 64: none, because the runs span 1 node count" in predictions
+
+
+def test_report_table_carries_the_host_view(tmp_path: Path) -> None:
+    runs = example_runs()
+    rep = build_report(tmp_path, "example", "", "weak", runs, scaling_table(runs, "weak"),
+                       cores_per_host=2, one_host=True)
+    assert rep.table.loc[rep.table["world_size"] == 1, "comm_overhead"].isna().all()
+    assert set(rep.table.loc[rep.table["world_size"] == 4, "flags"]) == {"oversubscribed"}
+    json.loads((tmp_path / "report" / "summary.json").read_text())  # strict JSON
