@@ -273,7 +273,7 @@ def report(plan: Plan, options: ReportOptions | None = None,
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
     return build_report(plan.directory, study.name, study.description, study.scaling, runs,
                         table, options=options, references=refs, system=study.system,
-                        cores_per_host=cores, one_host=one_host)
+                        cores_per_host=cores, one_host=one_host, target=study.target)
 
 
 @dataclass(frozen=True)

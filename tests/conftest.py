@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-# The real-Slurm fixture (`slurm_cluster`), for every test module.
-pytest_plugins = ["tests.slurm_testbed"]
+# The real-Slurm and real-OpenPBS fixtures (`slurm_cluster`, `pbs_cluster`), for every
+# test module.
+pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed"]
 
 ROOT = Path(__file__).resolve().parents[1]
 

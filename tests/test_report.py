@@ -82,12 +82,11 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     rep = root / "report"
     assert out == rep / "index.html"
     assert sorted(f.name for f in rep.iterdir()) == [
-        "efficiency.png", "failures.csv", "flags.csv", "index.html", "index.md", "model.png",
-        "model_fit.csv", "model_points.csv", "model_predictions.csv", "ring_bound.csv",
-        "scaling.csv",
-        "summary.json", "throughput.png", "variants.png"]
+        "cost.csv", "cost.png", "efficiency.png", "failures.csv", "flags.csv", "index.html",
+        "index.md", "model.png", "model_fit.csv", "model_points.csv", "model_predictions.csv",
+        "ring_bound.csv", "scaling.csv", "summary.json", "throughput.png", "variants.png"]
     assert not [f for f in root.iterdir() if f.name.startswith("report.")]
-    for png in ("throughput.png", "efficiency.png"):
+    for png in ("throughput.png", "efficiency.png", "cost.png"):
         assert (rep / png).read_bytes().startswith(PNG)
 
     md = (rep / "index.md").read_text()
@@ -96,13 +95,15 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert "](throughput.png)" in md and "](efficiency.png)" in md
     assert "## Failed runs" in md and "<oops>" in md
     assert "17 runs planned: 16 completed, 1 failed" in md
+    assert "## Cost" in md and "Priced per a million samples" in md
+    assert "](cost.png)" in md and "on the front" in md
 
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/png;base64,") == 5
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
     assert "http" not in text and "//" not in text  # no network references
     srcs = re.findall(r'src="([^"]*)"', text)
-    assert srcs == ["", "", "", ""]
+    assert srcs == [""] * 5
     assert all(not h.startswith(("/", "http")) and ":" not in h
                for h in re.findall(r'href="([^"]*)"', text))
     assert "<table>" in page and "<td>2 × 4</td>" in page
@@ -282,11 +283,13 @@ def test_html_renders_in_headless_chromium(
     assert body is not None, done.stderr[-2000:]
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', body.group(1)))
     sizes = attrs["images"].split()
-    assert len(sizes) == page.read_text().count("<img ") == 4
+    assert len(sizes) == page.read_text().count("<img ") == 5  # the cost plot too
     assert all(s == "800x500" for s in sizes), sizes
     assert attrs["control"] == "0"
     assert int(attrs["rows"]) >= len(table) + 1  # scaling rows + the failed run, and more
     assert "<h2>Findings</h2>" in done.stdout and "<td>2 × 4</td>" in done.stdout
+    assert "<h2>Cost</h2>" in done.stdout and 'alt="Time to solution vs node-hours"' in \
+        done.stdout
 
 
 def test_flags_and_comm_overhead_are_shown(tmp_path: Path) -> None:

@@ -42,6 +42,24 @@ def _positive(value: float) -> float:
     return value
 
 
+def _duration(value: str | None) -> str | None:
+    """Check a --deadline before anything runs."""
+    if value is not None:
+        _seconds(value)
+    return value
+
+
+def _seconds(value: str | None) -> float | None:
+    from scalestudy.results.cost import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def _baseline(text: str) -> str | int:
     from scalestudy.core.choices import BaselineKind
 
@@ -79,6 +97,12 @@ def report(
     bandwidth: Annotated[Bandwidth, typer.Option(
         help="the model's bandwidth: fitted, or the allreduce probe's busbw")] = Bandwidth.FIT,
     max_nodes: Annotated[int, typer.Option(min=1, help="predict up to this many nodes")] = 1024,
+    deadline: Annotated[str | None, typer.Option(
+        "--deadline", callback=_duration, help="name the cheapest point (node-hours) that "
+        "trains within this time, e.g. 6h, 90min, 2d")] = None,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", min=0.0, help="name the fastest point within this many node-hours")
+    ] = None,
 ) -> None:
     """Analyse the runs and write the report (tables, plots, model, references).
 
@@ -93,7 +117,8 @@ def report(
 
     options = ReportOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
                                                                       min_iters),
-                            latency=latency, bandwidth=bandwidth, max_nodes=max_nodes)
+                            latency=latency, bandwidth=bandwidth, max_nodes=max_nodes,
+                            deadline_s=_seconds(deadline), budget_node_hours=budget)
     plan = uc.make_plan(study, results)
     rep = uc.report(plan, options, references)
     if as_json:
@@ -103,6 +128,8 @@ def report(
         if len(rep.checks):
             out.print(f"references: {len(rep.checks) - rep.failed_checks} passed, "
                       f"{rep.failed_checks} failed")
+        for line in rep.summary["cost"]["picks"]:
+            out.print(line, highlight=False)
         out.print(f"report: {rep.html}", highlight=False)
     if check and rep.failed_checks:
         raise ReferenceFailed(f"{rep.failed_checks} reference check(s) failed:\n"

@@ -19,11 +19,13 @@ from typing import Any
 import pandas as pd
 
 from scalestudy.core.spec import Reference
+from scalestudy.core.target import Target
 from scalestudy.report.page import Block, Link, html_page, markdown
 from scalestudy.report.plots import (
     Draw,
     heatmap_data,
     plot_comm_overhead,
+    plot_cost,
     plot_efficiency,
     plot_heatmap,
     plot_model,
@@ -31,6 +33,12 @@ from scalestudy.report.plots import (
     plot_throughput,
     plot_variants,
     render_png,
+)
+from scalestudy.report.sections import (
+    cost_blocks,
+    costs_of,
+    parallelism_blocks,
+    pick_sentences,
 )
 from scalestudy.report.tables import (
     bound_table,
@@ -42,7 +50,7 @@ from scalestudy.report.tables import (
     reference_table,
     residual_table,
 )
-from scalestudy.results.analyze import Baseline, completed_runs, failures
+from scalestudy.results.analyze import Baseline, completed_runs, failures, unit_of
 from scalestudy.results.collect import STATES
 from scalestudy.results.commmodel import (
     MAX_NODES,
@@ -69,6 +77,8 @@ class ReportOptions:
     latency: str = "log"
     bandwidth: str = "fit"
     max_nodes: int = MAX_NODES
+    deadline_s: float | None = None  # `--deadline`: the cheapest point that meets it
+    budget_node_hours: float | None = None  # `--budget`: the fastest point within it
 
 
 @dataclass
@@ -96,13 +106,13 @@ def run_counts(runs: pd.DataFrame) -> str:
 
 
 def _definitions(scaling: str, options: ReportOptions, cores: int | None,
-                 one_host: bool) -> str:
+                 one_host: bool, unit: str = "img/s") -> str:
     fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
              else "global batch fixed, per-GPU batch shrinks with the GPUs")
     hosts = (f"Oversubscription is checked against {cores} cores per host"
              + (" (every rank runs on this one host)" if one_host else "") if cores else
              "Oversubscription is not checked: the system profile gives no cores per node")
-    return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is images/s over all "
+    return (f"{scaling.capitalize()} scaling ({fixed}). Throughput is {unit} over all "
             "GPUs, median over repeats, [min–max] over repeats. Speedup = throughput(P) / "
             "throughput(P0); efficiency = (throughput(P) / P) / (throughput(P0) / P0), P0 = "
             f"the baseline (asked for: {options.baseline}). Comm overhead = 1 − compute time "
@@ -173,7 +183,7 @@ def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataF
     b: list[Block] = [("h1", f"Scaling study: {name}"),
                       ("note", f"Generated {date}. {run_counts(runs)}.")]
     b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
-    b.append(("note", _definitions(scaling, options, *parts["hosts"])))
+    b.append(("note", _definitions(scaling, options, *parts["hosts"], unit_of(table))))
     found = parts["found"]
     b.append(("h2", "Findings"))
     b += [("headline", parts["headline"])] if parts["headline"] else []
@@ -201,6 +211,8 @@ def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataF
             b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
                   ("table", bound_table(parts["bounds"]))]
         b += _predictions(parts["fits"], parts["preds"], options.max_nodes)
+    b += parallelism_blocks(table)
+    b += cost_blocks(parts["costs"], runs, parts["target"], parts["picks"])
     b.append(("h2", "Plots"))
     b += [("img", (fname, title)) for fname, title, *_ in parts["plots"]]
     flagged = parts["flagged"]
@@ -225,6 +237,7 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("references.csv", "the reference checks"),
     ("flags.csv", "the flagged runs"),
     ("failures.csv", "the failed runs"),
+    ("cost.csv", "time to solution, node-hours, GPU-hours, energy and the Pareto front"),
     ("summary.json", "the summary `scalestudy report --json` prints"),
 )
 
@@ -262,7 +275,7 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
                  runs: pd.DataFrame, table: pd.DataFrame, *,
                  options: ReportOptions | None = None, references: Sequence[RefSet] = (),
                  system: str = "", cores_per_host: int | None = None,
-                 one_host: bool = False) -> Report:
+                 one_host: bool = False, target: Target | None = None) -> Report:
     """Analyse, check references and write `report/` atomically. `cores_per_host`:
     the cores of one host (None: unknown, oversubscription is not checked); `one_host`:
     every rank of every run ran on one host (the local system)."""
@@ -284,12 +297,16 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
         "flagged": flagged_runs(completed_runs(runs), options.thresholds),
         "found": findings(table, runs, scaling, fits, points, bounds),
         "headline": headline(table, scaling, fits, points, preds),
-        "hosts": (cores_per_host, one_host), "plots": _plots(table, model_frame, fits)}
-    parts["findings"] = parts["found"].all
+        "hosts": (cores_per_host, one_host), "plots": _plots(table, model_frame, fits),
+        "costs": costs_of(table, target, preds), "target": target}
+    parts["picks"] = pick_sentences(parts["costs"], options.deadline_s,
+                                    options.budget_node_hours)
+    parts["findings"] = [*parts["picks"], *parts["found"].all]
     csvs: dict[str, pd.DataFrame] = {
         "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
         "model_points.csv": model_frame, "model_predictions.csv": preds,
-        "flags.csv": parts["flagged"], "ring_bound.csv": parts["bounds"]}
+        "flags.csv": parts["flagged"], "ring_bound.csv": parts["bounds"],
+        "cost.csv": parts["costs"]}
     if any(p[0] == "heatmap.png" for p in parts["plots"]):
         csvs["heatmap.csv"] = heatmap_data(table).reset_index()
     if len(checks):
@@ -302,6 +319,9 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
         images = {fname: render_png(draw, frame, f"{name}: {title}, {scaling} scaling "
                                     f"({date})")
                   for fname, title, draw, frame, _ in parts["plots"]}
+        if len(parts["costs"]):
+            images["cost.png"] = render_png(plot_cost, parts["costs"], f"{name}: time to "
+                                            f"solution vs node-hours ({date})")
         for fname, data in images.items():
             (tmp / fname).write_bytes(data)
         for fname, frame in csvs.items():

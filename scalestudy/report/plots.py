@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter, NullLocator, PercentFormatter
 
-from scalestudy.results.analyze import format_value, groups
+from scalestudy.results.analyze import format_value, groups, unit_of
 
 Draw = Callable[[pd.DataFrame, Axes, str], None]
 CMAP = colormaps["tab10"]
@@ -83,7 +83,7 @@ def _nonnegative(err: list[np.ndarray]) -> list[np.ndarray]:
 def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """Log-log throughput vs GPUs per group, min–max band over repeats, dashed ideal."""
     ax.set_title(title or "Throughput vs GPUs")
-    ax.set_ylabel("Throughput (img/s, all GPUs)")
+    ax.set_ylabel(f"Throughput ({unit_of(table)}, all GPUs)")
     gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
     if table.empty:
         _no_data(ax)
@@ -107,7 +107,7 @@ def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
 def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """Efficiency vs GPUs (x log2, y from 0) per group with a 100 % reference line."""
     ax.set_title(title or "Parallel efficiency vs GPUs")
-    ax.set_ylabel("Parallel efficiency (per-GPU img/s vs baseline)")
+    ax.set_ylabel(f"Parallel efficiency (per-GPU {unit_of(table)} vs baseline)")
     gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     top = 1.1
@@ -144,7 +144,7 @@ def plot_per_gpu_vs_batch(table: pd.DataFrame, ax: Axes, title: str | None = Non
     """Per-GPU throughput vs per-GPU batch: one line per world size (and configuration)."""
     ax.set_title(title or "Per-GPU throughput vs per-GPU batch")
     ax.set_xlabel("Per-GPU batch (images)")
-    ax.set_ylabel("Throughput per GPU (img/s)")
+    ax.set_ylabel(f"Throughput per GPU ({unit_of(table)})")
     ax.grid(True, alpha=0.3)
     if table.empty:
         _no_data(ax)
@@ -166,7 +166,7 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
     """Bars of throughput per group at each scale (backend, tuning, precision ...), with
     the repeat min–max as error bars."""
     ax.set_title(title or "Throughput per configuration at each scale")
-    ax.set_ylabel("Throughput (img/s, all GPUs)")
+    ax.set_ylabel(f"Throughput ({unit_of(table)}, all GPUs)")
     ax.set_xlabel("GPUs (world size)")
     if table.empty:
         _no_data(ax)
@@ -295,6 +295,35 @@ def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str,
     right.axhline(1.0, ls="--", color="0.4", lw=1)
     for ax in axes:
         ax.legend(fontsize=8, loc="best")
+
+
+def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
+    """Time to solution vs node-hours per group: the Pareto front joined, dominated points
+    grey, predictions hollow; each point labelled with its node count."""
+    ax.set_title(title or "Time to solution vs node-hours")
+    ax.set_xlabel("Time to solution (hours)")
+    ax.set_ylabel("Node-hours")
+    ax.grid(True, which="major", alpha=0.3)
+    if costs.empty:
+        _no_data(ax, "No point could be priced")
+        return
+    ax.set_xscale("log")
+    log_y(ax)
+    for i, (group, rows) in enumerate(costs.groupby("group", sort=False)):
+        color = CMAP(i % 10)
+        front = rows[rows["pareto"]].sort_values("time_s")
+        ax.plot(front["time_s"] / 3600, front["node_hours"], "-", color=color, alpha=0.7,
+                label=f"{group} (front)")
+        for _, r in rows.iterrows():
+            x, y = r["time_s"] / 3600, r["node_hours"]
+            face = "none" if r["predicted"] else (color if r["pareto"] else "0.75")
+            edge = color if r["pareto"] or r["predicted"] else "0.55"
+            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7)
+            ax.annotate(f"{int(r['nodes'])}", (x, y), textcoords="offset points",
+                        xytext=(6, 4), fontsize=7, color=edge)
+    _legend(ax, Line2D([], [], ls="none", marker="o", color="0.75", label="dominated"),
+            Line2D([], [], ls="none", marker="o", mfc="none", mec="0.3",
+                   label="predicted (model)"))
 
 
 def render_png(draw: Draw, frame: pd.DataFrame, title: str, size: tuple[float, float] = (8, 5)

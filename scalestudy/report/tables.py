@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scalestudy.results.analyze import failures, format_value, groups
+from scalestudy.results.analyze import failures, format_value, groups, unit_of
 
 Table = tuple[list[str], list[list[str]]]
 TABLE_HEADERS: tuple[str, ...] = (
     "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
-    "throughput img/s: median [min–max]", "per-GPU img/s", "speedup", "efficiency", "repeats",
+    "throughput {unit}: median [min–max]", "per-GPU {unit}", "speedup", "efficiency", "repeats",
 )
 
 
@@ -70,7 +70,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
         flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
         compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
         lr = "lr" in rows and rows["lr"].notna().any()
-        headers = [*TABLE_HEADERS, *(["compute time (no sync)"] if compute else []),
+        headers = [*(h.format(unit=unit_of(rows)) for h in TABLE_HEADERS),
+                   *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
                    *(["ranks per host / cores"] if hosts else []),
                    *(["lr (warm-up iters)"] if lr else []),
@@ -93,7 +94,7 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
         rule = base.get("baseline_rule", "smallest world size")
         note = (f"Baseline ({rule}): {base.world_size} GPU{'s' if base.world_size != 1 else ''} "
                 f"({base.nodes} × {base.ranks_per_node}), "
-                f"{num(base.throughput_median)} img/s at global batch "
+                f"{num(base.throughput_median)} {unit_of(rows)} at global batch "
                 f"{format_value(base.global_batch)}.")
         out.append((group, note, (headers, body)))
     return out

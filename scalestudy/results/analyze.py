@@ -73,6 +73,16 @@ def parse_baseline(text: str) -> Baseline:
                      f"(a positive integer), got {text!r}")
 
 
+def unit_of(table: pd.DataFrame) -> str:
+    """The throughput's unit: what the runs recorded (`tokens/s` for the transformers),
+    img/s for records that say nothing (a `command` workload, older records)."""
+    if "throughput_unit" in table.columns:
+        units = table["throughput_unit"].dropna().astype(str).unique()
+        if len(units):
+            return " or ".join(sorted(units))
+    return "img/s"
+
+
 def groups(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per group of a scaling table, in table order."""
     return [(str(g), rows) for g, rows in table.groupby("group", sort=False)]

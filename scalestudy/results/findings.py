@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from scalestudy.results.analyze import format_value
+from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.commmodel import GOOD_EFFICIENCY, Loss, losses
 
 #: Efficiency levels the findings report crossings of.
@@ -136,7 +136,7 @@ def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[tuple[str, str, 
             else:
                 same = abs(gain) < TOLERANCE
             where = (f"{point_text(b)}: {_img(b['throughput_median'])} vs "
-                     f"{_img(r['throughput_median'])} img/s")
+                     f"{_img(r['throughput_median'])} {unit_of(table)}")
             out.append((dim, str(b[dim]), str(ref), math.nan if same else gain, where))
     return out
 
@@ -284,7 +284,7 @@ def batch_findings(table: pd.DataFrame, scaling: str) -> list[str]:
         clauses.append(
             f"{key + ': ' if key else ''}at {gpus_text(small['world_size'])}, per-GPU batch "
             f"{format_value(large['batch_size'])} (global {format_value(large['global_batch'])}"
-            f") gives {_img(large['throughput_per_gpu'])} img/s per GPU vs "
+            f") gives {_img(large['throughput_per_gpu'])} {unit_of(table)} per GPU vs "
             f"{_img(small['throughput_per_gpu'])} at batch {format_value(small['batch_size'])}"
             f" (global {format_value(small['global_batch'])}), {gain:+.1%}: the larger batch "
             f"{verdict} (efficiency, each against its own baseline: {large['efficiency']:.1%}"

@@ -125,7 +125,8 @@ def factorisation_findings(table: pd.DataFrame, unit: str = "tokens/s") -> list[
         slower = "; ".join(
             f"{layout_label(r)} is {1 - r['throughput_median'] / best['throughput_median']:.0%}"
             f" slower: {why(r)}" for _, r in rest.head(3).iterrows())
-        out.append(f"At {int(size)} GPUs, {layout_label(best)} is fastest "
+        gpus = f"{int(size)} GPU{'s' if int(size) != 1 else ''}"
+        out.append(f"At {gpus}, {layout_label(best)} is fastest "
                    f"({best['throughput_median']:,.0f} {unit}, global batch "
                    f"{best['global_batch']:g}): {why(best)}. {slower}.")
     return out

@@ -1,0 +1,200 @@
+"""The report's Cost and Parallelism sections: their blocks, sentences, tables and data.
+
+Cost (results.cost): time to solution, node-hours, GPU-hours and energy per point, the
+Pareto front of time against node-hours, and the points a deadline or a budget picks.
+Parallelism (results.parallelism): tokens/s, model TFLOP/s and MFU per point of a
+transformer study, what each factorisation sends and idles, and which is fastest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from scalestudy.core.target import Target
+from scalestudy.report.page import Block
+from scalestudy.report.tables import Table, num, pct
+from scalestudy.results.analyze import format_value, unit_of
+from scalestudy.results.cost import (
+    CostBasis,
+    cheapest_within,
+    cost_table,
+    fastest_within,
+    hours,
+)
+from scalestudy.results.parallelism import factorisation_findings, layout_label, why
+
+
+def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame
+             ) -> pd.DataFrame:
+    """The cost table of a scaling table (qualified predictions included, marked)."""
+    if table.empty:
+        return cost_table(table, CostBasis(target, 1.0))
+    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min())
+    return cost_table(table, CostBasis(target, smallest), predictions)
+
+
+def _point(row: pd.Series) -> str:
+    """`8 nodes (32 GPUs)`, or `4 GPUs on 1 node`."""
+    nodes, gpus = int(row["nodes"]), int(row["world_size"])
+    if nodes == 1:
+        return f"{gpus} GPU{'s' if gpus != 1 else ''} on 1 node"
+    return f"{nodes} nodes ({gpus} GPUs)"
+
+
+def _nh(value: float) -> str:
+    return f"{value:,.3g} node-hours"
+
+
+def front_sentences(costs: pd.DataFrame) -> list[str]:
+    """Per group, walking the front from the cheapest point: what each faster point
+    saves and what it costs more, and which points are dominated."""
+    out = []
+    for group, rows in costs.groupby("group", sort=False):
+        front = rows[rows["pareto"]].sort_values("node_hours")
+        if front.empty:
+            continue
+        first = front.iloc[0]
+        parts = [f"{_point(first)} finishes in {hours(first['time_s'])} for "
+                 f"{_nh(first['node_hours'])}"]
+        previous = first
+        for _, row in front.iloc[1:].iterrows():
+            label = _point(row) + (" (predicted)" if row["predicted"] else "")
+            parts.append(f"{label} saves {hours(previous['time_s'] - row['time_s'])} for "
+                         f"{row['node_hours'] - previous['node_hours']:,.3g} more node-hours")
+            previous = row
+        dominated = rows[~rows["pareto"]]
+        if len(dominated):
+            names = ", ".join(_point(r) for _, r in dominated.iterrows())
+            parts.append(f"{names} {'is' if len(dominated) == 1 else 'are'} dominated "
+                         "(another point is both faster and cheaper)")
+        energy = rows.dropna(subset=["energy_kwh"])
+        if len(energy):
+            low = energy.loc[energy["energy_kwh"].idxmin()]
+            parts.append(f"the least energy is {low['energy_kwh']:,.3g} kWh at {_point(low)}")
+        out.append(f"{group}: " + "; ".join(parts) + ".")
+    return out
+
+
+def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
+                   budget_node_hours: float | None) -> list[str]:
+    """What `--deadline` and `--budget` pick among the measured points."""
+    out = []
+    measured = costs[~costs["predicted"].astype(bool)] if len(costs) else costs
+    if deadline_s is not None and len(measured):
+        got = cheapest_within(costs, deadline_s)
+        if got is None:
+            fastest = measured.loc[measured["time_s"].idxmin()]
+            out.append(f"Deadline {hours(deadline_s)}: no measured point meets it; the "
+                       f"fastest, {_point(fastest)} ({fastest['group']}), takes "
+                       f"{hours(fastest['time_s'])}.")
+        else:
+            out.append(f"Deadline {hours(deadline_s)}: the cheapest point that meets it is "
+                       f"{_point(got)} ({got['group']}, global batch "
+                       f"{format_value(got['global_batch'])}): {hours(got['time_s'])} for "
+                       f"{_nh(got['node_hours'])}.")
+    if budget_node_hours is not None and len(measured):
+        got = fastest_within(costs, budget_node_hours)
+        if got is None:
+            cheapest = measured.loc[measured["node_hours"].idxmin()]
+            out.append(f"Budget {budget_node_hours:g} node-hours: no measured point fits; "
+                       f"the cheapest, {_point(cheapest)}, needs "
+                       f"{_nh(cheapest['node_hours'])}.")
+        else:
+            out.append(f"Budget {budget_node_hours:g} node-hours: the fastest point within "
+                       f"it is {_point(got)} ({got['group']}): {hours(got['time_s'])} for "
+                       f"{_nh(got['node_hours'])}.")
+    return out
+
+
+def cost_cells(costs: pd.DataFrame) -> Table:
+    """The cost table as text cells."""
+    energy = costs["energy_kwh"].notna().any() if len(costs) else False
+    headers = ["group", "nodes", "GPUs", "global batch", "samples", "time [band]",
+               "node-hours [band]", "GPU-hours", *(["energy kWh"] if energy else []),
+               "front"]
+    rows = []
+    for r in costs.itertuples(index=False):
+        front = "predicted" if r.predicted else ("on the front" if r.pareto else "dominated")
+        rows.append([str(r.group), str(r.nodes), str(r.world_size),
+                     format_value(r.global_batch), f"{r.samples:,.0f}",
+                     f"{hours(r.time_s)} [{hours(r.time_s_low)}–{hours(r.time_s_high)}]",
+                     f"{r.node_hours:,.3g} [{r.node_hours_low:,.3g}–{r.node_hours_high:,.3g}]",
+                     f"{r.gpu_hours:,.3g}",
+                     *([f"{r.energy_kwh:,.3g}" if math.isfinite(r.energy_kwh) else "n/a"]
+                       if energy else []), front])
+    return headers, rows
+
+
+def energy_note(runs: pd.DataFrame, costs: pd.DataFrame) -> str:
+    """Where energy comes from, or why the study has none."""
+    if len(costs) and costs["energy_kwh"].notna().any():
+        sources = sorted({str(s) for s in costs["energy_source"].dropna()})
+        return ("Energy is measured (" + "; ".join(sources) + ") and priced over the time to "
+                "solution; points without a measurement show n/a.")
+    why_not = sorted({str(w) for w in runs.get("energy_unavailable", pd.Series(dtype=str))
+                      .dropna()}) if "energy_unavailable" in runs else []
+    reason = "; ".join(why_not) if why_not else "no run recorded an energy measurement"
+    return (f"No energy: {reason}. Energy is measured, never estimated: NVML's counter on "
+            "NVIDIA GPUs, or the scheduler's energy accounting (Slurm's ConsumedEnergy).")
+
+
+def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
+                picks: Sequence[str]) -> list[Block]:
+    """The Cost section."""
+    what = (f"one training run to the target: {target.describe()}" if target is not None
+            else "a million samples (add `target:` to the spec to price one training run)")
+    blocks: list[Block] = [("h2", "Cost"), ("note", (
+        f"Priced per {what}. Time = samples / measured throughput (median; [band] = the "
+        "fastest and slowest repeat); node-hours = nodes × time; GPU-hours = GPUs × time. "
+        "A point is on the front when no other point of its group is both faster and "
+        "cheaper; predictions (marked) come from the communication model, only where it "
+        "qualifies."))]
+    if costs.empty:
+        return [*blocks, ("p", "No point could be priced (no completed runs, or global "
+                               "batches outside the target's table).")]
+    blocks += [("ul", [*picks, *front_sentences(costs)]), ("table", cost_cells(costs)),
+               ("note", energy_note(runs, costs)),
+               ("img", ("cost.png", "Time to solution vs node-hours"))]
+    return blocks
+
+
+def _span(values: pd.Series) -> str:
+    low, high = float(values.min()), float(values.max())
+    return f"{low:.3g}" if math.isclose(low, high) else f"{low:.3g}–{high:.3g}"
+
+
+def parallelism_blocks(table: pd.DataFrame) -> list[Block]:
+    """The Parallelism section of a transformer study (nothing for other models)."""
+    if table.empty or ("mfu" not in table and "tokens_per_s_per_gpu" not in table):
+        return []
+    rows = table.dropna(subset=["tokens_per_s_per_gpu"]) if "tokens_per_s_per_gpu" in table \
+        else table[:0]
+    if rows.empty:
+        return []
+    unit = unit_of(table)
+    headers = ["layout", "GPUs", "global batch", unit, f"per-GPU {unit}",
+               "model TFLOP/s per GPU", "MFU", "what it pays"]
+    cells = []
+    for _, r in rows.iterrows():
+        mfu = r.get("mfu")
+        cells.append([layout_label(r), str(int(r["world_size"])),
+                      format_value(r["global_batch"]), num(r["throughput_median"]),
+                      num(r["tokens_per_s_per_gpu"]), f"{r.get('model_tflops_per_gpu'):.3g}"
+                      if pd.notna(r.get("model_tflops_per_gpu")) else "n/a",
+                      pct(mfu) if pd.notna(mfu) else "n/a", why(r)])
+    peak = rows["peak_tflops"].dropna() if "peak_tflops" in rows else pd.Series(dtype=float)
+    note = ("MFU = achieved model TFLOP/s per GPU / the peak of the system's accelerator "
+            "in the run's precision (the site profile's, with its source; `measure`: a "
+            "large matmul timed on the rank's device). Model FLOPs per token = 6N + "
+            "12·L·H·Q·T (PaLM, appendix B), recomputation not counted."
+            + (f" Peak per GPU used: {_span(peak)} TFLOP/s"
+               + (" (measured per run: a loaded machine measures a lower peak)"
+                  if peak.nunique() > 1 else "") + "."
+               if len(peak) else " No peak was given: MFU is n/a."))
+    return [("h2", "Parallelism"), ("note", note),
+            ("ul", factorisation_findings(rows, unit) or [
+                "Each scale has one factorisation: nothing to compare."]),
+            ("table", (headers, cells))]
