@@ -193,3 +193,137 @@ def test_an_unclassified_python_crash_shows_its_exception_line() -> None:
     assert found.failure == "unknown"
     assert found.line == ("[rank0]: AssertionError: DeepSpeed requires the LOCAL_RANK "
                           "environment variable")
+
+
+# Real torchrun 2.x output (`scalestudy run` of a `command` workload on this machine):
+# the program's own error first, then torchrun's log line, its traceback ending in
+# ChildFailedError and its "Root Cause" report, which name no cause.
+TORCHRUN_AGENT = """\
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "<frozen runpy>", line 88, in _run_code
+  File "/v/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>
+    main()
+  File "/v/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/errors/\
+__init__.py", line 367, in wrapper
+    return f(*args, **kwargs)
+           ^^^^^^^^^^^^^^^^^^
+  File "/v/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in \
+launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\x20
+============================================================
+python FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_11:19:48
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : {code} (pid: 17486) {signal}
+  error_file: <N/A>
+  traceback : {message}
+============================================================
+"""
+NO_TRACEBACK = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+
+
+def torchrun_log(program: str, code: int = 1, signal: str = "",
+                 message: str = NO_TRACEBACK) -> str:
+    agent = ("E1123 11:19:48.783000 17076 torch/distributed/elastic/multiprocessing/api.py:"
+             f"1002] failed (exitcode: {code}) local_rank: 0 (pid: 17486) of binary: python\n")
+    return program + agent + TORCHRUN_AGENT.format(code=code, signal=signal, message=message)
+
+
+MISSING_SCRIPT = ("/usr/bin/python: can't open file '/home/me/runs/59bd/train.py': [Errno 2] "
+                  "No such file or directory")
+PROGRAM_RAISED = """\
+Traceback (most recent call last):
+  File "/home/me/project/train.py", line 4, in <module>
+    main()
+  File "/home/me/project/train.py", line 3, in main
+    raise ValueError("bad batch size: " + sys.argv[-1])
+ValueError: bad batch size: 32
+"""
+
+
+@pytest.mark.parametrize(("program", "code", "expected", "line"), [
+    (MISSING_SCRIPT + "\n", 2, "not_found", MISSING_SCRIPT),
+    (PROGRAM_RAISED, 1, "unknown", "ValueError: bad batch size: 32"),
+    # A program that says what is wrong without raising: its last such line.
+    ("reading data\nfatal: /data/imagenet is empty\n", 1, "unknown",
+     "fatal: /data/imagenet is empty"),
+    # A program that says nothing: which rank torchrun saw fail first, and how.
+    ("", 1, "unknown",
+     "rank 0 exited with code 1 without an error message (torchrun's first observed failure)"),
+])
+def test_the_programs_line_decides_not_torchruns_report(program: str, code: int,
+                                                         expected: str, line: str) -> None:
+    found = classify(1, None, torchrun_log(program, code), "exit code 1")
+    assert (found.failure, found.line) == (expected, line)
+
+
+def test_a_rank_killed_by_a_signal_is_named() -> None:
+    log = torchrun_log("", -9, "(SIGKILL)", "Signal 9 (SIGKILL) received by PID 17486")
+    assert classify(1, None, log, "exit code 1").line.startswith("rank 0 killed by SIGKILL")
+
+
+def test_two_agents_interleaved_still_leave_the_programs_line() -> None:
+    # Two torchrun agents (two "nodes" here) write their tracebacks at once.
+    agent = TORCHRUN_AGENT.format(code=1, signal="", message=NO_TRACEBACK).splitlines()
+    mixed = [line for pair in zip(agent[:11], agent[:11], strict=True) for line in pair]
+    log = PROGRAM_RAISED * 2 + "\n".join(mixed + agent[11:]) + "\n"
+    found = classify(1, None, log, "exit code 1")
+    assert (found.failure, found.line) == ("unknown", "ValueError: bad batch size: 32")
+
+
+@pytest.mark.parametrize(("log", "line"), [
+    # torchrun --no-python with a program that is not on PATH: the agent's own error.
+    ("Traceback (most recent call last):\n  File \"/usr/lib/python3.11/subprocess.py\", line "
+     "1950, in _execute_child\n    raise child_exception_type(errno_num, err_msg, err_filename)"
+     "\nFileNotFoundError: [Errno 2] No such file or directory: 'nosuchprog'\n",
+     "FileNotFoundError: [Errno 2] No such file or directory: 'nosuchprog'"),
+    ("/scratch/r/job.sh: line 14: cd: /home/me/project: No such file or directory\n",
+     "/scratch/r/job.sh: line 14: cd: /home/me/project: No such file or directory"),
+    ("/scratch/r/job.sh: line 30: trainer: command not found\n",
+     "/scratch/r/job.sh: line 30: trainer: command not found"),
+    ("slurmstepd: error: execve(): train.sh: No such file or directory\n"
+     "srun: error: n1: task 0: Exited with exit code 2\n",
+     "slurmstepd: error: execve(): train.sh: No such file or directory"),
+])
+def test_a_missing_program_or_file_is_not_found(log: str, line: str) -> None:
+    found = classify(1, "FAILED", log, "exit code 1")
+    assert (found.failure, found.line) == ("not_found", line)
+
+
+def test_a_shell_complaint_does_not_hide_the_programs_exception() -> None:
+    # A site's profile script may print one and go on; the program's error decides.
+    log = "/etc/profile.d/site.sh: line 3: lsb_release: command not found\n" + PROGRAM_RAISED
+    assert classify(1, None, log).line == "ValueError: bad batch size: 32"
+
+
+def test_a_missing_shared_library_stays_an_import_error() -> None:
+    log = ("ImportError: libcudart.so.12: cannot open shared object file: No such file or "
+           "directory\n")
+    assert classify(1, "FAILED", log).failure == "import_error"
+
+
+def test_the_error_like_line_comes_from_stderr_not_the_training_log(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text("Segmentation fault (core dumped)\n")
+    (tmp_path / "stdout.log").write_text("epoch 1 top-1 error: 23.4%\n")
+    assert diagnose.diagnose(tmp_path, 139).line == "Segmentation fault (core dumped)"
+
+
+def test_the_log_tail_puts_the_programs_lines_before_torchruns(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text(torchrun_log(PROGRAM_RAISED))
+    tail = state.log_tail(tmp_path)
+    assert tail.startswith("--- stderr.log (last lines) ---\nTraceback (most recent call")
+    program, launcher = tail.split("--- stderr.log (the launcher's summary) ---\n")
+    assert "ValueError: bad batch size: 32" in program and "ChildFailedError" not in tail
+    assert "torch/distributed" not in program
+    assert launcher.splitlines()[1:] == ["  host      : localhost",
+                                         "  rank      : 0 (local_rank: 0)",
+                                         "  exitcode  : 1 (pid: 17486) "]

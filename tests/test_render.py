@@ -168,3 +168,67 @@ workload:
     (run,) = expand(study)
     _, argv = workload_args(study, run, tmp_path)
     assert argv == ["train", "--lr", "0.05", "--warmup", "0", "--prec", "bf16", "--gb", "128"]
+
+
+CWD_STUB = """#!/bin/bash
+# A launcher (or python) that runs nothing: records where it was started and the run dir.
+printf '%s\\n%s\\n' "$PWD" "${SCALESTUDY_RUN_DIR-unset}" > "$STUB_OUT/$(basename "$0").where"
+"""
+
+
+@pytest.mark.parametrize("system", ["local", "generic-slurm", "generic-pbs"])
+def test_the_program_runs_in_the_spec_directory_on_every_system(system: str,
+                                                                 tmp_path: Path) -> None:
+    # The spec's directory holds the user's relative paths; its name is hostile.
+    project = tmp_path / "my project $(touch pwned); 'x'"
+    project.mkdir()
+    spec = (f"name: w\nsystem: {system}\n"
+            "workload: {kind: command, command: [./train.sh, '{run_dir}']}\n")
+    study = parse_study(spec, project / "study.yaml")
+    run = expand(study)[0]
+    run_dir = tmp_path / "results" / "w" / "runs" / run.run_id
+    run_dir.mkdir(parents=True)
+    stubs, out = tmp_path / "stubs", tmp_path / "out"
+    stubs.mkdir()
+    out.mkdir()
+    for name in ("python-stub", "srun", "mpiexec"):
+        (stubs / name).write_text(CWD_STUB)
+        (stubs / name).chmod(0o755)
+    (stubs / "scontrol").write_text("#!/bin/bash\necho n1\n")
+    (stubs / "scontrol").chmod(0o755)
+    (tmp_path / "nodefile").write_text("n1\n")
+    script = run_dir / "job.sh"
+    script.write_text(render(study, load_system(system), run, run_dir,
+                             python=str(stubs / "python-stub")))
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "STUB_OUT": str(out), "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NODELIST": "n1", "PBS_NODEFILE": str(tmp_path / "nodefile"),
+           "PBS_JOBID": "7.pbs", "SCALESTUDY_MASTER_PORT": "1", "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=30)
+    logged = run_dir / "stderr.log"  # PBS: the job writes its own logs
+    assert done.returncode == 0, done.stderr + (logged.read_text() if logged.exists() else "")
+    [where] = out.glob("*.where")  # the one launcher (torchrun's python, srun, mpiexec)
+    assert where.read_text().splitlines() == [str(project), str(run_dir)]
+    assert (run_dir / "env.txt").is_file() and (run_dir / "hosts.txt").is_file()
+    assert not list(tmp_path.rglob("pwned"))
+    assert list(project.iterdir()) == []  # the job's own files stay in the run directory
+
+
+def test_the_spec_directory_falls_back_to_the_current_one(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from scalestudy.site.render import workdir
+
+    monkeypatch.chdir(tmp_path)
+    study = parse_study("name: w\n")  # no file: "<study>"
+    assert workdir(study) == tmp_path.resolve()
+    assert workdir(parse_study("name: w\n", "/srv/a/b/study.yaml")) == Path("/srv/a/b")
+
+
+def test_mpirun_passes_the_run_directory_to_every_rank(tmp_path: Path) -> None:
+    from scalestudy.site.render import context
+
+    study = parse_study("name: m\nsystem: generic-slurm\n", tmp_path / "study.yaml")
+    system = load_system("generic-slurm").model_copy(update={"launcher": "mpirun"})
+    words = context(study, system, expand(study)[0], tmp_path / "r")["launch"]
+    assert " -x SCALESTUDY_RUN_DIR " in " ".join(words)

@@ -29,7 +29,7 @@ def site_script(system: str) -> str:
     spec = (f"name: conv\nsystem: {system}\n"
             f"grid: {{nodes: [2], ranks_per_node: [{RANKS.get(system, 4)}]}}\n"
             "job: {account: MyProject, walltime: '01:00:00'}\n")
-    study = parse_study(spec)
+    study = parse_study(spec, "/scratch/studies/conv.yaml")  # the job runs in its directory
     run = expand(study)[0]
     return render(study, load_system(system), run, Path("/scratch/results/conv/runs")
                   / run.run_id, python="python3")

@@ -95,7 +95,7 @@ def run(
 
         with local_progress(err, plan, len(selection.todo)) as progress:
             states = uc.run_here(plan, selection, force, progress, budget)
-        _report_and_exit(plan, states)
+        _report_and_exit(plan, states, failures_shown=True)
 
 
 def _chosen(selection: Any) -> Any:
@@ -132,8 +132,9 @@ def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: 
     _report_and_exit(plan, states)
 
 
-def _report_and_exit(plan: Any, states: list[Any]) -> None:
-    """Report; say how the runs just done ended; exit 1 when any failed."""
+def _report_and_exit(plan: Any, states: list[Any], failures_shown: bool = False) -> None:
+    """Report; say how the runs just done ended (each failure's line unless the progress
+    already printed it); exit 1 when any failed."""
     from scalestudy import study as uc
     from scalestudy.report.terminal import failure_lines, scaling_rich_table
 
@@ -142,8 +143,8 @@ def _report_and_exit(plan: Any, states: list[Any]) -> None:
     failed = sum(1 for s in states if s != "completed")
     if states:
         err.print(f"{len(states) - failed} run(s) completed, {failed} failed")
-    for line in failure_lines(plan, states_only_failed=True):
-        err.print(line, markup=False, highlight=False)
+    for line in [] if failures_shown else failure_lines(plan, states_only_failed=True):
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
     out.print(f"report: {built.html}", highlight=False)
     if failed:
         raise RunFailed(f"{failed} run(s) failed: the lines above say why; `scalestudy status "

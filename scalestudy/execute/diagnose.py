@@ -7,7 +7,16 @@ code, scalestudy's own reason) and from the tail of its logs. Only the last
 Classes, most decisive first when the logs show several (a rank that runs out of
 memory makes the other ranks report a broken connection: the cause is the memory):
 node_failure, walltime, cancelled, scheduler (the launcher could not reach the
-scheduler to start the ranks), oom, import_error, bad_arguments, comm, unknown.
+scheduler to start the ranks), oom, import_error, not_found (a program, script or file
+the job names does not exist), bad_arguments, comm, unknown.
+
+The decisive line is the program's own, never a launcher's report of it: torchrun's
+ChildFailedError report, its log lines and srun's or MPI's exit summaries are set
+aside (workspace.launcher_lines). Without a class's evidence, the line is the
+program's last exception (`SomeError: ...`, class unknown), else a shell's "command
+not found" or "No such file or directory" (not_found), else the last stderr line that
+looks like an error, else which rank torchrun saw fail first and how, else the exit
+code.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalestudy.execute.workspace import tail_text
+from scalestudy.execute.workspace import launcher_lines, root_cause_lines, tail_text
 
 #: How much of the end of each log is read.
 TAIL_BYTES = 64 * 1024
@@ -27,10 +36,10 @@ LOGS = ("stderr.log", "stdout.log")
 OOM, COMM, NODE_FAILURE, WALLTIME = "oom", "comm", "node_failure", "walltime"
 CANCELLED, IMPORT_ERROR, BAD_ARGUMENTS, UNKNOWN = (
     "cancelled", "import_error", "bad_arguments", "unknown")
-SCHEDULER = "scheduler"
+SCHEDULER, NOT_FOUND = "scheduler", "not_found"
 #: Every class, in the order a log's evidence is weighed.
 CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, CANCELLED, SCHEDULER, OOM, IMPORT_ERROR,
-                            BAD_ARGUMENTS, COMM, UNKNOWN)
+                            NOT_FOUND, BAD_ARGUMENTS, COMM, UNKNOWN)
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
     NODE_FAILURE: re.compile(
@@ -50,6 +59,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     IMPORT_ERROR: re.compile(
         r"ModuleNotFoundError|ImportError|No module named|"
         r"cannot open shared object file|undefined symbol:"),
+    NOT_FOUND: re.compile(
+        r"\[Errno 2\] No such file or directory|FileNotFoundError|"  # python x.py, open()
+        r"execve\(\).*No such file|execvp? error on file|"  # slurmstepd, MPICH hydra
+        r"could not access or execute an executable"),  # Open MPI
     BAD_ARGUMENTS: re.compile(
         r"error: (?:argument |unrecognized arguments|the following arguments are required)|"
         r"invalid choice:"),
@@ -86,10 +99,19 @@ def _short(line: str) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
+def program_lines(text: str) -> list[str]:
+    """The lines of `text` a launcher did not write about the program (the program's
+    own, and the job script's)."""
+    lines = text.splitlines()
+    marked = launcher_lines(lines)
+    return [line for i, line in enumerate(lines) if i not in marked]
+
+
 def log_evidence(text: str) -> dict[str, str]:
-    """The first line of `text` matching each class (classes without a match are absent)."""
+    """The first of the program's lines in `text` matching each class (classes without
+    a match are absent)."""
     found: dict[str, str] = {}
-    for raw in text.splitlines():
+    for raw in program_lines(text):
         for cls, pattern in _PATTERNS.items():
             if cls not in found and pattern.search(raw):
                 found[cls] = _short(raw)
@@ -116,8 +138,10 @@ def _from_scheduler(scheduler_state: str | None, reason: str | None,
 
 
 def classify(exit_code: int | None, scheduler_state: str | None, log_text: str,
-             reason: str | None = None) -> Diagnosis:
-    """The class of a failed run from its exit code, scheduler state, reason and log text."""
+             reason: str | None = None, stderr_text: str | None = None) -> Diagnosis:
+    """The class of a failed run from its exit code, scheduler state, reason and log text
+    (`stderr_text`: the stderr part of it, where a line that looks like an error is
+    looked for; all of it when not given)."""
     evidence = log_evidence(log_text)
     decided = _from_scheduler(scheduler_state, reason, exit_code)
     if decided is not None:
@@ -126,34 +150,74 @@ def classify(exit_code: int | None, scheduler_state: str | None, log_text: str,
     for cls in CLASSES[:-1]:
         if cls in evidence:
             return Diagnosis(cls, evidence[cls])
+    said = _last_match(program_lines(log_text if stderr_text is None else stderr_text),
+                       _ERROR_LIKE)
     if exit_code == 2:
-        return Diagnosis(BAD_ARGUMENTS, "exit code 2 (the workload's usage error)")
-    raised = _last_exception(log_text)
+        return Diagnosis(BAD_ARGUMENTS, said or "exit code 2 (the workload's usage error)")
+    program = program_lines(log_text)
+    raised = _last_match(program, _EXCEPTION)
     if raised is not None:
         return Diagnosis(UNKNOWN, raised)
+    # A shell's complaint decides only when the program raised nothing: a site script
+    # may print one and go on.
+    shell = _last_match(program, _SHELL_NOT_FOUND)
+    if shell is not None:
+        return Diagnosis(NOT_FOUND, shell)
+    told = said or _root_cause(log_text)
+    if told is not None:
+        return Diagnosis(UNKNOWN, told)
     fallback = reason or (f"exit code {exit_code}" if exit_code is not None else "no reason known")
     return Diagnosis(UNKNOWN, _short(fallback))
 
 
-_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): \S")
+# A rank prefix: torch's "[rank0]:", torchrun --tee's "[default0]:", srun -l's "0: ".
+_PREFIX = r"^(?:\[(?:rank|default)\d+\]:\s*|\d+: )?"
+#: The last line of a Python traceback: the most telling line of an unclassified crash.
+_EXCEPTION = re.compile(_PREFIX + r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
+#: A line that says something went wrong, from a program that raised nothing.
+_ERROR_LIKE = re.compile(
+    r"\b(?:error|fatal|failed|failure|abort(?:ed|ing)?|exception|denied|not found|"
+    r"no such file|cannot|can't|could not|unable to|segmentation fault|core dumped)\b", re.I)
+#: bash (the job script, or a `bash -c` command) could not find a program, file or directory.
+_SHELL_NOT_FOUND = re.compile(
+    r": command not found$|: line \d+: .*: No such file or directory$|"
+    r"^(?:/\S*/)?(?:ba|da|z)?sh: .*: No such file or directory$")
+_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)(?:.*\((SIG\w+)\))?")
+_RANK = re.compile(r"rank\s*:\s*(\d+)")
 
 
-def _last_exception(text: str) -> str | None:
-    """The last `SomeError: message` line of a Python traceback (a rank prefix allowed):
-    the most telling line of an unclassified crash."""
-    for raw in reversed(text.splitlines()):
-        if _EXCEPTION.match(raw.strip()):
+def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
+    """The last line matching `pattern` (leading blanks ignored), shortened."""
+    for raw in reversed(lines):
+        if pattern.search(raw.strip()):
             return _short(raw)
     return None
 
 
+def _root_cause(text: str) -> str | None:
+    """Which rank torchrun saw fail first and how, for a program that said nothing."""
+    lines = text.splitlines()
+    fields = [lines[i] for i in root_cause_lines(lines)]
+    rank = next((m.group(1) for f in fields if (m := _RANK.search(f))), None)
+    code = next((m for f in fields if (m := _EXITCODE.search(f))), None)
+    if rank is None or code is None:
+        return None
+    how = f"killed by {code.group(2)}" if code.group(2) else f"exited with code {code.group(1)}"
+    return f"rank {rank} {how} without an error message (torchrun's first observed failure)"
+
+
 def read_logs(run_dir: Path, max_bytes: int = TAIL_BYTES) -> str:
     """The tails of stderr.log then stdout.log ("" for a missing one)."""
-    return "\n".join(tail_text(Path(run_dir) / name, lines=1 << 20, max_bytes=max_bytes)
-                     for name in LOGS)
+    return "\n".join(_tail(run_dir, name, max_bytes) for name in LOGS)
+
+
+def _tail(run_dir: Path, name: str, max_bytes: int = TAIL_BYTES) -> str:
+    return tail_text(Path(run_dir) / name, lines=1 << 20, max_bytes=max_bytes)
 
 
 def diagnose(run_dir: Path, exit_code: int | None, scheduler_state: str | None = None,
              reason: str | None = None) -> Diagnosis:
     """Classify the failed run in `run_dir` (reads only the tails of its logs)."""
-    return classify(exit_code, scheduler_state, read_logs(run_dir), reason)
+    stderr = _tail(run_dir, LOGS[0])
+    return classify(exit_code, scheduler_state, f"{stderr}\n{_tail(run_dir, LOGS[1])}", reason,
+                    stderr_text=stderr)

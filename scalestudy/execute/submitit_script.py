@@ -61,7 +61,7 @@ class SubmititScript:
             stderr_to_stdout=False,
         )
         task = submitit.helpers.DelayedSubmission(
-            WorkloadTask(program_argv(ctx, ctx["python"]), str(run_dir)))
+            WorkloadTask(program_argv(ctx, ctx["python"]), str(run_dir), ctx["workdir"]))
         task.set_timeout(minutes, executor.max_num_timeout)
         tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
         task.dump(tmp)

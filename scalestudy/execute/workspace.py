@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,18 +213,96 @@ def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: st
 
 _NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)
 
+# What a launcher writes about a failed program, as opposed to what the program wrote.
+# torchrun's logger ("E1123 11:19:48.783000 17076 torch/distributed/elastic/...] failed"):
+_AGENT_LOG = re.compile(
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/|launcher/)")
+# a frame of torchrun's own code (its traceback ends in ChildFailedError):
+_AGENT_FRAME = re.compile(r'^\s*File ".*torch/distributed/(?:run\.py|elastic/|launcher/)')
+_FRAME = re.compile(r'^\s*File "')
+_BORDER = re.compile(r"^={20,}$")
+# launchers' one-line summaries of how the ranks ended:
+_SUMMARY = re.compile(
+    r"^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code|Terminated)|"
+    r"^mpirun (?:detected|noticed) that|^Primary job +terminated normally|"
+    r"rank \d+ exited with code \d+|^application \d+ exit codes?:")
+# the fields of an entry of torchrun's report that say which rank failed, and how
+_REPORT_FIELD = re.compile(r"^\s*(?:host|rank|exitcode)\s*:")
+
+
+def root_cause_lines(lines: Sequence[str]) -> list[int]:
+    """The indices of the host, rank and exitcode lines of torchrun's "Root Cause"
+    entries (which rank failed first, and how)."""
+    found, inside = [], False
+    for i, line in enumerate(lines):
+        if line.startswith("Root Cause"):
+            inside = True
+        elif _BORDER.match(line):
+            inside = False
+        elif inside and _REPORT_FIELD.match(line):
+            found.append(i)
+    return found
+
+
+def _agent_traceback(lines: Sequence[str], i: int) -> bool:
+    """Whether line i starts torchrun's own traceback (its first frame past runpy's is
+    torchrun's code)."""
+    if not lines[i].startswith("Traceback (most recent call last)"):
+        return False
+    frames = [ln for ln in lines[i + 1:i + 12] if _FRAME.match(ln) and "<frozen runpy>" not in ln]
+    return bool(frames) and bool(_AGENT_FRAME.match(frames[0]))
+
+
+def launcher_lines(lines: Sequence[str]) -> set[int]:
+    """The indices of the lines a launcher wrote about a failed program: torchrun's
+    traceback, its "Root Cause" report and its log lines, srun's and MPI's exit
+    summaries. The other lines are the program's (and the job script's)."""
+    marked: set[int] = set()
+    report = root_seen = frame = False
+    for i, line in enumerate(lines):
+        if report:
+            marked.add(i)
+            root_seen = root_seen or line.startswith("Root Cause")
+            report = not (root_seen and _BORDER.match(line))
+            continue
+        if _BORDER.match(line) and i + 1 < len(lines) and lines[i + 1].endswith(" FAILED"):
+            marked.add(i)
+            report, root_seen = True, False
+            continue
+        if _FRAME.match(line):
+            frame = bool(_AGENT_FRAME.match(line)) or (
+                "<frozen runpy>" in line and i - 1 in marked)
+        elif not line.startswith("    "):
+            frame = False
+        if (frame or "ChildFailedError" in line or _AGENT_LOG.match(line)
+                or _SUMMARY.search(line) or _agent_traceback(lines, i)):
+            marked.add(i)
+    # Two agents' tracebacks interleave: a code line next to torchrun's frame is its own.
+    marked.update(i for i, line in enumerate(lines) if line.startswith("    ") and any(
+        _AGENT_FRAME.match(n) for n in lines[max(i - 1, 0):i + 2]))
+    return marked
+
 
 def log_tail(run_dir: Path, lines: int = 20) -> str:
-    """The last lines of each log, preceded by the last lines that look like errors
-    (a launcher's own summary often buries the rank's message)."""
+    """Of each log: the program's lines that look like errors, its last lines, then the
+    launcher's summary (torchrun's report, srun's exit lines), which would bury them."""
     parts = []
     for name in ("stderr.log", "stdout.log"):
         text = tail_text(run_dir / name, lines=400, max_bytes=65536)
         if not text.strip():
             continue
         all_lines = text.splitlines()
-        notable = [ln for ln in all_lines[:-lines] if _NOTABLE.search(ln)][-8:]
+        marked = launcher_lines(all_lines)
+        program = [ln for i, ln in enumerate(all_lines) if i not in marked]
+        root_cause = root_cause_lines(all_lines)
+        notable = [ln for ln in program[:-lines] if _NOTABLE.search(ln)][-8:]
         if notable:
             parts.append(f"--- {name} (lines that look like errors) ---\n" + "\n".join(notable))
-        parts.append(f"--- {name} (last lines) ---\n" + "\n".join(all_lines[-lines:]))
+        if program:
+            parts.append(f"--- {name} (last lines) ---\n" + "\n".join(program[-lines:]))
+        summary = [ln for i, ln in enumerate(all_lines) if i in marked and (
+            _AGENT_LOG.match(ln) or _SUMMARY.search(ln) or i in root_cause)]
+        if summary:
+            parts.append(f"--- {name} (the launcher's summary) ---\n"
+                         + "\n".join(summary[-8:]))
     return "\n".join(parts)

@@ -1,15 +1,17 @@
 """What people see in a terminal: rich tables that fit its width and progress bars (the
 `--json` forms are for machines).
 
-A table never cuts a number: when its columns do not fit, the least important ones
-are left out and the caption says which (runs.csv and `--json` have them all); text
-columns (groups, reasons) wrap instead.
+A table never cuts a number: when its columns do not fit, headers break between words,
+then ranges of numbers between their numbers, then the least important columns are
+left out and the caption says which (runs.csv and `--json` have them all); text
+columns (groups, variants, reasons) wrap instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,48 +21,141 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-#: Width a wrapping text column keeps at least.
-MIN_TEXT = 12
+from scalestudy.results.analyze import unit_of
+
+#: Width a wrapping text column keeps at least, and what it gets of spare room before
+#: a range of numbers does (to share a line).
+MIN_TEXT, TEXT_ROOM = 12, 24
+#: Width the reason of a failed run keeps at least in the status table.
+STATUS_REASON = 40
+#: Columns of this priority or more important are worth breaking ranges at their dashes.
+DASH_WORTHY = 3
+#: Where a header, or a cell of numbers, may break: after a space.
+_SPACE = re.compile(r"(?<= )")
+#: Where a cell of numbers may break at the last: also after the dash of a range
+#: ("1,234.5 (1,200.0-1,300.0)" -> "1,234.5", "(1,200.0-", "1,300.0)").
+_DASH = re.compile(r"(?<= )|(?<=\d-)")
+#: How narrow a table is made: whole headers and cells; headers broken at spaces;
+#: cells of numbers broken at spaces too (before any column is left out); at dashes
+#: too (when only the essential columns are left, and they do not fit otherwise).
+_WIDE, _HEADERS, _SPACES, _DASHES = 0, 1, 2, 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Column:
-    """One column: its header, its cells, how important it is (0 = always shown) and
-    whether its text may wrap."""
+    """One column: its header, its cells, how important it is (0 = always shown),
+    whether its text may wrap (text: anywhere; into `room` at least) or split (numbers:
+    only between them)."""
 
     name: str
     cells: list[str]
     priority: int = 0
     wrap: bool = False
     right: bool = True
+    split: bool = False
+    room: int = MIN_TEXT
 
 
-def _width(col: Column) -> int:
-    longest = max([len(col.name), *(len(c) for c in col.cells)])
-    return min(longest, max(MIN_TEXT, len(col.name))) if col.wrap else longest
+def _breaks(col: Column, stage: int) -> re.Pattern[str] | None:
+    """Where the column's cells may break at a stage of narrowing."""
+    if not col.split or stage < _SPACES:
+        return None
+    return _DASH if stage >= _DASHES else _SPACE
+
+
+def _pack(text: str, width: int, pattern: re.Pattern[str] | None) -> str:
+    """`text` broken where `pattern` allows into lines of at most `width` (a piece
+    longer than that stays whole, on a line of its own)."""
+    if pattern is None:
+        return text
+    lines: list[str] = []
+    line = ""
+    for piece in pattern.split(text):
+        if line and len((line + piece).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    return "\n".join([*lines, line.rstrip()])
+
+
+def _longest(texts: Sequence[str], pattern: re.Pattern[str] | None = None) -> int:
+    """The longest text, or the longest piece of one when `pattern` breaks them."""
+    return max((len(p.strip()) for t in texts for p in (pattern.split(t) if pattern else [t])),
+               default=0)
+
+
+def _width(col: Column, stage: int) -> int:
+    """The width a column needs at a stage of narrowing (a text column: what it keeps
+    at least; it wraps into whatever more the table leaves it)."""
+    header = _longest([col.name], _SPACE if stage >= _HEADERS else None)
+    if col.wrap:
+        return min(max(header, _longest(col.cells)), max(col.room, header))
+    return max(header, _longest(col.cells, _breaks(col, stage)))
+
+
+def _table_width(columns: Sequence[Column], stage: int) -> int:
+    """A table's width: each column's content, padding (2) and left border (1), and
+    the right border (1), as rich draws its default box."""
+    return sum(_width(c, stage) + 3 for c in columns) + 1
+
+
+def _choose(columns: Sequence[Column], limit: int) -> tuple[list[Column], int]:
+    """The columns shown and the stage of narrowing that makes them fit `limit`: the
+    least narrowing, leaving out the least important columns first; ranges break at
+    their dashes only to keep a column of priority up to `DASH_WORTHY`. Then what fits
+    of the columns left out comes back, the most important first."""
+    shown = list(columns)
+
+    def stage_that_fits(most: int) -> int | None:
+        return next((s for s in range(most + 1) if _table_width(shown, s) <= limit), None)
+
+    stage: int | None = None
+    for most, least_kept in ((_SPACES, DASH_WORTHY), (_DASHES, 0)):
+        while (stage := stage_that_fits(most)) is None:
+            droppable = [c for c in shown if c.priority > least_kept]
+            if not droppable:
+                break
+            shown.remove(max(droppable, key=lambda c: (c.priority, shown.index(c))))
+        if stage is not None:
+            break
+    stage = _DASHES if stage is None else stage  # narrower than the essential columns
+    for col in sorted((c for c in columns if c not in shown), key=lambda c: c.priority):
+        shown.append(col)
+        if _table_width(shown, stage) > limit:
+            shown.remove(col)
+    shown.sort(key=list(columns).index)
+    return shown, stage
 
 
 def fit_table(title: str, columns: Sequence[Column], width: int | None,
               caption: str = "") -> Table:
-    """A table of the columns that fit `width` (each needs its widest cell plus 3 for
-    borders and padding), the least important left out first and named in the caption."""
-    shown = list(columns)
-    left_out: list[str] = []
+    """A table that fits `width`: its headers, then its cells of numbers, break between
+    words first; then its least important columns are left out, named in the caption.
+    Numbers are never cut: each number column is as wide as its widest number (or
+    piece of a range), text columns wrap into the rest."""
     limit = width or 10_000
-    while sum(_width(c) + 3 for c in shown) + 1 > limit:
-        droppable = [c for c in shown if c.priority > 0]
-        if not droppable:
-            break
-        worst = max(droppable, key=lambda c: (c.priority, shown.index(c)))
-        shown.remove(worst)
-        left_out.append(worst.name)
+    shown, stage = _choose(columns, limit)
+    spare = max(0, limit - _table_width(shown, stage) - sum(
+        max(0, min(_longest([c.name, *c.cells]), TEXT_ROOM) - _width(c, stage))
+        for c in shown if c.wrap))
     table = Table(title=title, title_justify="left", caption_justify="left")
+    sizes: list[int] = []
     for col in shown:
-        table.add_column(col.name, justify="right" if col.right else "left",
-                         no_wrap=not col.wrap, overflow="fold",
-                         min_width=None if col.wrap else _width(col))
+        justify = "right" if col.right else "left"
+        size = _width(col, stage)
+        if col.wrap:
+            table.add_column(escape(col.name), justify=justify, overflow="fold")
+        else:
+            if col.split and stage >= _SPACES:  # spare room lets numbers share a line
+                grow = min(spare, _width(col, stage - 1) - size)
+                size, spare = size + grow, spare - grow
+            table.add_column(escape(_pack(col.name, size, _SPACE if stage else None)),
+                             justify=justify, no_wrap=True, overflow="fold", width=size)
+        sizes.append(size)
     for i in range(len(columns[0].cells) if columns else 0):
-        table.add_row(*(escape(c.cells[i]) for c in shown))
+        table.add_row(*(escape(_pack(c.cells[i], size, _breaks(c, stage)))
+                        for c, size in zip(shown, sizes, strict=True)))
+    left_out = [c.name for c in columns if c not in shown]
     notes = [caption] if caption else []
     if left_out:
         notes.append(f"left out at this width ({limit} columns): {', '.join(left_out)}; "
@@ -93,16 +188,22 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
     columns = [Column("run id", cells("run_id"), right=False),
                Column("nodes", cells("nodes")), Column("ranks/node", cells("ranks_per_node")),
                Column("world size", cells("world_size")),
+               *([Column("dp x tp x pp", [f"{r['dp']} x {r.get('tp') or 1} x "
+                                          f"{r.get('pp') or 1}" for r in runs], 1)]
+                 if any(r.get("dp") not in (None, r["world_size"]) for r in runs) else []),
                Column("per-GPU batch", cells("batch_size")),
                Column("global batch", cells("global_batch")),
                Column("backend", cells("backend"), 2, right=False),
-               Column("tuning", cells("tuning"), 1, right=False),
+               Column("tuning", cells("tuning"), 1, wrap=True, right=False),
                Column("precision", cells("precision"), 3, right=False),
                *(Column(a, cells(a), 3, right=False) for a in axes),
                Column("repeat", cells("repeat"), 2), Column("state", cells("state"),
                                                              right=False)]
-    caption = (f"{summary['run_count']} runs, at most {summary['node_hours_max']:g} "
-               f"node-hours (nodes x walltime {summary['walltime']})")
+    caption = (f"{summary['run_count']} runs: at most {summary['node_hours_max']:g} "
+               f"node-hours (every run using its walltime {summary['walltime']}); expected "
+               f"{summary['node_hours_expected']:g} ({summary['runs_measured']} of "
+               f"{summary['run_count']} timed from runs of the same shape, the rest at "
+               "their walltime)")
     return fit_table(f"{summary['study']}: {summary['scaling']} scaling on "
                      f"{summary['system']}", columns, width, caption)
 
@@ -112,7 +213,7 @@ def scaling_rich_table(table: Any, study: str, width: int | None = None) -> Tabl
     rows = list(table.itertuples(index=False))
     comm = "comm_overhead" in table and table["comm_overhead"].notna().any()
     flags = "flags" in table and (table["flags"].fillna("") != "").any()
-    unit = "img/s"
+    unit = unit_of(table)
     columns = [
         Column("group", [str(r.group) for r in rows], wrap=True, right=False),
         Column("GPUs", [str(r.world_size) for r in rows]),
@@ -121,7 +222,7 @@ def scaling_rich_table(table: Any, study: str, width: int | None = None) -> Tabl
         Column("global batch", [str(r.global_batch) for r in rows]),
         Column(f"{unit} (min-max)", [
             f"{r.throughput_median:,.1f} ({r.throughput_min:,.1f}-{r.throughput_max:,.1f})"
-            for r in rows]),
+            for r in rows], split=True),
         Column(f"{unit} per GPU", [f"{r.throughput_per_gpu:,.1f}" for r in rows], 2),
         Column("speedup", [f"{r.speedup:.2f}" for r in rows], 3),
         Column("efficiency", [f"{r.efficiency:.1%}" for r in rows]),
@@ -146,15 +247,17 @@ def status_table(study: str, rows: list[dict[str, Any]], width: int | None = Non
         text = f"{r['failure']}: {r.get('reason') or ''}"
         return text + (f" | {line}" if line and line != r.get("reason") else "")
 
-    columns = [Column("run id", [r["run_id"] for r in rows], right=False),
-               Column("job id", [r.get("job_id") or "" for r in rows], 3, right=False),
+    jobs = [Column("job id", [r.get("job_id") or "" for r in rows], 3, right=False)
+            ] if any(r.get("job_id") for r in rows) else []  # none here: a local study
+    columns = [Column("run id", [r["run_id"] for r in rows], right=False), *jobs,
                Column("nodes x ranks", [f"{r['nodes']} x {r['ranks_per_node']}" for r in rows]),
                Column("batch/GPU", [str(r["batch_size"]) for r in rows], 2),
                Column("global batch", [str(r["global_batch"]) for r in rows], 4),
-               Column("tuning", [r["tuning"] for r in rows], 3, right=False),
+               Column("tuning", [r["tuning"] for r in rows], 3, wrap=True, right=False),
                Column("repeat", [str(r["repeat"]) for r in rows], 4),
                Column("state", [r["state"] for r in rows], right=False),
-               Column("reason", [reason(r) for r in rows], wrap=True, right=False)]
+               Column("reason", [reason(r) for r in rows], wrap=True, right=False,
+                      room=STATUS_REASON)]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -207,7 +310,7 @@ def local_progress(console: Console, plan: Any, total: int
                 line = status.get("failure_line") or status.get("reason")
                 bar.console.print(f"failed {r.run_id} ({status.get('failure') or 'unknown'}):"
                                   f" {line}  [{plan.run_dir(r) / 'stderr.log'}]",
-                                  markup=False, highlight=False)
+                                  markup=False, highlight=False, soft_wrap=True)
 
         yield progress
 
@@ -249,8 +352,9 @@ def selection_notes(selection: Any) -> list[str]:
     return notes
 
 
-def probe_lines(record: dict[str, Any], suggested: list[int]) -> list[str]:
-    """The batch-size probe's answer for people."""
+def probe_lines(record: dict[str, Any], suggested: list[int], scaling: str = "weak"
+                ) -> list[str]:
+    """The batch-size probe's answer for people (it measures the per-GPU batch)."""
     lines = []
     for point in record["points"]:
         shown = (f"{point['throughput']:.1f} img/s on 1 GPU" if point["fits"]
@@ -260,9 +364,12 @@ def probe_lines(record: dict[str, Any], suggested: list[int]) -> list[str]:
     lines.append(f"largest per-GPU batch that fits: {best if best else 'none'} "
                  f"({record['model']}, {record['image_size']}px, {record['precision']}, "
                  f"{record['device']})")
-    if suggested:
+    if suggested and scaling == "weak":
         lines.append("for the grid (weak scaling, per-GPU batch): batch_size: "
                      f"[{', '.join(map(str, suggested))}]")
+    elif suggested:
+        lines.append(f"for the grid (strong scaling): a global_batch G runs on P GPUs when "
+                     f"G / P <= {best}, e.g. global_batch: [{best * 8}] up to 8 GPUs")
     return lines
 
 

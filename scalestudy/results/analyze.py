@@ -266,5 +266,6 @@ def failures(runs: pd.DataFrame) -> pd.DataFrame:
     always = ["run_id", "nodes", "ranks_per_node", "world_size", "repeat"]
     varying = [c for c in params if c not in always and c != "study"
                and runs[c].nunique(dropna=False) > 1]
-    cols = [c for c in [*always, *varying, "exit_code", "reason"] if c in runs.columns]
+    cols = [c for c in [*always, *varying, "exit_code", "reason", "failure", "failure_line"]
+            if c in runs.columns]
     return failed[cols].reset_index(drop=True)

@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,11 @@ from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.profiles import SystemProfile
 from scalestudy.site.schedulers import JobRequest
+from scalestudy.workload.names import is_transformer
 from scalestudy.workload.options import DEFAULTS, to_args
+
+#: The variable that holds the run directory in the job and on every rank.
+RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
 
 
 def env_text(value: Any) -> str:
@@ -86,7 +90,8 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
 
 
 def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
-                  extra: Sequence[str] = ()) -> tuple[list[str] | None, list[str] | None]:
+                  extra: Sequence[str] = (), peaks: Mapping[str, Any] | None = None
+                  ) -> tuple[list[str] | None, list[str] | None]:
     """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
     (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
     On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
@@ -95,6 +100,11 @@ def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
     lr = lr_values(study, run)
     if w.kind == "synthetic":
         options = run_options(study, run)
+        if is_transformer(w.model) and not options.get("peak_tflops"):
+            # MFU's denominator: the site profile's peak for the run's precision
+            peak = peaks.get(options["precision"]) if peaks else None
+            if peak is not None:
+                options["peak_tflops"] = peak
         return [
             "--model", w.model, "--image-size", str(w.image_size),
             "--num-classes", str(w.num_classes), "--batch-size", str(run.batch_size),
@@ -163,16 +173,18 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         env.update({k: env_text(v) for k, v in tuning.env.items()})
     python = python or system.python or sys.executable
     module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
-                                         extra_args)
+                                         extra_args, system.peak_tflops)
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
+    # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
     launch = Launch(run=run, system=system, python=python, module_args=module_args,
-                    command=command, threads=threads, env_names=tuple(env),
-                    hostfile=scheduler.hostfile)
+                    command=command, threads=threads,
+                    env_names=(*env, RUN_DIR_VARIABLE), hostfile=scheduler.hostfile)
     return {
         "version": __version__,
         "run": run.params(),
         "run_dir": str(run_dir),
+        "workdir": str(workdir(study)),
         "python": python,
         "workload_kind": study.workload.kind,
         "program": ["-m", "scalestudy.workload", *module_args] if module_args else command,
@@ -185,6 +197,13 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "walltime": study.job.walltime,
         "system": system.model_dump(),
     }
+
+
+def workdir(study: Study) -> Path:
+    """Where a job's setup lines and program run: the spec file's directory (relative
+    paths in `command` and `job.setup` resolve where the spec was written), or the
+    current directory for a study without a file."""
+    return study.source.parent.resolve() if study.source else Path.cwd().resolve()
 
 
 def template_dir(study: Study) -> str | None:

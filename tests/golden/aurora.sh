@@ -15,9 +15,12 @@
 # system aurora: pbs + mpiexec; GPUs: one tile per rank, chosen by the program: each rank sets xpu:PALS_LOCAL_RANKID among the 12 tile devices the frameworks module exposes (ZE_FLAT_DEVICE_HIERARCHY=FLAT); no per-rank ZE_AFFINITY_MASK wrapper
 # Submit by hand with: qsub /scratch/results/conv/runs/27d61dd887/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/27d61dd887
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/27d61dd887
 # The job's output goes next to its record, whatever -o the submitter used.
-exec > stdout.log 2> stderr.log
+exec > /scratch/results/conv/runs/27d61dd887/stdout.log 2> /scratch/results/conv/runs/27d61dd887/stderr.log
+cd /scratch/studies
 
 # --- site and study setup ---
 set +u
@@ -40,13 +43,13 @@ export CCL_ZE_CACHE_OPEN_IPC_HANDLES_THRESHOLD=1024
 export CCL_KVS_USE_MPI_RANKS=1
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/27d61dd887/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
-awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
+awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/27d61dd887/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/27d61dd887/hosts.txt)"
 job_number="${PBS_JOBID%%.*}"
 MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
@@ -56,5 +59,5 @@ set +e
 mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/27d61dd887/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/27d61dd887/exit_code
 exit "$rc"

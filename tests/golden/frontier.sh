@@ -16,7 +16,10 @@
 # system frontier: slurm + srun; GPUs: one GCD per rank: srun --gpus-per-task=1 --gpu-bind=closest maps each rank to the GCD attached to the L3 region of its cores; the rank sees a single device (cuda:0)
 # Submit by hand with: sbatch /scratch/results/conv/runs/0fd4548a79/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/0fd4548a79
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/0fd4548a79
+cd /scratch/studies
 
 # --- site and study setup ---
 set +u
@@ -49,12 +52,12 @@ export FI_CXI_DEFAULT_TX_SIZE=2048
 export FI_CXI_RX_MATCH_MODE=hybrid
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
-scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/0fd4548a79/env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/0fd4548a79/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/0fd4548a79/hosts.txt)"
 MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
@@ -63,5 +66,5 @@ set +e
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/0fd4548a79/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/0fd4548a79/exit_code
 exit "$rc"

@@ -13,21 +13,24 @@
 # system generic-pbs: pbs + mpiexec; GPUs: all GPUs of the node visible to every rank; rank uses cuda:<local rank> from the MPI's environment (PMI_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...)
 # Submit by hand with: qsub /scratch/results/conv/runs/b5cd28d04d/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/b5cd28d04d
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/b5cd28d04d
 # The job's output goes next to its record, whatever -o the submitter used.
-exec > stdout.log 2> stderr.log
+exec > /scratch/results/conv/runs/b5cd28d04d/stdout.log 2> /scratch/results/conv/runs/b5cd28d04d/stderr.log
+cd /scratch/studies
 
 # --- environment: 1 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=1
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/b5cd28d04d/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
-awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
+awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/b5cd28d04d/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/b5cd28d04d/hosts.txt)"
 job_number="${PBS_JOBID%%.*}"
 MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
@@ -37,5 +40,5 @@ set +e
 mpiexec --np 8 --ppn 4 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b5cd28d04d/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/b5cd28d04d/exit_code
 exit "$rc"

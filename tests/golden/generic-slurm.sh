@@ -14,18 +14,21 @@
 # system generic-slurm: slurm + srun; GPUs: all GPUs of the node visible to every rank (no --gpu-bind); rank uses cuda:SLURM_LOCALID
 # Submit by hand with: sbatch /scratch/results/conv/runs/34b8a01fd3/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/34b8a01fd3
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/34b8a01fd3
+cd /scratch/studies
 
 # --- environment: 1 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=1
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
-scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/34b8a01fd3/env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/34b8a01fd3/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/34b8a01fd3/hosts.txt)"
 MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
@@ -34,5 +37,5 @@ set +e
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/34b8a01fd3/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/34b8a01fd3/exit_code
 exit "$rc"

@@ -15,7 +15,10 @@
 # system juwels-booster: slurm + srun; GPUs: all 4 GPUs visible to each rank (CUDA_VISIBLE_DEVICES=0,1,2,3, as JSC's benchmarks export); rank uses cuda:SLURM_LOCALID
 # Submit by hand with: sbatch /scratch/results/conv/runs/4034d154b3/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/4034d154b3
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/4034d154b3
+cd /scratch/studies
 
 # --- site and study setup ---
 set +u
@@ -28,12 +31,12 @@ export OMP_NUM_THREADS=12
 export CUDA_VISIBLE_DEVICES=0,1,2,3
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
-scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/4034d154b3/env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/4034d154b3/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)i"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/4034d154b3/hosts.txt)i"
 MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
@@ -42,5 +45,5 @@ set +e
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=12 --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/4034d154b3/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/4034d154b3/exit_code
 exit "$rc"

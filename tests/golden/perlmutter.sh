@@ -16,7 +16,10 @@
 # system perlmutter: slurm + srun; GPUs: all 4 GPUs visible to each rank (--gpu-bind=none), in the order 3,2,1,0; rank uses cuda:SLURM_LOCALID, i.e. the GPU next to the cores Slurm gave it
 # Submit by hand with: sbatch /scratch/results/conv/runs/01075150eb/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/01075150eb
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/01075150eb
+cd /scratch/studies
 
 # --- site and study setup ---
 set +u
@@ -29,12 +32,12 @@ export FI_MR_CACHE_MONITOR=userfaultfd
 export CUDA_VISIBLE_DEVICES=3,2,1,0
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
-scontrol show hostnames "$SLURM_JOB_NODELIST" > hosts.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/01075150eb/env.txt
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/01075150eb/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/01075150eb/hosts.txt)"
 MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
@@ -43,5 +46,5 @@ set +e
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=none --threads-per-core=1 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/01075150eb/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/01075150eb/exit_code
 exit "$rc"

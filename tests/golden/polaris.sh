@@ -15,9 +15,12 @@
 # system polaris: pbs + mpiexec; GPUs: one GPU per rank: set_affinity_gpu_polaris.sh exports CUDA_VISIBLE_DEVICES=(3 - PMI_LOCAL_RANK % 4), the GPU on the rank's NUMA domain; each rank then sees a single device (cuda:0)
 # Submit by hand with: qsub /scratch/results/conv/runs/29c555a57c/job.sh
 set -euo pipefail
-cd /scratch/results/conv/runs/29c555a57c
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/29c555a57c
 # The job's output goes next to its record, whatever -o the submitter used.
-exec > stdout.log 2> stderr.log
+exec > /scratch/results/conv/runs/29c555a57c/stdout.log 2> /scratch/results/conv/runs/29c555a57c/stderr.log
+cd /scratch/studies
 
 # --- site and study setup ---
 set +u
@@ -38,13 +41,13 @@ export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
 
 # --- provenance: the job's environment, next to the log ---
-env | LC_ALL=C sort > env.txt
+env | LC_ALL=C sort > /scratch/results/conv/runs/29c555a57c/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
-awk '!seen[$0]++' "$PBS_NODEFILE" > hosts.txt
+awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/29c555a57c/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/29c555a57c/hosts.txt)"
 job_number="${PBS_JOBID%%.*}"
 MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
@@ -54,5 +57,5 @@ set +e
 mpiexec --np 8 --ppn 4 --depth 8 --cpu-bind depth --hostfile "$PBS_NODEFILE" --envall set_affinity_gpu_polaris.sh python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/29c555a57c/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > exit_code
+echo "$rc" > /scratch/results/conv/runs/29c555a57c/exit_code
 exit "$rc"
