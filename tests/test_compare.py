@@ -43,6 +43,9 @@ def test_compare_aligns_and_writes(tmp_path: Path) -> None:
     assert frame["throughput_ratio"].tolist() == pytest.approx([1.0, 1.1, 1.2])
     assert frame["efficiency_b"].tolist() == pytest.approx([1.0, 0.99, 0.96])
     assert frame["global_batch"].tolist() == ["16", "32", "64"]
+    # node-hours per million images: the same nodes, so B / A = A's throughput / B's
+    assert frame["node_hours_ratio"].tolist() == pytest.approx([1.0, 1 / 1.1, 1 / 1.2])
+    assert frame["energy_ratio"].isna().all()  # no run measured energy
     assert sorted(p.name for p in out.iterdir()) == ["compare.csv", "compare.md",
                                                      "compare.png"]
     md = (out / "compare.md").read_text()

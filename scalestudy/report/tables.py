@@ -196,12 +196,18 @@ def bound_table(bounds: pd.DataFrame) -> Table:
 
 def compare_table(frame: pd.DataFrame) -> Table:
     """Two studies aligned point by point (results.compare.align), with B / A ratios."""
+    unit = unit_of(frame)
+    energy = bool(frame["energy_ratio"].notna().any()) if "energy_ratio" in frame else False
     headers = ["group (A)", "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
-               "A img/s", "B img/s", "B / A", "A efficiency", "B efficiency", "B / A eff."]
+               f"A {unit}", f"B {unit}", "B / A", "A efficiency", "B efficiency", "B / A eff.",
+               "node-h per 1M samples B / A", *(["energy per 1M B / A"] if energy else [])]
     rows = [[str(r.group_a), str(r.world_size), f"{r.nodes} × {r.ranks_per_node}",
              str(r.batch_size), str(r.global_batch), f"{r.throughput_a:,.1f}",
              f"{r.throughput_b:,.1f}", f"{r.throughput_ratio:.3f}", f"{r.efficiency_a:.1%}",
              f"{r.efficiency_b:.1%}",
-             f"{r.efficiency_ratio:.3f}" if np.isfinite(r.efficiency_ratio) else "n/a"]
+             f"{r.efficiency_ratio:.3f}" if np.isfinite(r.efficiency_ratio) else "n/a",
+             f"{r.node_hours_ratio:.3f}" if np.isfinite(r.node_hours_ratio) else "n/a",
+             *([f"{r.energy_ratio:.3f}" if np.isfinite(r.energy_ratio) else "n/a"]
+               if energy else [])]
             for r in frame.itertuples(index=False)]
     return headers, rows

@@ -22,7 +22,11 @@ from scalestudy.results.collect import read_runs
 SHAPE: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "batch_size",
                           "global_batch")
 COLUMNS: tuple[str, ...] = ("throughput_a", "throughput_b", "throughput_ratio",
-                            "efficiency_a", "efficiency_b", "efficiency_ratio")
+                            "efficiency_a", "efficiency_b", "efficiency_ratio",
+                            "node_hours_a", "node_hours_b", "node_hours_ratio",
+                            "energy_kwh_a", "energy_kwh_b", "energy_ratio")
+#: What one cost is of in a comparison: a million samples (as the report without `target:`).
+PER = 1e6
 
 
 @dataclass
@@ -76,12 +80,23 @@ def align(a: Side, b: Side) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
     differs = {c: (", ".join(sorted(set(ta[c]))), ", ".join(sorted(set(tb[c]))))
                for c in shared if not set(ta[c]) & set(tb[c])}
     keys = [*SHAPE, *[c for c in shared if c not in differs]]
-    keep = ["group", "throughput_median", "efficiency"]
-    merged = ta[[*keys, *keep]].merge(tb[[*keys, *keep]], on=keys, suffixes=("_a", "_b"))
+    for t in (ta, tb):  # the cost of a million samples at each point (results.cost's rule)
+        rate = t["throughput_median"] / (t["seq_len"].astype(float) if "seq_len" in t
+                                         else 1.0)
+        t["node_hours"] = t["nodes"].astype(float) * PER / rate / 3600
+        per_sample = t["energy_j_per_sample"] if "energy_j_per_sample" in t else float("nan")
+        t["energy_kwh"] = per_sample * PER / 3.6e6
+    keep = ["group", "throughput_median", "efficiency", "node_hours", "energy_kwh"]
+    unit = [c for c in ("throughput_unit",) if c in ta and c in tb]
+    merged = ta[[*keys, *keep, *unit]].merge(tb[[*keys, *keep]], on=keys,
+                                              suffixes=("_a", "_b"))
     merged = merged.rename(columns={"throughput_median_a": "throughput_a",
                                     "throughput_median_b": "throughput_b"})
     merged["throughput_ratio"] = merged["throughput_b"] / merged["throughput_a"]
     merged["efficiency_ratio"] = merged["efficiency_b"] / merged["efficiency_a"]
+    merged["node_hours_ratio"] = merged["node_hours_b"] / merged["node_hours_a"]
+    merged["energy_ratio"] = merged["energy_kwh_b"] / merged["energy_kwh_a"]
     merged["world_size"] = merged["world_size"].astype(int)
     merged = merged.sort_values(["group_a", "world_size"], kind="stable")
-    return merged[["group_a", "group_b", *keys, *COLUMNS]].reset_index(drop=True), differs
+    return merged[["group_a", "group_b", *keys, *COLUMNS, *unit]].reset_index(drop=True), \
+        differs
