@@ -89,7 +89,8 @@ def test_without_nvidia_ml_py_the_reason_says_how_to_install_it(monkeypatch) -> 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # the import fails for real
     meter = open_meter(torch.device("cuda", 0))
     assert meter.counter is None
-    assert meter.reason == "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    assert meter.reason == ("nvidia-ml-py is not installed (pip install nvidia-ml-py, or pip "
+                            "install 'scalestudy[gpu]')")
 
 
 def _fake_pynvml(energy_mj: list[int], supported: bool = True) -> types.ModuleType:

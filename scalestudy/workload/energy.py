@@ -30,7 +30,7 @@ from typing import Any
 
 #: Reads one GPU's counter: millijoules since the driver loaded.
 Counter = Callable[[], int]
-INSTALL_HINT = "pip install nvidia-ml-py"
+INSTALL_HINT = "pip install nvidia-ml-py, or pip install 'scalestudy[gpu]'"
 
 
 def delta_mj(before: int, after: int) -> int | None:
