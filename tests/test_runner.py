@@ -39,6 +39,7 @@ def plan(tmp_path: Path, write_spec):
     return make_plan(write_spec(FLAKY), tmp_path / "results")
 
 
+@pytest.mark.slow  # real local jobs
 def test_resume_rerun_failed_rerun_all_and_max_attempts(plan) -> None:
     # One real run (torchrun takes ~3 s a start): ranks_per_node=2 stays pending.
     one, two = sorted(plan.runs, key=lambda r: r.ranks_per_node)

@@ -264,7 +264,8 @@ def cli_check(text: str, width: int, expected: dict[str, list[str]]) -> None:
             assert whole(number, table), (name, number)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [w if w == 80 else pytest.param(w, marks=pytest.mark.slow)
+                                   for w in WIDTHS])
 def test_cli_tables_fit_columns(study: dict[str, Any], width: int) -> None:
     root, spec, columns = study["root"], str(study["spec"]), {"COLUMNS": str(width)}
     plan = run_cli("plan", spec, cwd=root, env_extra=columns)

@@ -96,6 +96,7 @@ def read_record(path: Path) -> dict:
     return record
 
 
+@pytest.mark.slow  # trains for real
 def test_single_process(tmp_path):
     metrics = tmp_path / "deep" / "dir" / "metrics.jsonl"
     cmd = [sys.executable, "-m", "scalestudy.workload", *TINY, "--metrics", str(metrics)]

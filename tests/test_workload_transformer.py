@@ -180,6 +180,7 @@ TINY_LM = ["--model", "gpt-tiny", "--seq-len", "32", "--batch-size", "4", "--war
            "1", "--iters", "2", "--batches-per-iter", "2"]
 
 
+@pytest.mark.slow  # trains for real
 def test_single_process_transformer_record(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     proc = _workload([*TINY_LM, "--peak-tflops", "measure", "--metrics", str(metrics)],
@@ -216,6 +217,7 @@ def test_single_process_transformer_record(tmp_path: Path) -> None:
     assert "img/sec" not in proc.stdout
 
 
+@pytest.mark.slow  # trains for real
 def test_cnn_record_says_img_per_s_and_why_there_is_no_energy(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     proc = _workload(["--model", "small_cnn", "--image-size", "16", "--num-classes", "10",
