@@ -231,8 +231,8 @@ def scaling_rich_table(table: Any, study: str, width: int | None = None) -> Tabl
     if comm:
         columns.append(Column("comm", [_num(r.comm_overhead, ".1%") for r in rows], 4))
     if flags:
-        columns.append(Column("flags", [str(r.flags or "") for r in rows], 1, wrap=True,
-                              right=False))
+        columns.append(Column("flags", [str(r.flags or "").replace(",", ", ") for r in rows],
+                              1, wrap=True, right=False))
     caption = "" if rows else "no completed runs yet"
     return fit_table(f"{study}: throughput ({unit} over all ranks, median over repeats)",
                      columns, width, caption)
