@@ -38,8 +38,9 @@ def markdown(blocks: list[Block]) -> str:
         elif kind == "p":
             out.append(value)
         elif kind == "headline":
-            out.append("\n".join(f"> **{line}**" if i == 0 else f"> {line}"
-                                 for i, line in enumerate(value)))
+            # a hard line break (two spaces) keeps the headline's three lines apart
+            out.append("  \n".join(f"> **{line}**" if i == 0 else f"> {line}"
+                                   for i, line in enumerate(value)))
         elif kind == "ul":
             out.append("\n".join(f"- [{i.label}]({i.target}){i.text}" if isinstance(i, Link)
                                  else f"- {i}" for i in value))
