@@ -46,7 +46,7 @@ def findings_section(md: str) -> tuple[list[str], list[str]]:
     """(headline lines, finding bullets) of index.md."""
     part = md.split("## Findings")[1].split("\n## ")[0]
     lines = [line for line in part.splitlines() if line]
-    return ([line[2:] for line in lines if line.startswith("> ")],
+    return ([line[2:].rstrip() for line in lines if line.startswith("> ")],
             [line[2:] for line in lines if line.startswith("- ")])
 
 
