@@ -21,6 +21,7 @@ from scalestudy.core.grid import Run, node_hours, select
 from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.status import read_state, read_status
+from scalestudy.site import resolve
 from scalestudy.site.plan import Plan, make_plan
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from scalestudy.execute.tracking import RunView
     from scalestudy.report.build import Report, ReportOptions
+    from scalestudy.site.preflight import Preflight
 
 __all__ = ["MAX_ATTEMPTS", "Plan", "Selection", "choose_runs", "make_plan"]
 
@@ -56,7 +58,22 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "node_hours_expected": round(expected, 3),
         "runs_measured": measured,
         "walltime": plan.study.job.walltime,
+        "values": {v.key: v.as_dict() for v in resolve.values(plan.study, plan.system)},
+        "warnings": plan_warnings(plan),
     }
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    """What the plan does that may not be meant (GPUs of its nodes left idle), with fixes."""
+    return resolve.idle_gpu_warnings(plan.study, plan.system, plan.runs)
+
+
+def preflight(plan: Plan, python: bool = True) -> Preflight:
+    """Ask the scheduler and this host whether the study's jobs can run (`python`: also
+    run the jobs' Python here); each problem with its fix."""
+    from scalestudy.execute.preflight import preflight as ask
+
+    return ask(plan, python)
 
 
 def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, int]:

@@ -26,8 +26,12 @@ def test_help_imports_no_heavy_module() -> None:
     assert done.returncode == 0 and "plan" in done.stdout and "report" in done.stdout
 
 
-@pytest.mark.parametrize("command", ["validate", "plan", "run"])
-@pytest.mark.parametrize("path", BROKEN[:6] + BROKEN[-3:], ids=lambda p: p.stem)
+# Every command loads a spec through the same make_plan: all broken specs through
+# validate, a few through plan and run.
+@pytest.mark.parametrize(("command", "path"), [
+    *(("validate", p) for p in BROKEN[:6] + BROKEN[-3:]),
+    *((c, p) for c in ("plan", "run") for p in (BROKEN[0], BROKEN[-1]))],
+    ids=lambda v: v.stem if isinstance(v, Path) else v)
 def test_broken_spec_is_one_clean_error_and_writes_nothing(command: str, path: Path,
                                                            tmp_path: Path) -> None:
     done = run_cli(command, str(path), cwd=tmp_path)
@@ -105,7 +109,7 @@ def test_cluster_spec_errors_before_anything_is_submitted(tmp_path: Path) -> Non
 def test_missing_sbatch_is_a_clear_error(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("name: c\nsystem: generic-slurm\njob: {account: a}\n")
-    done = run_cli("run", str(spec), cwd=tmp_path, path="/nonexistent")
+    done = run_cli("run", str(spec), "--no-preflight", cwd=tmp_path, path="/nonexistent")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error: sbatch: command not found" in done.stderr
     assert "0 job(s) were submitted before this" in done.stderr
@@ -136,7 +140,7 @@ def test_json_everywhere_and_one_profile(tmp_path: Path) -> None:
     example = str(ROOT / "studies" / "example.yaml")
     valid = json.loads(run_cli("validate", example, "--json", cwd=tmp_path).stdout)
     assert valid == {"study": example, "ok": True, "runs": 12, "points": 6, "repeats": 2,
-                     "system": "local"}
+                     "system": "local", "warnings": []}
     listed = json.loads(run_cli("systems", "--json", cwd=tmp_path).stdout)
     assert {p["name"] for p in listed} >= {"local", "polaris", "perlmutter"}
     one = run_cli("systems", "polaris", cwd=tmp_path)

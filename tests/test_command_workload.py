@@ -138,7 +138,10 @@ def test_every_rank_starts_in_the_spec_directory_on_a_scheduler(
     here, elsewhere = root / "project", root / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    (here / "profile.yaml").write_text(PROFILE.format(scheduler=scheduler, launcher=launcher))
+    (here / "profile.yaml").write_text(
+        PROFILE.format(scheduler=scheduler, launcher=launcher)
+        # Slurm's Torque-style qsub has no -f (PBS Pro's foreground flag)
+        + ("scheduler_options: {submit_args: []}\n" if scheduler == "pbs" else ""))
     (here / "study.yaml").write_text(ON_A_SCHEDULER)
     (here / "where.py").write_text(WHERE)
     done = run_cli("run", "../project/study.yaml", "--wait", cwd=elsewhere)

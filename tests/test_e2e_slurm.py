@@ -23,7 +23,7 @@ max_nodes: 4
 cores_per_node: 2
 threads_per_rank: 1
 launcher_options: {{cpu_bind: none{extra}}}
-"""
+{sched}"""
 STUDY = """
 name: {name}
 system: profile.yaml
@@ -37,7 +37,10 @@ job: {{walltime: "00:05:00"{job}}}
 def study(tmp_path: Path, name: str, launcher: str = "srun", scheduler: str = "slurm",
           nodes: str = "[1, 2]", job: str = "", extra: str = "") -> str:
     (tmp_path / "profile.yaml").write_text(
-        PROFILE.format(launcher=launcher, scheduler=scheduler, extra=extra))
+        PROFILE.format(launcher=launcher, scheduler=scheduler, extra=extra,
+                       # Slurm's Torque-style qsub has no -f (PBS Pro's foreground flag)
+                       sched="scheduler_options: {submit_args: []}\n"
+                       if scheduler == "pbs" else ""))
     path = tmp_path / f"{name}.yaml"
     path.write_text(STUDY.format(name=name, nodes=nodes, job=job))
     return str(path)

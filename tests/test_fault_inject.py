@@ -1,4 +1,5 @@
-"""scripts/fault-inject: its command line here; a smaller run against the real Slurm."""
+"""scripts/fault-inject and its OpenPBS twin: command lines here; smaller runs against the
+real Slurm and the real OpenPBS."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fault-inject"
+PBS_SCRIPT = ROOT / "scripts" / "fault-inject-pbs"
 
 
 def test_help_and_a_bad_run_count() -> None:
@@ -37,4 +39,33 @@ def test_twenty_runs_three_kills_nothing_lost_nothing_twice(slurm_cluster,
     assert figures["faults"]["slurmctld_restarts"] == 1
     assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
     assert figures["journal_matches_sacct"] and figures["jobs"] == 20
+    assert done.returncode == 0
+
+
+def test_pbs_twin_help_and_a_bad_run_count() -> None:
+    done = subprocess.run([sys.executable, str(PBS_SCRIPT), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "--qsub-failures" in done.stdout
+    assert "--submit" not in done.stdout  # submitit submits to Slurm only
+    bad = subprocess.run([sys.executable, str(PBS_SCRIPT), "--runs", "101"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--runs is at most 100" in bad.stderr
+
+
+@pytest.mark.pbs
+@pytest.mark.slow
+def test_pbs_twenty_runs_three_kills_a_server_restart_nothing_lost_nothing_twice(
+        pbs_cluster, pbs_tmp_path: Path) -> None:
+    # Restarts pbs_server: no other PBS test may run meanwhile.
+    done = subprocess.run(
+        [sys.executable, str(PBS_SCRIPT), "--runs", "20", "--kills", "3", "--max-jobs", "8",
+         "--qsub-failures", "2", "--json", "--keep", str(pbs_tmp_path)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode in (0, 1), done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["faults"]["run_sigkills"] == 3, done.stderr
+    assert figures["faults"]["pbs_server_restarts"] == 1
+    assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
+    assert figures["journal_matches_server"] and figures["qselect_agrees"], figures
+    assert figures["jobs"] == 20 and figures["adopted"] >= 1  # the protocol error's job
     assert done.returncode == 0

@@ -11,18 +11,60 @@ from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, pri
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
 
+PreflightOpt = Annotated[bool, typer.Option(
+    "--preflight", help="also ask the scheduler and this host whether the jobs can run "
+    "(account, queue limits, the jobs' Python); exit 2 on a problem that stops them")]
+
+
+def _say(line: str) -> None:
+    err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _warn(plan: Any) -> list[str]:
+    """Print the plan's warnings (GPUs left idle) on stderr; return them."""
+    from scalestudy.study import plan_warnings
+
+    warnings = plan_warnings(plan)
+    for line in warnings:
+        _say(f"warning: {line}")
+    return warnings
+
+
+def _preflight(plan: Any, python: bool = True, ok_line: bool = True,
+               hint: str = "") -> Any:
+    """Run the preflight, print one line per problem (and the ok line of a clean pass);
+    raise when a problem would make jobs fail or wait for ever."""
+    from scalestudy.core.errors import ScalestudyError
+    from scalestudy.study import preflight
+
+    found = preflight(plan, python)
+    for problem in found.problems:
+        _say(problem.line())
+    if found.errors:
+        raise ScalestudyError(
+            f"preflight: {len(found.errors)} problem(s) above would make jobs of study "
+            f"{plan.study.name} fail or wait for ever: fix them{hint}")
+    if ok_line:
+        _say(found.ok_line())
+    return found
+
 
 @app.command()
-def validate(study: StudyArg, as_json: JsonOpt = False,
+def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt = False,
              results: ResultsOpt = Path("results")) -> None:
     """Check a study spec: print what is wrong (file, line, key), or `ok`."""
     from scalestudy.study import make_plan
 
     plan = make_plan(study, results)
     points = len(plan.runs) // plan.study.repeats
+    warnings = _warn(plan)
+    found = _preflight(plan) if preflight else None
     if as_json:
         print_json({"study": str(study), "ok": True, "runs": len(plan.runs), "points": points,
-               "repeats": plan.study.repeats, "system": plan.system.name})
+               "repeats": plan.study.repeats, "system": plan.system.name,
+               "warnings": warnings,
+               **({"preflight": {"problems": [p.line() for p in found.problems],
+                                 "checked": found.checked}} if found else {})})
         return
     out.print(f"{study}: ok: {len(plan.runs)} runs ({points} grid points x "
               f"{plan.study.repeats} repeats) on system {plan.system.name}", highlight=False)
@@ -33,13 +75,21 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
     """Show the runs a study expands into, with run count and node-hours."""
     from scalestudy.study import make_plan, plan_summary
 
-    summary = plan_summary(make_plan(study, results))
+    the_plan = make_plan(study, results)
+    _warn(the_plan)
+    summary = plan_summary(the_plan)
     if as_json:
         print_json(summary)
         return
     from scalestudy.report.terminal import plan_table
 
     out.print(plan_table(summary, out.width))
+    out.print("where the values come from:", highlight=False)
+    for key, value in summary["values"].items():
+        shown = value["value"]
+        text = ", ".join(map(str, shown)) if isinstance(shown, list) else (
+            "-" if shown is None else str(shown))
+        out.print(f"  {key} {text}: {value['where']}", highlight=False, markup=False)
 
 
 @app.command()
@@ -60,6 +110,9 @@ def run(
     budget: Annotated[float | None, typer.Option(
         "--budget", min=0.0, help="refuse when the runs to start may use more node-hours "
         "than this (nodes x walltime, the worst case)")] = None,
+    no_preflight: Annotated[bool, typer.Option(
+        "--no-preflight", help="scheduler systems: submit without asking the scheduler "
+        "and the jobs' Python first (see `validate --preflight`)")] = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
     """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
@@ -81,8 +134,12 @@ def run(
         return
     with uc.lock(plan):
         if plan.scheduler.queued:
+            if not no_preflight:
+                _preflight(plan, hint=", or run again with --no-preflight to submit anyway")
             _run_queued(plan, only, rerun, max_attempts, max_jobs, wait, budget)
             return
+        if not no_preflight:  # on this host: the cores against the ranks
+            _preflight(plan, python=False, ok_line=False)
         if max_jobs is not None or wait:
             err.print(f"note: system {plan.system.name} runs jobs here, one after the other, "
                       "and `run` waits for them: --max-jobs and --wait change nothing",

@@ -172,9 +172,11 @@ def _unused_rules(study: Study, used: set[int], points: list[dict[str, Any]]) ->
         raise SpecError("\n".join(problems))
 
 
-def expand(study: Study) -> list[Run]:
-    """The study's runs in a stable order (grid axes in spec order, repeats innermost)."""
+def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Run]:
+    """The study's runs in a stable order (grid axes in spec order, repeats innermost);
+    `ranks_per_node`: the axis resolved against the system (else the grid's, else [1])."""
     g = study.grid
+    rpns = list(ranks_per_node or g.ranks_per_node or [1])
     workload = study.workload
     synthetic = workload.kind == "synthetic"
     runs: list[Run] = []
@@ -185,7 +187,7 @@ def expand(study: Study) -> list[Run]:
     strong = study.scaling == "strong"
     batches = (g.global_batch if strong else g.batch_size) or [DEFAULT_BATCH]
     for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
-        g.nodes, g.ranks_per_node, batches, g.backend, g.tuning, *axes.values()
+        g.nodes, rpns, batches, g.backend, g.tuning, *axes.values()
     ):
         # An option the backend does not read is no axis for it: one run, value None.
         chosen = {name: (value if BY_NAME[name].applies(backend) else None)

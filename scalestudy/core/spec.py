@@ -219,9 +219,10 @@ class _GridBase(Model):
     nodes: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
         default=[1], description="node counts"
     )
-    ranks_per_node: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = (
-        Field(default=[1], description="ranks (GPUs) per node")
-    )
+    ranks_per_node: (
+        Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None) = (
+        Field(None, description="ranks (GPUs) per node; default: the system's GPUs per node "
+              "(its `default_ranks_per_node`, 1 on a CPU system)"))
     batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (
         Field(None, description="weak scaling: per-GPU batches (each rank's; default [32])"))
     global_batch: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (

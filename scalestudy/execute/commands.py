@@ -42,11 +42,17 @@ def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str,
 TRANSIENT = re.compile(
     r"socket timed out|timed out|temporarily unable|try again|unable to contact|"
     r"connection refused|communication|slurm_load_jobs error|server is busy|"
-    r"cannot connect to server|pbs_iff|did not answer", re.I)
+    r"cannot connect to server|pbs_iff|did not answer|Server shutting down|"
+    r"Batch protocol error|No free connections", re.I)
 # A submission is tried again only when nothing can have been queued: a timeout after
-# sending may have queued the job, and a second sbatch would run it twice.
+# sending may have queued the job, and a second sbatch would run it twice. PBS: the
+# server refused the connection or the request (shutting down; out of connections; a
+# job number that its history still holds after an unclean restart, exit 161, where
+# each refusal uses up one number); "Batch protocol error" may come after the job was
+# committed, so it is not among them.
 NOT_QUEUED = re.compile(
-    r"temporarily unable|unable to contact|connection refused|cannot connect to server",
+    r"temporarily unable|unable to contact|connection refused|cannot connect to server|"
+    r"Server shutting down|No free connections|Job with requested ID already exists",
     re.I)
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
 
@@ -71,10 +77,11 @@ def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = 
     raise AssertionError("unreachable")
 
 
-def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command) -> str:
+def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command,
+           extra: Sequence[str] | None = None) -> str:
     """Submit one job script from its run directory (where a scheduler's default output
     files land); its job id, or SubmitError with the command's stderr."""
-    argv = scheduler.submit_argv(str(script))
+    argv = scheduler.submit_argv(str(script), extra)
     code, out, err = run_retrying(runner, argv, cwd=script.parent, idempotent=False)
     return scheduler.parse_submit(code, out, err)
 

@@ -74,7 +74,8 @@ def run_here(plan: Plan, run: Run, directory: Path) -> dict[str, Any]:
 
 def submit(plan: Plan, directory: Path) -> str:
     """Submit the probe's job; its id is kept in probe/job_id."""
-    job_id = commands.submit(plan.scheduler, directory / ws.SCRIPT)
+    job_id = commands.submit(plan.scheduler, directory / ws.SCRIPT,
+                             extra=plan.system.scheduler_options.submit_args)
     ws.write_text_atomic(directory / JOB_ID_FILE, job_id + "\n")
     return job_id
 

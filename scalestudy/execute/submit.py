@@ -120,7 +120,8 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
         attempt = attempts.get(run.run_id, 0) + 1
         book.record({"run_id": run.run_id, "intent": True, "attempt": attempt, "at": now()})
         try:
-            job_id = commands.submit(scheduler, script, runner)
+            job_id = commands.submit(scheduler, script, runner,
+                                     plan.system.scheduler_options.submit_args)
         except SubmitError as exc:
             raise SubmitError(
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "

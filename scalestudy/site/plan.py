@@ -12,7 +12,7 @@ from scalestudy.core.errors import Loc, SpecError
 from scalestudy.core.grid import Run, expand
 from scalestudy.core.load import load_study
 from scalestudy.core.spec import Study, walltime_seconds
-from scalestudy.site import schedulers
+from scalestudy.site import resolve, schedulers
 from scalestudy.site.profiles import SystemProfile, load_system
 from scalestudy.site.schedulers import Scheduler
 
@@ -52,7 +52,7 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
     except SpecError as exc:
         msg = str(exc).removeprefix("system: ")
         raise SpecError(f"{study.line_of(('system',))}: {msg}") from None
-    runs = expand(study)
+    runs = expand(study, resolve.ranks_per_node(study, system)[0])
     problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
     if problems:
         raise SpecError("\n".join(problems))
@@ -102,6 +102,12 @@ _OPTIONAL_BACKENDS = {
                 "'Optional backends')"),
     "deepspeed": ("deepspeed", "install it with `pip install 'scalestudy[deepspeed]'`"),
 }
+
+
+def backend_module(backend: str) -> tuple[str, str] | None:
+    """(the module an optional backend imports, how to get it); None for a backend that
+    needs nothing optional."""
+    return _OPTIONAL_BACKENDS.get(backend)
 
 
 def optional_backend_missing(backend: str) -> str | None:

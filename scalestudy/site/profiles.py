@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from scalestudy.core.errors import SpecError, validation_messages
-from scalestudy.core.spec import EnvName, Name
+from scalestudy.core.spec import EnvName, Name, walltime_seconds
 
 SYSTEMS = "scalestudy.site.systems"
 
@@ -23,10 +23,35 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _walltime(value: str | None) -> str | None:
+    if value is not None:
+        walltime_seconds(value)
+    return value
+
+
+Walltime = Annotated[str, AfterValidator(_walltime)]
+
+
+class QueueLimit(_Data):
+    """What one queue (PBS), partition or QOS (Slurm) accepts, as the site documents it:
+    preflight's fallback where the scheduler cannot be asked."""
+
+    min_nodes: int = Field(1, ge=1, description="fewest nodes a job may ask for")
+    max_nodes: int | None = Field(None, ge=1, description="most nodes a job may ask for")
+    min_walltime: Walltime | None = Field(None, description="shortest walltime, [D-]HH:MM:SS")
+    max_walltime: Walltime | None = Field(None, description="longest walltime, [D-]HH:MM:SS")
+    walltime_by_nodes: dict[Annotated[int, Field(ge=1)], Walltime] = Field(
+        default_factory=dict, description="longest walltime of a job of up to N nodes, where "
+        "it depends on the size (a routing queue's execution queues)")
+
+
 class SchedulerOptions(_Data):
     """How the site's scheduler wants a job asked for (defaults; a spec's `job:` wins)."""
 
     queue: str | None = Field(None, description="default queue (PBS -q) or partition (Slurm -p)")
+    submit_args: list[str] | None = Field(
+        None, description="extra arguments of the submit command; null: the scheduler's "
+        "default (PBS: -f, qsub in the foreground; Torque-style qsub needs [])")
     account_required: bool = Field(False, description="jobs must name an account (-A)")
     max_walltime: str | None = Field(None, description="longest walltime, [D-]HH:MM:SS")
     constraint: str | None = Field(None, description="Slurm -C (e.g. gpu on Perlmutter)")
@@ -43,6 +68,9 @@ class SchedulerOptions(_Data):
     extra: list[str] = Field(
         default_factory=list, description="more directive lines, without the #SBATCH/#PBS"
     )
+    queues: dict[str, QueueLimit] = Field(
+        default_factory=dict, description="limits of each queue, partition or QOS by name, "
+        "from the site's docs (preflight asks the scheduler first)")
 
 
 class LauncherOptions(_Data):
@@ -80,6 +108,9 @@ class SystemProfile(_Data):
         None, ge=1, description="OMP_NUM_THREADS per rank; null: the node's cores / its ranks"
     )
     max_nodes: int = Field(1, ge=1, description="the most nodes a run may ask for")
+    default_ranks_per_node: int | None = Field(
+        None, ge=1, description="ranks per node of a grid that names none; null: "
+        "gpus_per_node on a GPU system, 1 on a CPU one")
     gpu_binding: str = Field("", description="how each rank gets its GPU, in words")
     master_addr_suffix: str = Field(
         "", pattern=r"^[A-Za-z0-9.-]*$",

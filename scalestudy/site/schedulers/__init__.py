@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.states import JobStatus
+from scalestudy.site.queues import QueueAnswer
 
 __all__ = ["JobRequest", "JobState", "JobStatus", "Scheduler", "SubmitError", "check_token",
            "get", "names", "register"]
@@ -113,8 +114,9 @@ class Scheduler:
         """The directive lines of the job script's header."""
         raise NotImplementedError
 
-    def submit_argv(self, script: str) -> list[str]:
-        """argv that submits a script file."""
+    def submit_argv(self, script: str, extra: Sequence[str] | None = None) -> list[str]:
+        """argv that submits a script file (`extra`: the profile's submit arguments;
+        None: the scheduler's own default)."""
         raise NotImplementedError
 
     def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
@@ -153,6 +155,31 @@ class Scheduler:
     def short_id(job_id: str) -> str:
         """The part of a job id every command of this scheduler agrees on."""
         return job_id.split(".")[0]
+
+    def needed_commands(self) -> tuple[str, ...]:
+        """The commands submitting, tracking and cancelling run (preflight looks for them)."""
+        return ()
+
+    def accounts_argv(self, user: str) -> list[str] | None:
+        """argv listing the accounts `user` may charge; None where the scheduler keeps no
+        such list (preflight then does not check the account)."""
+        return None
+
+    def parse_accounts(self, exit_code: int, stdout: str, stderr: str
+                       ) -> dict[str, set[str]] | None:
+        """Account (lower case) -> the queues it is limited to ("" = any); None when the
+        answer says accounting is not there to ask."""
+        return None
+
+    def limits_argvs(self) -> list[list[str]]:
+        """argvs whose answers give the queues' limits and the default queue (each one that
+        answers is read)."""
+        return []
+
+    def parse_limits(self, argv: Sequence[str], exit_code: int, stdout: str,
+                     stderr: str) -> QueueAnswer | None:
+        """What one `limits_argvs` command said; None when it did not answer."""
+        return None
 
 
 _REGISTRY: dict[str, type[Scheduler]] = {}

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     JobRequest,
     JobState,
@@ -32,11 +33,15 @@ STATES = {
 }
 # PBS Pro's negative Exit_status values are its own (JOB_EXEC_*), not the program's.
 WALLTIME_EXCEEDED = -29  # JOB_EXEC_KILL_WALLTIME
-# job substate of a finished job that was deleted (qdel), queued or running
-SUBSTATE_TERMINATED = 91
-# qstat's exit code when one of the ids asked for is unknown (purged from history, or
-# never existed); it still prints the jobs it knows.
-UNKNOWN_JOB_EXIT = 153
+# job substates of a finished (F) job: deleted (qdel, queued or running), ended
+# normally (or never ran: an afterok child whose parent failed), failed
+SUBSTATE_TERMINATED, SUBSTATE_FINISHED, SUBSTATE_FAILED = 91, 92, 93
+# Exit codes of qstat and qdel that still answer for the other ids: an id the server
+# does not know (purged from its history, or never existed), a job that has finished
+# (qstat without -x, qdel), a job already exiting (qdel right after another qdel).
+UNKNOWN_JOB_EXIT, FINISHED_JOB_EXIT, BAD_STATE_EXIT = 153, 35, 168
+_ENDED = re.compile(r"Unknown Job Id|Job has finished|Request invalid for state of job")
+_FINISHED = re.compile(r"^qstat: (\S+) Job has finished", re.M)
 _JOB_ID = re.compile(r"^(\d+(?:\[\d*\])?)(\.[A-Za-z0-9_.-]+)?$")
 
 
@@ -45,21 +50,31 @@ def short_id(job_id: str) -> str:
     return job_id.split(".")[0]
 
 
-def _finished(job_id: str, raw: str, exit_status: int | None, comment: str | None,
-              substate: int | None = None) -> JobState:
+def job_state(job_id: str, attrs: Mapping[str, Any]) -> JobState:
+    """One job's state from its attributes (`qstat -F json` values or `qstat -f` text)."""
+    raw = str(attrs.get("job_state", "")).strip()
     state = STATES.get(raw, UNKNOWN)
-    reason = comment or None
-    if state == COMPLETED:
-        text = (comment or "").lower()
-        if exit_status == WALLTIME_EXCEEDED or ("walltime" in text and "exceed" in text):
-            state = TIMEOUT
-        # qdel: substate 91 (terminated), and "... and terminated by user@host" when it
-        # ran (Exit_status 271 = 256 + SIGTERM); Torque wrappers say "deleted"
-        elif substate == SUBSTATE_TERMINATED or "terminated by" in text \
-                or "deleted" in text or "qdel" in text:
-            state = CANCELLED
-        elif exit_status is not None and exit_status != 0:
-            state = FAILED
+    comment = _text(attrs.get("comment")) or None
+    if not state.done:  # a requeued job keeps its stale Exit_status (-4): not an end
+        return JobState(job_id, state, raw, None, comment)
+    exit_status = _int(attrs.get("Exit_status", attrs.get("exit_status")))
+    substate = _int(attrs.get("substate"))
+    text, reason = (comment or "").lower(), comment
+    if exit_status == WALLTIME_EXCEEDED or ("walltime" in text and "exceed" in text):
+        state = TIMEOUT
+    # qdel: substate 91, and "... and terminated by user@host" when it ran (Exit_status
+    # 271 = 256 + SIGTERM); Torque wrappers say "deleted"
+    elif substate == SUBSTATE_TERMINATED or "terminated by" in text \
+            or "deleted" in text or "qdel" in text:
+        state = CANCELLED
+    elif exit_status is None and raw == "F":  # ended without running (substate 92)
+        state = CANCELLED
+        after = str(attrs.get("depend", "")).startswith("after")
+        reason = "never ran" + (": its dependency failed" if after else "") + (
+            f"; {comment}" if comment else "")
+    # an array whose sub-job failed: substate 93, "... and failed", Exit_status 0
+    elif substate == SUBSTATE_FAILED or exit_status not in (None, 0):
+        state = FAILED
     code = exit_status
     if code is not None and code < 0:
         reason = f"PBS exit status {code}" + (f"; {comment}" if comment else "")
@@ -80,6 +95,14 @@ def _int(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _unwrap(text: str) -> str:
+    """`qstat -f` text with its wrapped values joined: PBS Pro wraps at 80 columns and
+    continues on lines that start with a TAB, splitting anywhere (`(n2:n` / `\tcpus=2)`).
+    Its attributes are indented with 4 spaces; Slurm's Torque-style qstat indents them
+    with a TAB and does not wrap."""
+    return text.replace("\n\t", "") if re.search(r"^    \S", text, re.M) else text
 
 
 @register
@@ -120,9 +143,13 @@ class PBSPro(Scheduler):
         d.extend(job.extra)
         return [f"{self.prefix} {line}" for line in d]
 
-    def submit_argv(self, script: str) -> list[str]:
-        """`qsub SCRIPT`."""
-        return ["qsub", script]
+    def submit_argv(self, script: str, extra: Sequence[str] | None = None) -> list[str]:
+        """`qsub -f SCRIPT`: in the foreground. Without -f, PBS Pro's qsub forks a
+        background daemon that keeps every file it inherited open for minutes, the study
+        lock included, so a `run` killed mid-submission would leave the study locked.
+        Torque-style qsub (Slurm's wrappers) has no -f: their profiles set
+        `submit_args: []`."""
+        return ["qsub", *(["-f"] if extra is None else extra), script]
 
     def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
         """`1234.server` (PBS Pro) or a bare `1234` (Torque wrappers) -> the id as printed."""
@@ -140,46 +167,41 @@ class PBSPro(Scheduler):
 
     def parse_states(self, argv: Sequence[str], exit_code: int, stdout: str,
                      stderr: str) -> dict[str, JobState]:
-        """Job id (short form) -> state, from JSON or from `qstat -f` text. Exit 153 (an
-        id qstat does not know, e.g. purged from its history) still lists the others."""
-        if exit_code not in (0, UNKNOWN_JOB_EXIT) or (
-                exit_code == UNKNOWN_JOB_EXIT and not stdout.strip() and
-                "Unknown Job Id" not in stderr):
+        """Job id (short form) -> state, from JSON or from `qstat -f` text. qstat still
+        answers for the other ids when one is unknown (exit 153: purged from the
+        history, or never queued) or, without -x, finished (exit 35, stdout empty): such
+        a job's state is "finished", how it ended is the run directory's to say."""
+        said = [ln for ln in stderr.splitlines() if ln.strip()]
+        answered = exit_code in (UNKNOWN_JOB_EXIT, FINISHED_JOB_EXIT) and (
+            bool(said) or bool(stdout.strip())) and all(_ENDED.search(ln) for ln in said)
+        if exit_code != 0 and not answered:
             raise SubmitError(f"{' '.join(argv[:2])}: exit {exit_code}: "
                               f"{(stderr or stdout).strip()[:300]}")
-        if not stdout.strip():
-            return {}
-        if "json" in argv:
-            return self._parse_json(stdout)
-        return self._parse_text(stdout)
+        states = {short_id(job_id): JobState(
+            job_id, COMPLETED, "F", None, "finished (qstat without -x does not say how)")
+            for job_id in _FINISHED.findall(stderr)}
+        if stdout.strip():
+            states.update(self._parse_json(stdout) if "json" in argv
+                          else self._parse_text(stdout))
+        return states
 
     def _parse_json(self, stdout: str) -> dict[str, JobState]:
         try:
             data: Any = json.loads(stdout)
         except ValueError as exc:
             raise SubmitError(f"qstat -F json printed something that is not JSON: {exc}") from None
+        # Only unknown ids: an object without "Jobs" (exit 153)
         jobs = data.get("Jobs", {}) if isinstance(data, dict) else {}
-        states = {}
-        for full_id, attrs in jobs.items():
-            if not isinstance(attrs, dict):
-                continue
-            states[short_id(full_id)] = _finished(
-                full_id, str(attrs.get("job_state", "")), _int(attrs.get("Exit_status")),
-                _text(attrs.get("comment")), _int(attrs.get("substate")))
-        return states
+        return {short_id(full_id): job_state(full_id, attrs)
+                for full_id, attrs in jobs.items() if isinstance(attrs, dict)}
 
     def _parse_text(self, stdout: str) -> dict[str, JobState]:
         states = {}
-        for block in re.split(r"^(?=Job Id:)", stdout, flags=re.M):
+        for block in re.split(r"^(?=Job Id:)", _unwrap(stdout), flags=re.M):
             head = re.match(r"Job Id:\s*(\S+)", block)
-            if not head:
-                continue
-            attrs = dict(re.findall(r"^\s+([\w.]+) = (.*)$", block, flags=re.M))
-            exit_text = attrs.get("Exit_status", attrs.get("exit_status", ""))
-            exit_status = int(exit_text) if exit_text.lstrip("-").isdigit() else None
-            states[short_id(head.group(1))] = _finished(
-                head.group(1), attrs.get("job_state", "").strip(), exit_status,
-                attrs.get("comment"), _int(attrs.get("substate")))
+            if head:
+                attrs = dict(re.findall(r"^\s+([\w.]+) = (.*)$", block, flags=re.M))
+                states[short_id(head.group(1))] = job_state(head.group(1), attrs)
         return states
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
@@ -187,20 +209,23 @@ class PBSPro(Scheduler):
         return ["qdel", *job_ids]
 
     def cancel_failed(self, exit_code: int, stdout: str, stderr: str) -> str | None:
-        """qdel of a job that has just finished exits 35 ("Job has finished"): not a
-        failure to cancel; any other complaint is."""
+        """qdel exits 35 for a job that has finished, 153 for one the server no longer
+        knows and 168 for one already exiting (deleted a moment ago): the others named
+        are deleted, and none of these is a failure to cancel; any other complaint is."""
         if exit_code == 0:
             return None
-        left = [ln for ln in (stderr or stdout).splitlines() if ln.strip()
-                and "has finished" not in ln and "Unknown Job Id" not in ln]
-        return "\n".join(left) or None if exit_code in (35, UNKNOWN_JOB_EXIT) else (
-            (stderr or stdout).strip() or f"exit {exit_code}")
+        said = [ln for ln in (stderr or stdout).splitlines() if ln.strip()]
+        left = [ln for ln in said if not _ENDED.search(ln)]
+        if exit_code in (FINISHED_JOB_EXIT, UNKNOWN_JOB_EXIT, BAD_STATE_EXIT) and not left:
+            return None
+        return "\n".join(left) or f"exit {exit_code}"
 
     def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
-        """`qselect -x -N NAME` per name (PBS Pro, finished jobs too), then the full
-        listings `qstat -x -f` and `qstat -f` (Torque-style qstat has no qselect)."""
-        return [*(["qselect", "-x", "-N", name[:236]] for name in names),
-                ["qstat", "-x", "-f"], ["qstat", "-f"]]
+        """`qselect -x -N NAME` per name (PBS Pro, finished jobs too), then `qstat -f`
+        (Torque-style qstat has no qselect). No `qstat -x -f`: it lists every user's
+        history (3 MB for 3,000 jobs on the testbed), which qselect already searched,
+        and Torque's -x means XML."""
+        return [*(["qselect", "-x", "-N", name[:236]] for name in names), ["qstat", "-f"]]
 
     def parse_found(self, argv: Sequence[str], stdout: str) -> dict[str, set[str]]:
         """qselect: one job id per line, all with the name asked for; qstat -f: the
@@ -210,7 +235,7 @@ class PBSPro(Scheduler):
             return {argv[-1]: ids} if ids else {}
         found: dict[str, set[str]] = {}
         job_id = None
-        for line in stdout.splitlines():
+        for line in _unwrap(stdout).splitlines():
             head = re.match(r"\s*Job Id:\s*(\S+)", line)
             if head:
                 job_id = short_id(head.group(1))
@@ -219,3 +244,27 @@ class PBSPro(Scheduler):
             if name and job_id:
                 found.setdefault(name.group(1), set()).add(job_id)
         return found
+
+    def needed_commands(self) -> tuple[str, ...]:
+        """qsub submits, qstat follows the jobs, qdel cancels them."""
+        return ("qsub", "qstat", "qdel")
+
+    def limits_argvs(self) -> list[list[str]]:
+        """The queues (PBS Pro's JSON; qmgr's listing where qstat has no -F json) and
+        the server's default queue. PBS keeps no account list to ask: a site checks -A
+        in a hook of its own, so preflight leaves the account alone."""
+        return [["qstat", "-Q", "-f", "-F", "json"], ["qmgr", "-c", "list queue @default"],
+                ["qstat", "-B", "-f", "-F", "json"]]
+
+    def parse_limits(self, argv: Sequence[str], exit_code: int, stdout: str,
+                     stderr: str) -> queues.QueueAnswer | None:
+        """qstat's queues or server (JSON), or qmgr's queue listing."""
+        if exit_code != 0 or not stdout.strip():
+            return None
+        try:
+            if argv[0] == "qmgr":
+                return queues.parse_qmgr_queues(stdout)
+            return (queues.parse_qstat_server if "-B" in argv else queues.parse_qstat_queues)(
+                stdout)
+        except ValueError:  # not JSON: a qstat without -F json
+            return None

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     JobRequest,
     JobState,
@@ -103,9 +104,9 @@ class Slurm(Scheduler):
         d.extend(job.extra)
         return [f"{self.prefix} {line}" for line in d]
 
-    def submit_argv(self, script: str) -> list[str]:
-        """`sbatch --parsable SCRIPT`."""
-        return ["sbatch", "--parsable", script]
+    def submit_argv(self, script: str, extra: Sequence[str] | None = None) -> list[str]:
+        """`sbatch --parsable [EXTRA] SCRIPT`."""
+        return ["sbatch", "--parsable", *(extra or ()), script]
 
     def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
         """`12345` or `12345;cluster` -> `12345`."""
@@ -182,3 +183,34 @@ class Slurm(Scheduler):
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """`scancel ID...`."""
         return ["scancel", *job_ids]
+
+    def needed_commands(self) -> tuple[str, ...]:
+        """sbatch submits; squeue and sacct follow the jobs."""
+        return ("sbatch", "squeue", "sacct")
+
+    def accounts_argv(self, user: str) -> list[str] | None:
+        """`sacctmgr -n -P show assoc user=U format=Account,Partition,QOS`."""
+        return ["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}",
+                "format=Account,Partition,QOS"]
+
+    def parse_accounts(self, exit_code: int, stdout: str, stderr: str
+                       ) -> dict[str, set[str]] | None:
+        """The user's associations; None when sacctmgr failed (no slurmdbd to ask)."""
+        return queues.parse_sacctmgr_accounts(stdout) if exit_code == 0 else None
+
+    def limits_argvs(self) -> list[list[str]]:
+        """Every partition (hidden ones too), the nodes of each that take no job, and
+        the QOSes with their limits."""
+        return [["scontrol", "-a", "-o", "show", "partition"],
+                ["sinfo", "-h", "-o", "%R|%T|%D"],
+                ["sacctmgr", "-n", "-P", "show", "qos",
+                 "format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob"]]
+
+    def parse_limits(self, argv: Sequence[str], exit_code: int, stdout: str,
+                     stderr: str) -> queues.QueueAnswer | None:
+        """scontrol's partitions, sinfo's node states or sacctmgr's QOSes."""
+        if exit_code != 0:
+            return None
+        parse = {"scontrol": queues.parse_scontrol_partitions,
+                 "sinfo": queues.parse_sinfo_states}.get(argv[0], queues.parse_sacctmgr_qos)
+        return parse(stdout)
