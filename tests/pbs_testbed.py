@@ -20,8 +20,6 @@ Tests mark themselves `@pytest.mark.pbs`.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -37,8 +35,11 @@ from typing import Any
 
 import pytest
 
+from tests.testbed_sessions import join, leave, parse_exports
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pbs-testbed"
+STATE_DIR = Path(os.environ.get("SCALESTUDY_PBS_DIR") or "/var/spool/scalestudy-pbs")
 PBS_EXEC = Path("/opt/pbs")
 INSTALL_HINT = (
     "scripts/pbs-testbed install /path/to/openpbs-v23.06.06.tar.gz "
@@ -54,16 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pbs: needs the real OpenPBS testbed (scripts/pbs-testbed); "
         "skipped when not installed")
 
-
-def parse_exports(text: str) -> dict[str, str]:
-    """The NAME=value pairs of `export NAME=value` lines (shell-quoted values)."""
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            name, value = words[1].split("=", 1)
-            env[name] = value
-    return env
 
 
 def _job_state_from_text(text: str) -> dict[str, Any]:
@@ -204,31 +195,6 @@ def _testbed(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def _holders() -> Iterator[Path]:
-    """The testbed's holders directory, locked against other test sessions.
-
-    Every session using the testbed leaves a file named after its pid in it; the last
-    one out stops the testbed, and only if a test session started it: one started by
-    hand stays up.
-    """
-    state_dir = Path(os.environ.get("SCALESTUDY_PBS_DIR") or "/var/spool/scalestudy-pbs")
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with (state_dir / "holders.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        holders = state_dir / "holders"
-        holders.mkdir(exist_ok=True)
-        yield holders
 
 
 def _unavailable(message: str) -> None:
@@ -244,15 +210,9 @@ def pbs_cluster() -> Iterator[PBSCluster]:
         _unavailable(f"OpenPBS testbed not installed: run {INSTALL_HINT}")
     if os.geteuid() != 0:
         _unavailable("the OpenPBS testbed needs root (namespaces, daemons)")
-    me = str(os.getpid())
-    with _holders() as holders:
-        was_running = _testbed("status").returncode == 0
-        started = _testbed("start")
-        if started.returncode != 0:
-            pytest.fail(f"scripts/pbs-testbed start failed:\n{started.stderr}", pytrace=False)
-        (holders / me).touch()
-        if not was_running:
-            (holders / "started-by-tests").touch()
+    started = join(STATE_DIR, _testbed)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/pbs-testbed start failed:\n{started.stderr}", pytrace=False)
     env = parse_exports(started.stdout)
     cluster = PBSCluster(
         nodes=env["SCALESTUDY_PBS_NODES"].split(","),
@@ -268,21 +228,7 @@ def pbs_cluster() -> Iterator[PBSCluster]:
         keep = os.environ.get("SCALESTUDY_KEEP_PBS") == "1"
         if _BASE is not None and not keep:
             shutil.rmtree(_BASE, ignore_errors=True)
-        with _holders() as holders:
-            (holders / me).unlink(missing_ok=True)
-            others = []
-            for holder in holders.iterdir():
-                if holder.name.isdigit():
-                    if _pid_alive(int(holder.name)):
-                        others.append(holder)
-                    else:  # a session that died without its teardown
-                        holder.unlink(missing_ok=True)
-            marker = holders / "started-by-tests"
-            if keep:
-                marker.unlink(missing_ok=True)  # yours now: no later session stops it
-            elif not others and marker.exists():
-                _testbed("stop")
-                marker.unlink(missing_ok=True)
+        leave(STATE_DIR, _testbed, keep=keep)
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ installed it skips: `scripts/slurm-testbed install` installs it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import random
 import shlex
@@ -29,8 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.testbed_sessions import join, leave, parse_exports
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-testbed"
+STATE_DIR = Path(os.environ.get("SCALESTUDY_SLURM_DIR") or "/tmp/scalestudy-slurm")
 
 # States after which a job never runs again (sacct and scontrol spell them the same).
 TERMINAL_STATES = frozenset({
@@ -77,16 +79,6 @@ def slurm_installed() -> bool:
         shutil.which("slurmctld") is not None or Path("/usr/sbin/slurmctld").exists()
     )
 
-
-def parse_exports(text: str) -> dict[str, str]:
-    """The NAME=value pairs of `export NAME=value` lines (shell-quoted values)."""
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            name, value = words[1].split("=", 1)
-            env[name] = value
-    return env
 
 
 def free_port() -> int:
@@ -166,32 +158,6 @@ def _testbed(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[st
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def _holders() -> Iterator[Path]:
-    """The testbed's holders directory, locked against other test sessions.
-
-    Every session using the testbed (pytest-xdist workers, two people's pytest runs on
-    one machine) leaves a file named after its pid in it; the last one out stops the
-    testbed, and only if a test session started it ("started-by-tests"): one started
-    by hand stays up.
-    """
-    state_dir = Path(os.environ.get("SCALESTUDY_SLURM_DIR") or "/tmp/scalestudy-slurm")
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with (state_dir / "holders.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        holders = state_dir / "holders"
-        holders.mkdir(exist_ok=True)
-        yield holders
 
 
 @pytest.fixture(scope="session")
@@ -204,15 +170,9 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         pytest.skip(message)
     if os.geteuid() != 0:
         pytest.skip("the Slurm testbed runs its daemons as root")
-    me = str(os.getpid())
-    with _holders() as holders:
-        was_running = _testbed("status").returncode == 0
-        started = _testbed("start")
-        if started.returncode != 0:
-            pytest.fail(f"scripts/slurm-testbed start failed:\n{started.stderr}", pytrace=False)
-        (holders / me).touch()
-        if not was_running:
-            (holders / "started-by-tests").touch()
+    started = join(STATE_DIR, _testbed)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/slurm-testbed start failed:\n{started.stderr}", pytrace=False)
     env = parse_exports(started.stdout)
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
@@ -231,18 +191,4 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        with _holders() as holders:
-            (holders / me).unlink(missing_ok=True)
-            others = []
-            for holder in holders.iterdir():
-                if holder.name.isdigit():
-                    if _pid_alive(int(holder.name)):
-                        others.append(holder)
-                    else:  # a session that died without its teardown
-                        holder.unlink(missing_ok=True)
-            marker = holders / "started-by-tests"
-            if os.environ.get("SCALESTUDY_KEEP_SLURM") == "1":
-                marker.unlink(missing_ok=True)  # yours now: no later session stops it
-            elif not others and marker.exists():
-                _testbed("stop")
-                marker.unlink(missing_ok=True)
+        leave(STATE_DIR, _testbed, keep=os.environ.get("SCALESTUDY_KEEP_SLURM") == "1")
