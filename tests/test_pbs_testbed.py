@@ -7,11 +7,14 @@ history, Open MPI and torch.distributed across MoMs, queue limits and their mess
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.pbs_testbed import SCRIPT
 
 if TYPE_CHECKING:
     from tests.pbs_testbed import PBSCluster
@@ -208,3 +211,26 @@ def test_pbsuser_runs_this_checkout(pbs_cluster: PBSCluster, pbs_tmp_path: Path)
     where = pbs_cluster.run_as_user([str(pbs_cluster.python), "-c", code], cwd=pbs_tmp_path)
     uid, path = where.stdout.split()
     assert uid != "0" and path.startswith(str(Path(__file__).resolve().parents[1]))
+
+
+def test_a_restart_ends_only_the_testbeds_processes(pbs_cluster: PBSCluster) -> None:
+    """A process in someone else's UTS namespace (the Slurm testbed's slurmd has one)
+    survives `restart`, even when an older testbed wrote that namespace's id in its list:
+    the kernel reuses a freed namespace's number, so a remembered id proves nothing."""
+    foreign = subprocess.Popen(["unshare", "--uts", "sleep", "300"])
+    try:
+        deadline = time.monotonic() + 10
+        host_uts = Path("/proc/self/ns/uts").readlink()
+        while (uts := Path(f"/proc/{foreign.pid}/ns/uts").readlink()) == host_uts:
+            assert time.monotonic() < deadline, "unshare did not enter a namespace"
+            time.sleep(0.05)
+        (pbs_cluster.state_dir / "ns" / "ids").write_text(f"{uts}\n")
+        restart = subprocess.run([str(SCRIPT), "restart"],
+                                 capture_output=True, text=True, timeout=300)
+        assert restart.returncode == 0, restart.stderr
+        assert foreign.poll() is None, restart.stderr
+        assert "stale process" not in restart.stderr
+        assert pbs_cluster.run_as_root(["qstat", "-B"]).returncode == 0
+    finally:
+        foreign.kill()
+        foreign.wait()
