@@ -12,6 +12,7 @@ import pytest
 from scalestudy.site.plan import make_plan
 from scalestudy.site.profiles import available, load_system
 from scalestudy.site.render import render
+from scalestudy.study import plan_warnings
 from tests.conftest import run_cli
 
 GPU_PROFILES = [n for n in available() if load_system(n).gpus_per_node > 0]
@@ -40,25 +41,36 @@ def test_ranks_per_node_defaults_to_the_profiles_gpus(system: str, tmp_path: Pat
     assert ranks[plan.system.scheduler] in script, script
 
 
+def idle_warning(path: Path, system: str, gpus: int) -> str:
+    """The warning for 1 rank per node on 1 and 2 nodes of `system`, walltime 1 h."""
+    hours = round((gpus - 1) / gpus * 3, 3)  # (gpus - 1) / gpus x (1 + 2) nodes x 1 h
+    return (f"{path}:3: grid.ranks_per_node: 1 rank(s) per node leave {gpus - 1} "
+            f"of the {gpus} GPUs of each {system} node idle in 2 run(s) (on 1, 2 node(s)): "
+            f"up to {hours:g} node-hours of idle GPUs (idle GPUs / GPUs per node x nodes x "
+            f"walltime 01:00:00, summed); to use every GPU set ranks_per_node {gpus} (or "
+            "leave grid.ranks_per_node out: that is the profile's default); keep it if the "
+            "idle GPUs are meant")
+
+
 @pytest.mark.parametrize("system", GPU_PROFILES)
 def test_ranks_below_the_gpus_are_a_warning_with_the_node_hours(system: str,
                                                                 tmp_path: Path) -> None:
     gpus = load_system(system).gpus_per_node
     path = spec(tmp_path, system, "ranks_per_node: [1], ")
+    assert plan_warnings(make_plan(path, tmp_path / "results")) == [
+        idle_warning(path, system, gpus)]
+    full = make_plan(spec(tmp_path, system), tmp_path / "results")
+    assert plan_warnings(full) == []
+
+
+def test_validate_and_plan_print_the_warning_and_succeed(tmp_path: Path) -> None:
+    path = spec(tmp_path, "polaris", "ranks_per_node: [1], ")
     for command in ("validate", "plan"):
         done = run_cli(command, str(path), cwd=tmp_path)
         assert done.returncode == 0, done.stderr  # a warning, not an error
         lines = [ln for ln in done.stderr.splitlines() if ln.startswith("warning:")]
-        # (gpus - 1) / gpus x (1 + 2) nodes x 1 h
-        hours = round((gpus - 1) / gpus * 3, 3)
-        assert lines == [
-            f"warning: {path}:3: grid.ranks_per_node: 1 rank(s) per node leave {gpus - 1} "
-            f"of the {gpus} GPUs of each {system} node idle in 2 run(s) (on 1, 2 node(s)): "
-            f"up to {hours:g} node-hours of idle GPUs (idle GPUs / GPUs per node x nodes x "
-            f"walltime 01:00:00, summed); to use every GPU set ranks_per_node {gpus} (or "
-            "leave grid.ranks_per_node out: that is the profile's default); keep it if the "
-            "idle GPUs are meant"], done.stderr
-    full = run_cli("validate", str(spec(tmp_path, system)), cwd=tmp_path)
+        assert lines == [f"warning: {idle_warning(path, 'polaris', 4)}"], done.stderr
+    full = run_cli("validate", str(spec(tmp_path, "polaris")), cwd=tmp_path)
     assert full.returncode == 0 and "warning" not in full.stderr
 
 

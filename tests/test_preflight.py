@@ -336,6 +336,7 @@ def test_cli_preflight_without_the_scheduler_on_path(tmp_path: Path) -> None:
                                                      "jobs.jsonl").exists()
 
 
+@pytest.mark.slow  # a real local run: torchrun starts 2 ranks
 def test_cli_local_run_names_oversubscription_before_it_starts(tmp_path: Path) -> None:
     (tmp_path / "here.yaml").write_text(
         "name: here\nscheduler: local\nlauncher: torchrun\ncores_per_node: 1\n"
