@@ -12,6 +12,7 @@ from scalestudy.execute import diagnose
 from scalestudy.execute import workspace as state
 from scalestudy.execute.diagnose import classify
 from scalestudy.execute.status import read_status
+from scalestudy.site.schedulers import slurm
 
 CUDA_OOM = """\
 Traceback (most recent call last):
@@ -92,6 +93,7 @@ PBS_WALLTIME = "=>> PBS: job killed: walltime 3620 exceeded limit 3600\n"
     (BAD_ARGS, 2, "FAILED", "bad_arguments", "error: argument --batch-size"),
     ("", 2, "FAILED", "bad_arguments", "exit code 2"),
     (PBS_WALLTIME, 271, "F", "walltime", "walltime 3620 exceeded"),
+    # A training log's progress line is not a reason (stderr said nothing).
     ("step 10 img/sec 12.0\n", 1, "FAILED", "unknown", "exit code 1"),
     # Seen in scripts/fault-inject: srun inside a job while slurmctld was down.
     ("srun: error: Unable to create step for job 68: Unable to contact slurm controller "
@@ -99,7 +101,10 @@ PBS_WALLTIME = "=>> PBS: job killed: walltime 3620 exceeded limit 3600\n"
 ])
 def test_classes_from_real_messages(log: str, exit_code: int | None, sched: str | None,
                                     expected: str, needle: str) -> None:
-    found = classify(exit_code, sched, log)
+    # The scheduler's state decides through its parser (Slurm's words here).
+    decided = slurm._job_state("1", sched, "", None).failure if sched else None
+    stderr = "" if "img/sec" in log else None  # the progress line is stdout's
+    found = classify(exit_code, sched, log, stderr_text=stderr, scheduler_class=decided)
     assert found.failure == expected
     assert needle in found.line
 
@@ -112,7 +117,9 @@ def test_root_cause_beats_its_echo_on_other_ranks() -> None:
 
 
 def test_pbs_exit_status_and_local_time_limit_from_reason() -> None:
-    assert classify(-29, "F", "").failure == "walltime"
+    # PBS's parser decides the class from Exit_status -29 (test_schedulers); the reason's
+    # words alone still say walltime.
+    assert classify(-29, "F", "", scheduler_class="walltime").failure == "walltime"
     assert classify(None, "F", "", "PBS exit status -29; job exceeded walltime").failure == \
         "walltime"
     local = classify(-9, None, "", "time limit of 60 s (job.walltime) exceeded; stopped")

@@ -79,7 +79,9 @@ def test_pbs_header() -> None:
 
 
 @pytest.mark.parametrize(("name", "out", "job_id"), [
-    ("slurm", "41001\n", "41001"), ("slurm", "41001;perlmutter\n", "41001"),
+    ("slurm", "41001\n", "41001"),
+    # A federation or `-M`: the cluster stays with the id, for every later command.
+    ("slurm", "41001;perlmutter\n", "41001;perlmutter"),
     ("pbs", (DATA / "pbs" / "openpbs" / "qsub.txt").read_text(), "0.pbslab"),
     ("pbs", (DATA / "pbs" / "openpbs" / "qsub-array.txt").read_text(), "6[].pbslab"),
     ("pbs", "4109431.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov\n",
@@ -193,8 +195,10 @@ OPENPBS = DATA / "pbs" / "openpbs"
 CASES: dict[str, tuple[JobStatus, int | None, str | None]] = {
     "queued-waiting": (PENDING, None, "Not Running: Not enough free nodes available"),
     "queued-never": (PENDING, None, "Can Never Run: Not enough total nodes available"),
-    "held-dependency": (PENDING, None, None),
-    "held-user": (PENDING, None, None),
+    "held-dependency": (PENDING, None, "waiting for its dependency (afterok:"),
+    # A hold is shown, with how to release it, never "queued" for ever.
+    "held-user": (JobStatus.HELD, None, "held by its user (Hold_Types u): release it with "
+                  "`qrls "),
     "running": (RUNNING, None, "(n2:ncpus=2)+(n3:ncpus=2)"),  # wrapped in the text form
     "array-queued": (PENDING, None, "Not Running"),
     "array-running": (RUNNING, None, "Job Array Began"),
@@ -261,7 +265,7 @@ def test_several_jobs_in_one_qstat() -> None:
     live = parsed("qstat-x-f-F-json/multi-live.json")
     assert list(live) == ["1", "2", "3", "4", "0", "6[]"]  # the order of the ids asked
     assert {k: v[0] for k, v in live.items()} == {
-        "1": PENDING, "2": PENDING, "3": PENDING, "4": PENDING, "0": RUNNING,
+        "1": PENDING, "2": PENDING, "3": PENDING, "4": JobStatus.HELD, "0": RUNNING,
         "6[]": PENDING}
     assert parsed("qstat-f/multi-live.txt") == live
     done = parsed("qstat-x-f-F-json/multi-finished.json")

@@ -90,7 +90,10 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
           runner: CommandRunner = run_command) -> dict[str, JobState]:
     """States of many jobs in one call (falling back to the next query form on failure).
 
-    Jobs that no query knows are absent from the result.
+    An answer that leaves ids out is asked again for those, as long as each answer adds
+    one: OpenPBS's `qstat -f -F json A B C` may print only A (openpbs#2672), and a job
+    is never called lost for a reply that did not mention it. Jobs that no query knows
+    are absent from the result.
     """
     if not job_ids:
         return {}
@@ -98,10 +101,36 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
     for argv in scheduler.query_argvs(job_ids):
         code, out, err = run_retrying(runner, argv)
         try:
-            return scheduler.parse_states(argv, code, out, err)
+            found = scheduler.parse_states(argv, code, out, err)
         except SubmitError as exc:
             errors.append(str(exc))
+            continue
+        return _ask_again(scheduler, job_ids, found, argv, runner)
     raise SubmitError("cannot query job states: " + "; ".join(errors))
+
+
+def _ask_again(scheduler: Scheduler, job_ids: Sequence[str], found: dict[str, JobState],
+               argv: Sequence[str], runner: CommandRunner) -> dict[str, JobState]:
+    """`found`, completed by asking the same query form again for the ids it lacks."""
+    form = scheduler.query_argvs(job_ids).index(list(argv))
+    while found:
+        known = {scheduler.short_id(k) for k in found}
+        missing = [i for i in job_ids if scheduler.short_id(i) not in known]
+        if not missing:
+            break
+        again = scheduler.query_argvs(missing)[form]
+        if again == list(argv):  # a form that lists every job whatever it is asked
+            break
+        code, out, err = run_retrying(runner, again)
+        try:
+            more = scheduler.parse_states(again, code, out, err)
+        except SubmitError:
+            break
+        if not {scheduler.short_id(k) for k in more} - known:
+            break
+        found = {**found, **more}
+        argv = again
+    return found
 
 
 def find(scheduler: Scheduler, names: Sequence[str],

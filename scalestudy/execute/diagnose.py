@@ -1,22 +1,27 @@
 """Why a run failed: one class and the line that decides it.
 
-A failed run is classified from what the scheduler says (its final state, the exit
-code, scalestudy's own reason) and from the tail of its logs. Only the last
-`TAIL_BYTES` of stderr.log and stdout.log are read: logs can be gigabytes.
+A failed run is classified from what the scheduler says (the class its parser read
+from the job's final state or exit status, scalestudy's own reason) and from the tail
+of its logs: stderr.log, stdout.log and the file the scheduler writes the job's own
+output to (PBS MoM's `=>> PBS: job killed: ...` lands there). Only the last
+`TAIL_BYTES` of each are read: logs can be gigabytes.
 
-Classes, most decisive first when the logs show several (a rank that runs out of
-memory makes the other ranks report a broken connection: the cause is the memory):
-node_failure, walltime, cancelled, scheduler (the launcher could not reach the
-scheduler to start the ranks), oom, import_error, not_found (a program, script or file
-the job names does not exist), bad_arguments, comm, unknown.
+Classes (core.states.Failure), most decisive first when the logs show several (a rank
+that runs out of memory makes the other ranks report a broken connection: the cause is
+the memory): node_failure, walltime, preempted, requeued, cancelled, scheduler (the
+launcher could not reach the scheduler to start the ranks), oom, resource_limit,
+import_error, not_found (a program, script or file the job names does not exist),
+bad_arguments, comm, unknown.
 
 The decisive line is the program's own, never a launcher's report of it: torchrun's
-ChildFailedError report, its log lines and srun's or MPI's exit summaries are set
-aside (workspace.launcher_lines). Without a class's evidence, the line is the
+ChildFailedError report, its log lines, srun's, mpirun's and Open MPI's exit summaries
+are set aside (workspace.launcher_lines). Without a class's evidence, the line is the
 program's last exception (`SomeError: ...`, class unknown), else a shell's "command
 not found" or "No such file or directory" (not_found), else the last stderr line that
-looks like an error, else which rank torchrun saw fail first and how, else the exit
-code.
+looks like an error, else the program's last words on stderr, else which rank torchrun
+saw fail first and how, else the exit code. An MPI_ABORT is a comm failure only when
+the program said nothing else: an application that aborts after its own error failed
+by that error. A bare `Killed` with exit code 137 is "likely" out of memory.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalestudy.core.states import Failure
 from scalestudy.execute.workspace import launcher_lines, root_cause_lines, tail_text
 
 #: How much of the end of each log is read.
@@ -33,20 +39,26 @@ TAIL_BYTES = 64 * 1024
 MAX_LINE = 300
 LOGS = ("stderr.log", "stdout.log")
 
-OOM, COMM, NODE_FAILURE, WALLTIME = "oom", "comm", "node_failure", "walltime"
-CANCELLED, IMPORT_ERROR, BAD_ARGUMENTS, UNKNOWN = (
-    "cancelled", "import_error", "bad_arguments", "unknown")
-SCHEDULER, NOT_FOUND = "scheduler", "not_found"
+(OOM, COMM, NODE_FAILURE, WALLTIME, CANCELLED, IMPORT_ERROR, BAD_ARGUMENTS, UNKNOWN,
+ SCHEDULER, NOT_FOUND, PREEMPTED, REQUEUED, RESOURCE_LIMIT) = (f.value for f in (
+    Failure.OOM, Failure.COMM, Failure.NODE_FAILURE, Failure.WALLTIME, Failure.CANCELLED,
+    Failure.IMPORT_ERROR, Failure.BAD_ARGUMENTS, Failure.UNKNOWN, Failure.SCHEDULER,
+    Failure.NOT_FOUND, Failure.PREEMPTED, Failure.REQUEUED, Failure.RESOURCE_LIMIT))
 #: Every class, in the order a log's evidence is weighed.
-CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, CANCELLED, SCHEDULER, OOM, IMPORT_ERROR,
-                            NOT_FOUND, BAD_ARGUMENTS, COMM, UNKNOWN)
+CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, PREEMPTED, REQUEUED, CANCELLED,
+                                SCHEDULER, OOM, RESOURCE_LIMIT, IMPORT_ERROR, NOT_FOUND,
+                                BAD_ARGUMENTS, COMM, UNKNOWN)
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
     NODE_FAILURE: re.compile(
         r"NODE[ _]FAIL|DUE TO NODE FAILURE|node failure", re.I),
     WALLTIME: re.compile(
-        r"DUE TO TIME LIMIT|walltime \S* ?exceeded|job killed: walltime|"
+        r"DUE TO TIME LIMIT|walltime \S* ?exceeded|exceeded (?:resource )?walltime|"
+        r"job killed: walltime|"
         r"time limit of .* exceeded", re.I),
+    # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***"
+    PREEMPTED: re.compile(r"DUE TO PREEMPTION|job (?:was )?preempted", re.I),
+    REQUEUED: re.compile(r"DUE TO JOB REQUEUE|job (?:was )?requeued", re.I),
     CANCELLED: re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|job deleted by|qdel"),
     SCHEDULER: re.compile(
         r"Unable to create step|Unable to contact slurm controller|"
@@ -54,8 +66,11 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"cannot connect to server", re.I),
     OOM: re.compile(
         r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_]kill|OUT_OF_MEMORY|MemoryError|"
-        r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|job killed: mem|"
+        r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|job killed: v?mem\b|"
         r"Exceeded job memory limit|Killed process \d+", re.I),
+    # PBS MoM: "=>> PBS: job killed: cput 61 exceeded limit 60"; the kernel's RLIMIT_CPU.
+    RESOURCE_LIMIT: re.compile(
+        r"job killed: (?:cput|ncpus)\b|CPU time limit exceeded|Exceeded job cpu", re.I),
     IMPORT_ERROR: re.compile(
         r"ModuleNotFoundError|ImportError|No module named|"
         r"cannot open shared object file|undefined symbol:"),
@@ -66,24 +81,24 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     BAD_ARGUMENTS: re.compile(
         r"error: (?:argument |unrecognized arguments|the following arguments are required)|"
         r"invalid choice:"),
+    # torch (DistBackendError, ProcessGroupNCCL), DeepSpeed (through torch), Horovod
+    # ("HorovodInternalError: ncclAllReduce failed: ...") and TensorFlow/Horovod
+    # ("ncclCommInitRank failed: ..."), gloo, rendezvous.
     COMM: re.compile(
         r"NCCL (?:error|WARN)|nccl\w*Error|ncclInternalError|ncclSystemError|ncclRemoteError|"
+        r"\bnccl[A-Z]\w* failed|HorovodInternalError|"
         r"DistBackendError|DistNetworkError|Connection closed by peer|"
         r"Connection reset by peer|ProcessGroupGloo|ProcessGroupNCCL|"
-        r"Watchdog caught collective operation timeout|MPI_ABORT|MPI_Abort|"
+        r"Watchdog caught collective operation timeout|"
         r"RendezvousTimeoutError|gloo.*(?:[Tt]imed out|[Tt]imeout)|Socket Timeout|"
         r"Timed out waiting .*(?:workers|peers|ranks)", re.I),
 }
-
-# Scheduler states that decide the class whatever the logs say.
-_STATE_CLASS = {
-    "OUT_OF_MEMORY": OOM, "NODE_FAIL": NODE_FAILURE, "BOOT_FAIL": NODE_FAILURE,
-    "TIMEOUT": WALLTIME, "DEADLINE": WALLTIME, "CANCELLED": CANCELLED,
-    "PREEMPTED": CANCELLED, "REVOKED": CANCELLED,
-}
-# PBS Pro's own negative Exit_status values (JOB_EXEC_*).
-_PBS_EXIT_CLASS = {-29: WALLTIME}
-_PBS_EXIT = re.compile(r"PBS exit status (-\d+)")
+#: An MPI_ABORT is what an application calls after its own error: comm only when the
+#: program said nothing else.
+_MPI_ABORT = re.compile(r"MPI_ABORT|MPI_Abort")
+#: bash's report of a child killed by SIGKILL ("line 12: 4242 Killed  python x.py").
+_KILLED = re.compile(r"(?:^|\s)Killed(?:\s|$)")
+SIGKILL_EXIT = 137
 
 
 @dataclass(frozen=True)
@@ -94,9 +109,21 @@ class Diagnosis:
     line: str
 
 
-def _short(line: str) -> str:
+def _short(line: str, at: re.Match[str] | None = None) -> str:
+    """A line fit to show, keeping what `at` matched: the segment of a progress-bar line
+    (carriage returns) that holds it, cut from just before it when still too long."""
+    if at is not None and "\r" in line:
+        start = line.rfind("\r", 0, at.start()) + 1
+        end = line.find("\r", at.end())
+        line = line[start:end if end >= 0 else len(line)]
+        at = None
     line = line.strip()
-    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
+    if len(line) <= MAX_LINE:
+        return line
+    if at is not None and at.end() > MAX_LINE - 3:
+        begin = max(0, at.start() - 40)
+        return "..." + line[begin:begin + MAX_LINE - 6] + "..."
+    return line[: MAX_LINE - 3] + "..."
 
 
 def program_lines(text: str) -> list[str]:
@@ -113,22 +140,16 @@ def log_evidence(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for raw in program_lines(text):
         for cls, pattern in _PATTERNS.items():
-            if cls not in found and pattern.search(raw):
-                found[cls] = _short(raw)
+            if cls not in found:
+                match = pattern.search(raw)
+                if match:
+                    found[cls] = _short(raw, match)
     return found
 
 
-def _from_scheduler(scheduler_state: str | None, reason: str | None,
-                    exit_code: int | None) -> str | None:
-    word = (scheduler_state or "").split()[0].rstrip("+") if (scheduler_state or "").strip() \
-        else ""
-    if word in _STATE_CLASS:
-        return _STATE_CLASS[word]
-    if exit_code is not None and exit_code in _PBS_EXIT_CLASS:
-        return _PBS_EXIT_CLASS[exit_code]
-    match = _PBS_EXIT.search(reason or "")
-    if match and int(match.group(1)) in _PBS_EXIT_CLASS:
-        return _PBS_EXIT_CLASS[int(match.group(1))]
+def _from_reason(reason: str | None) -> str | None:
+    """The class scalestudy's own reason decides (the local executor's time limit and
+    Ctrl-C)."""
     text = reason or ""
     if _PATTERNS[WALLTIME].search(text):
         return WALLTIME
@@ -138,20 +159,25 @@ def _from_scheduler(scheduler_state: str | None, reason: str | None,
 
 
 def classify(exit_code: int | None, scheduler_state: str | None, log_text: str,
-             reason: str | None = None, stderr_text: str | None = None) -> Diagnosis:
-    """The class of a failed run from its exit code, scheduler state, reason and log text
-    (`stderr_text`: the stderr part of it, where a line that looks like an error is
-    looked for; all of it when not given)."""
+             reason: str | None = None, stderr_text: str | None = None,
+             scheduler_class: str | None = None) -> Diagnosis:
+    """The class of a failed run from the class the scheduler's answer decided (its
+    parser's), its exit code, scheduler state, reason and log text (`stderr_text`: the
+    stderr part of it, where the program's own last words are looked for; all of it
+    when not given)."""
     evidence = log_evidence(log_text)
-    decided = _from_scheduler(scheduler_state, reason, exit_code)
+    decided = scheduler_class or _from_reason(reason)
     if decided is not None:
-        words = scheduler_state or reason or f"exit code {exit_code}"
+        # A state word (NODE_FAIL) says it; a PBS letter (F) does not, its reason does.
+        words = (scheduler_state if scheduler_state and len(scheduler_state) > 1 else None) \
+            or reason or f"exit code {exit_code}"
+        decided = Failure(decided).value
         return Diagnosis(decided, evidence.get(decided) or _short(f"scheduler: {words}"))
     for cls in CLASSES[:-1]:
         if cls in evidence:
             return Diagnosis(cls, evidence[cls])
-    said = _last_match(program_lines(log_text if stderr_text is None else stderr_text),
-                       _ERROR_LIKE)
+    stderr_lines = program_lines(log_text if stderr_text is None else stderr_text)
+    said = _last_match(stderr_lines, _ERROR_LIKE)
     if exit_code == 2:
         return Diagnosis(BAD_ARGUMENTS, said or "exit code 2 (the workload's usage error)")
     program = program_lines(log_text)
@@ -163,7 +189,18 @@ def classify(exit_code: int | None, scheduler_state: str | None, log_text: str,
     shell = _last_match(program, _SHELL_NOT_FOUND)
     if shell is not None:
         return Diagnosis(NOT_FOUND, shell)
-    told = said or _root_cause(log_text)
+    killed = _last_match(program, _KILLED) if exit_code == SIGKILL_EXIT else None
+    if killed is not None:
+        return Diagnosis(OOM, _short(f"likely out of memory: killed by SIGKILL (exit code 137) "
+                                     f"with nothing else logged, as the kernel's OOM killer "
+                                     f"does: {killed}"))
+    aborted = _last_match(log_text.splitlines(), _MPI_ABORT)
+    told = said or _last_words(stderr_lines)
+    if told is not None:
+        return Diagnosis(UNKNOWN, told)
+    if aborted is not None:  # MPI_ABORT, and the program said nothing of its own
+        return Diagnosis(COMM, aborted)
+    told = _root_cause(log_text)
     if told is not None:
         return Diagnosis(UNKNOWN, told)
     fallback = reason or (f"exit code {exit_code}" if exit_code is not None else "no reason known")
@@ -178,6 +215,12 @@ _EXCEPTION = re.compile(_PREFIX + r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
 _ERROR_LIKE = re.compile(
     r"\b(?:error|fatal|failed|failure|abort(?:ed|ing)?|exception|denied|not found|"
     r"no such file|cannot|can't|could not|unable to|segmentation fault|core dumped)\b", re.I)
+#: Lines a launcher, MPI or the scheduler writes that are not the program's last words.
+_NOISE = re.compile(
+    r"^(?:srun|slurmstepd|salloc|sbatch|mpirun|mpiexec|orterun|prterun|=>> PBS|"
+    r"\[mpiexec@|\[proxy:|Warning: Permanently added)\b|^-{10,}$|^MPI_ABORT|"
+    r"^(?:with errorcode|NOTE: invoking MPI_ABORT|You may or may not see|exactly when)",
+    re.I)
 #: bash (the job script, or a `bash -c` command) could not find a program, file or directory.
 _SHELL_NOT_FOUND = re.compile(
     r": command not found$|: line \d+: .*: No such file or directory$|"
@@ -189,9 +232,22 @@ _RANK = re.compile(r"rank\s*:\s*(\d+)")
 def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
     """The last line matching `pattern` (leading blanks ignored), shortened."""
     for raw in reversed(lines):
-        if pattern.search(raw.strip()):
-            return _short(raw)
+        match = pattern.search(raw.strip())
+        if match:
+            return _short(raw.strip(), match)
     return None
+
+
+def _last_words(stderr_lines: list[str]) -> str | None:
+    """What a program that raised nothing wrote last to stderr, past the launcher's and
+    the scheduler's noise (with the line before, where the last one continues it)."""
+    kept = [ln for ln in stderr_lines if ln.strip() and not _NOISE.search(ln.strip())]
+    if not kept:
+        return None
+    last = kept[-1]
+    if last[:1].isspace() and len(kept) > 1:
+        last = f"{kept[-2].strip()} | {last.strip()}"
+    return _short(last)
 
 
 def _root_cause(text: str) -> str | None:
@@ -216,8 +272,13 @@ def _tail(run_dir: Path, name: str, max_bytes: int = TAIL_BYTES) -> str:
 
 
 def diagnose(run_dir: Path, exit_code: int | None, scheduler_state: str | None = None,
-             reason: str | None = None) -> Diagnosis:
-    """Classify the failed run in `run_dir` (reads only the tails of its logs)."""
+             reason: str | None = None, scheduler_class: str | None = None,
+             scheduler_log: str | None = None) -> Diagnosis:
+    """Classify the failed run in `run_dir` (reads only the tails of its logs, and of
+    `scheduler_log`, the scheduler's own output file, where it differs)."""
     stderr = _tail(run_dir, LOGS[0])
-    return classify(exit_code, scheduler_state, f"{stderr}\n{_tail(run_dir, LOGS[1])}", reason,
-                    stderr_text=stderr)
+    texts = [stderr, _tail(run_dir, LOGS[1])]
+    if scheduler_log and scheduler_log not in LOGS:
+        texts.append(_tail(run_dir, scheduler_log))
+    return classify(exit_code, scheduler_state, "\n".join(texts), reason,
+                    stderr_text=stderr, scheduler_class=scheduler_class)

@@ -58,8 +58,9 @@ class Tracker:
     plan: Plan
     runner: commands.CommandRunner = commands.run_command
     settled: dict[str, RunView] = field(default_factory=dict)
-    #: (state, scheduler's word) last written per run, to write only what changed.
-    written: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: (state, scheduler's word, its reason) last written per run, to write only what
+    #: changed.
+    written: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def forget(self, run_ids: Iterable[str]) -> None:
         """Runs submitted again: read them afresh at the next poll."""
@@ -88,8 +89,9 @@ class Tracker:
             else:
                 unsettled[scheduler.short_id(entry["job_id"])] = (run, entry)
         if unsettled:
+            asked = [entry["job_id"] for _, entry in unsettled.values()]
             found = {scheduler.short_id(k): v for k, v in
-                     commands.query(scheduler, list(unsettled), self.runner).items()}
+                     commands.query(scheduler, asked, self.runner).items()}
             for key, (run, entry) in unsettled.items():
                 view = self._update(run, entry, found.get(key))
                 views[run.run_id] = view
@@ -108,15 +110,16 @@ class Tracker:
                            "not listed")
         if not job.done:
             current = job.state.run_state
-            if self.written.get(run.run_id) != (current.value, job.raw):
+            said = (current.value, job.raw, job.reason or "")
+            if self.written.get(run.run_id) != said:
                 ws.write_json_atomic(run_dir / ws.STATUS, {
                     "state": current.value, "job_id": job_id, "scheduler_state": job.raw,
-                    "submitted_at": entry.get("submitted_at")})
-                self.written[run.run_id] = (current.value, job.raw)
-            return RunView(run, current, job_id)
+                    "reason": job.reason, "submitted_at": entry.get("submitted_at")})
+                self.written[run.run_id] = said
+            return RunView(run, current, job_id, job.reason)
         workload = self.plan.study.workload
         regex = workload.throughput_regex if workload.kind == "command" else None
-        status = settle(run_dir, job, run.params(), regex)
+        status = settle(run_dir, job, run.params(), regex, self.plan.scheduler.log_name)
         return RunView(run, RunState(status["state"]), job_id, status["reason"])
 
 
@@ -127,22 +130,26 @@ def refresh(plan: Plan, runner: commands.CommandRunner = commands.run_command
 
 
 def settle(run_dir: Path, job: JobState, params: dict[str, Any],
-           command_regex: str | None = None) -> dict[str, Any]:
+           command_regex: str | None = None, scheduler_log: str | None = None
+           ) -> dict[str, Any]:
     """Write the final status.json of a run whose job has ended (for a `command`
     workload, first its record from the throughput in stdout.log); a failed run is
-    classified here, once."""
+    classified here, once, from the scheduler's answer and the logs (`scheduler_log`:
+    the file the scheduler writes the job's own output to, where its messages land)."""
     problem = None
     if command_regex is not None and job.state is JobStatus.COMPLETED:
         problem = ws.record_command_throughput(run_dir, params, command_regex)
     problem = problem or ws.record_problem(ws.read_record(run_dir / ws.METRICS))
     exit_code = job.exit_code
-    if exit_code is None:
+    if exit_code is None or job.signalled:  # the program's own code, where the job wrote it
         try:
             exit_code = int((run_dir / "exit_code").read_text().strip())
         except (OSError, ValueError):
-            exit_code = None
+            pass
     reason = _reason(job, problem, exit_code)
-    failure = None if reason is None else diagnose(run_dir, exit_code, job.raw, reason)
+    failure = None if reason is None else diagnose(
+        run_dir, exit_code, job.raw, reason, scheduler_class=job.failure,
+        scheduler_log=scheduler_log)
     status = {
         "state": (RunState.COMPLETED if reason is None else RunState.FAILED).value,
         "failure": failure and failure.failure, "failure_line": failure and failure.line,
@@ -166,6 +173,8 @@ def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | 
                   "metrics record (lost)")
     elif job.state is JobStatus.TIMEOUT:
         reason = f"walltime exceeded ({job.raw})"
+    elif job.state is JobStatus.PREEMPTED:
+        reason = f"preempted ({job.raw})"
     elif job.state is JobStatus.CANCELLED:
         reason = f"cancelled ({job.raw})"
     elif job.state is JobStatus.COMPLETED and exit_code not in (None, 0):

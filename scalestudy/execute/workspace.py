@@ -228,6 +228,19 @@ _SUMMARY = re.compile(
     r"rank \d+ exited with code \d+|^application \d+ exit codes?:")
 # the fields of an entry of torchrun's report that say which rank failed, and how
 _REPORT_FIELD = re.compile(r"^\s*(?:host|rank|exitcode)\s*:")
+# Open MPI's boxed messages about how the ranks ended, between lines of dashes
+_MPI_RULE = re.compile(r"^-{20,}$")
+_MPI_BOX = re.compile(r"mpirun|Primary job|MPI_ABORT|ORTE|PRTE|Open MPI|prterun")
+
+
+def _mpi_boxes(lines: Sequence[str]) -> set[int]:
+    """The indices of Open MPI's boxed reports (a rule, the words, a rule)."""
+    marked: set[int] = set()
+    rules = [i for i, line in enumerate(lines) if _MPI_RULE.match(line.strip())]
+    for start, end in zip(rules, rules[1:], strict=False):
+        if end - start <= 12 and any(_MPI_BOX.search(lines[i]) for i in range(start, end)):
+            marked.update(range(start, end + 1))
+    return marked
 
 
 def root_cause_lines(lines: Sequence[str]) -> list[int]:
@@ -256,7 +269,8 @@ def _agent_traceback(lines: Sequence[str], i: int) -> bool:
 def launcher_lines(lines: Sequence[str]) -> set[int]:
     """The indices of the lines a launcher wrote about a failed program: torchrun's
     traceback, its "Root Cause" report and its log lines, srun's and MPI's exit
-    summaries. The other lines are the program's (and the job script's)."""
+    summaries, Open MPI's boxed reports. The other lines are the program's (and the job
+    script's)."""
     marked: set[int] = set()
     report = root_seen = frame = False
     for i, line in enumerate(lines):
@@ -280,7 +294,7 @@ def launcher_lines(lines: Sequence[str]) -> set[int]:
     # Two agents' tracebacks interleave: a code line next to torchrun's frame is its own.
     marked.update(i for i, line in enumerate(lines) if line.startswith("    ") and any(
         _AGENT_FRAME.match(n) for n in lines[max(i - 1, 0):i + 2]))
-    return marked
+    return marked | _mpi_boxes(lines)
 
 
 def log_tail(run_dir: Path, lines: int = 20) -> str:

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from scalestudy.core.errors import ScalestudyError, SubmitError
-from scalestudy.core.states import JobStatus
+from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
-__all__ = ["JobRequest", "JobState", "JobStatus", "Scheduler", "SubmitError", "check_token",
-           "get", "names", "register"]
+__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Scheduler", "SubmitError",
+           "check_token", "get", "names", "register"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class JobState:
     #: the site measures energy (Slurm: ConsumedEnergyRaw); None elsewhere.
     energy_j: float | None = None
     elapsed_s: float | None = None
+    #: The failure class the scheduler's own answer decides (its state or exit status
+    #: says memory, walltime, node failure, preemption, ...); None: the logs decide.
+    failure: Failure | None = None
+    #: The exit code is 128 + the signal that killed the job's shell (Slurm's `0:N`),
+    #: not the program's: the run's own exit_code file, where written, says more.
+    signalled: bool = False
 
     @property
     def done(self) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
+    Failure,
     JobRequest,
     JobState,
     JobStatus,
@@ -24,18 +25,80 @@ from scalestudy.site.schedulers import (
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
 CANCELLED, TIMEOUT, UNKNOWN = JobStatus.CANCELLED, JobStatus.TIMEOUT, JobStatus.UNKNOWN
+HELD, REQUEUED = JobStatus.HELD, JobStatus.REQUEUED
+F = Failure
 
-# PBS Pro job_state letters (and Torque's C for completed).
+# PBS Pro job_state letters (and Torque's C for completed). H and S/U are read further
+# by job_state: a hold or a suspension is HELD, with what to do.
 STATES = {
-    "Q": PENDING, "H": PENDING, "W": PENDING, "T": PENDING, "S": PENDING, "U": PENDING,
+    "Q": PENDING, "H": HELD, "W": PENDING, "T": PENDING, "S": HELD, "U": HELD,
     "M": PENDING, "R": RUNNING, "E": RUNNING, "B": RUNNING,
     "F": COMPLETED, "X": COMPLETED, "C": COMPLETED,
 }
-# PBS Pro's negative Exit_status values are its own (JOB_EXEC_*), not the program's.
-WALLTIME_EXCEEDED = -29  # JOB_EXEC_KILL_WALLTIME
+# PBS Pro's negative Exit_status values are its own, not the program's: JOB_EXEC_* in
+# OpenPBS's src/include/job.h (v23.06.06), the class each decides and what it means.
+PBSPRO_EXITS: dict[int, tuple[Failure, str]] = {
+    -1: (F.SCHEDULER, "JOB_EXEC_FAIL1: the job could not start (before its files)"),
+    -2: (F.SCHEDULER, "JOB_EXEC_FAIL2: the job could not start (after its files)"),
+    -3: (F.SCHEDULER, "JOB_EXEC_RETRY: the job could not start; the server retried it"),
+    -4: (F.NODE_FAILURE, "JOB_EXEC_INITABT: its MoM restarted while the job ran"),
+    -5: (F.NODE_FAILURE, "JOB_EXEC_INITRST: its MoM restarted; checkpoint kept"),
+    -6: (F.NODE_FAILURE, "JOB_EXEC_INITRMG: its MoM restarted; checkpoint kept"),
+    -7: (F.SCHEDULER, "JOB_EXEC_BADRESRT: the restart from a checkpoint failed"),
+    -10: (F.SCHEDULER, "JOB_EXEC_FAILUID: the user or group is invalid on the node"),
+    -11: (F.REQUEUED, "JOB_EXEC_RERUN: the job was requeued (rerun)"),
+    -12: (F.REQUEUED, "JOB_EXEC_CHKP: the job was checkpointed and killed"),
+    -13: (F.SCHEDULER, "JOB_EXEC_FAIL_PASSWORD: a bad password"),
+    -14: (F.NODE_FAILURE, "JOB_EXEC_RERUN_SIS_FAIL: a sister node failed; requeued"),
+    -15: (F.REQUEUED, "JOB_EXEC_QUERST: requeued to restart from a checkpoint"),
+    -16: (F.REQUEUED, "JOB_EXEC_FAILHOOK_RERUN: a site hook refused the start; requeued"),
+    -17: (F.SCHEDULER, "JOB_EXEC_FAILHOOK_DELETE: a site hook refused the start"),
+    -18: (F.REQUEUED, "JOB_EXEC_HOOK_RERUN: a site hook requeued the job"),
+    -19: (F.SCHEDULER, "JOB_EXEC_HOOK_DELETE: a site hook deleted the job"),
+    -20: (F.NODE_FAILURE, "JOB_EXEC_RERUN_MS_FAIL: the job's first node (mother "
+                          "superior) was lost"),
+    -21: (F.SCHEDULER, "JOB_EXEC_FAIL_SECURITY: the job's tmpdir failed a security check"),
+    -22: (F.SCHEDULER, "JOB_EXEC_HOOKERROR: a site hook failed"),
+    -23: (F.SCHEDULER, "JOB_EXEC_FAIL_KRB5: no Kerberos credentials"),
+    -24: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_NCPUS_BURST: killed for using more cpus than "
+                            "its ncpus (burst)"),
+    -25: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_NCPUS_SUM: killed for using more cpus than "
+                            "its ncpus (sum)"),
+    -26: (F.OOM, "JOB_EXEC_KILL_VMEM: killed for exceeding its vmem limit"),
+    -27: (F.OOM, "JOB_EXEC_KILL_MEM: killed for exceeding its mem limit"),
+    -28: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_CPUT: killed for exceeding its cput limit"),
+    -29: (F.WALLTIME, "JOB_EXEC_KILL_WALLTIME: killed for exceeding its walltime"),
+    -30: (F.SCHEDULER, "JOB_EXEC_JOINJOB: the sister nodes could not join the job"),
+}
+# Torque's (Adaptive Computing, TORQUE 6.1 admin guide "Job exit status"): -1..-7 as
+# PBS Pro, then its own -8..-14.
+TORQUE_EXITS: dict[int, tuple[Failure, str]] = {
+    **{code: PBSPRO_EXITS[code] for code in range(-7, 0)},
+    -8: (F.SCHEDULER, "JOB_EXEC_CMDFAIL: exec() of the job's command failed"),
+    -9: (F.SCHEDULER, "JOB_EXEC_STDOUTFAIL: the job's output files could not be created"),
+    -10: (F.OOM, "JOB_EXEC_OVERLIMIT_MEM: killed for exceeding a memory limit"),
+    -11: (F.WALLTIME, "JOB_EXEC_OVERLIMIT_WT: killed for exceeding its walltime"),
+    -12: (F.RESOURCE_LIMIT, "JOB_EXEC_OVERLIMIT_CPUT: killed for exceeding its cpu time"),
+    -13: (F.SCHEDULER, "JOB_EXEC_RETRY_CGROUP: the job's cgroup could not be made"),
+    -14: (F.SCHEDULER, "JOB_EXEC_RETRY_PROLOGUE: the prologue failed"),
+}
+# The end of a finished job's comment where the Exit_status is missing (src/server/
+# svr_jobfunc.c, update_job_finish_comment): "... and exceeded resource mem".
+_COMMENT_EXCEEDED = re.compile(r"exceeded resource (ncpus|vmem|mem|cput|walltime)")
+_EXCEEDED = {"ncpus": -24, "vmem": -26, "mem": -27, "cput": -28, "walltime": -29}
+# Hold_Types letters (qhold -h): who may release the job.
+HOLDS = {
+    "u": "held by its user (Hold_Types u): release it with `qrls {id}`",
+    "o": "held by an operator (Hold_Types o): ask the site's support to release it",
+    "s": "held by the system (Hold_Types s){comment}: the site's support must look at "
+         "why, then release it (`qrls -h s {id}`), or `qdel {id}` and run it again",
+    "p": "held for a bad password (Hold_Types p): `qrls -h p {id}` after fixing it",
+}
 # job substates of a finished (F) job: deleted (qdel, queued or running), ended
 # normally (or never ran: an afterok child whose parent failed), failed
 SUBSTATE_TERMINATED, SUBSTATE_FINISHED, SUBSTATE_FAILED = 91, 92, 93
+# A job held for its dependency (qsub -W depend=...) waits; it is no hold to release.
+SUBSTATE_DEPEND_HOLD = 22
 # Exit codes of qstat and qdel that still answer for the other ids: an id the server
 # does not know (purged from its history, or never existed), a job that has finished
 # (qstat without -x, qdel), a job already exiting (qdel right after another qdel).
@@ -43,6 +106,8 @@ UNKNOWN_JOB_EXIT, FINISHED_JOB_EXIT, BAD_STATE_EXIT = 153, 35, 168
 _ENDED = re.compile(r"Unknown Job Id|Job has finished|Request invalid for state of job")
 _FINISHED = re.compile(r"^qstat: (\S+) Job has finished", re.M)
 _JOB_ID = re.compile(r"^(\d+(?:\[\d*\])?)(\.[A-Za-z0-9_.-]+)?$")
+# A job id with its server inside a site wrapper's sentence ("Job 12.pbs01 submitted").
+_ID_IN_TEXT = re.compile(r"\b(\d+(?:\[\d*\])?\.[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9])")
 
 
 def short_id(job_id: str) -> str:
@@ -50,37 +115,87 @@ def short_id(job_id: str) -> str:
     return job_id.split(".")[0]
 
 
-def job_state(job_id: str, attrs: Mapping[str, Any]) -> JobState:
-    """One job's state from its attributes (`qstat -F json` values or `qstat -f` text)."""
-    raw = str(attrs.get("job_state", "")).strip()
+def _waiting(job_id: str, attrs: Mapping[str, Any], raw: str, torque: bool,
+             comment: str | None) -> JobState:
+    """A job that has not ended: queued, held, suspended, requeued or running."""
     state = STATES.get(raw, UNKNOWN)
+    short = short_id(job_id)
+    if raw == "U" and torque:  # Slurm's qstat wrapper: a Slurm state it has no letter for
+        return JobState(job_id, COMPLETED, raw, None, "Slurm's qstat wrapper says U: the job "
+                        "ended in a state it has no letter for (NODE_FAIL, OUT_OF_MEMORY, "
+                        "PREEMPTED, ...); its run directory says how; `sacct -j "
+                        f"{short}` says why")
+    if raw == "H":
+        types = str(attrs.get("Hold_Types", "")).strip()
+        if _int(attrs.get("substate")) == SUBSTATE_DEPEND_HOLD or (
+                attrs.get("depend") and types in ("", "n", "s") and not comment):
+            return JobState(job_id, PENDING, raw, None,
+                            f"waiting for its dependency ({attrs.get('depend') or 'depend'})")
+        held = next((HOLDS[t] for t in "sopu" if t in types), None) or (
+            "held (Hold_Types {types}): `qrls {id}` releases a user hold")
+        said = f" ({comment})" if comment else ""
+        text = held.format(id=short, comment=said, types=types or "?")
+        return JobState(job_id, HELD, raw, None, text if "{comment}" in held or not comment
+                        else f"{text}; {comment}")
+    if raw in ("S", "U"):
+        why = ("suspended (preempted by suspension, or `qsig -s suspend`): it resumes when "
+               "the scheduler or an operator resumes it") if raw == "S" else (
+               "suspended while its node's owner uses it (cycle harvesting, U)")
+        return JobState(job_id, HELD, raw, None, why + (f"; {comment}" if comment else ""))
+    runs = _int(attrs.get("run_count")) or 0
+    if state is PENDING and runs > 0:  # a requeued job keeps its stale Exit_status
+        stale = _int(attrs.get("Exit_status", attrs.get("exit_status")))
+        meaning = (TORQUE_EXITS if torque else PBSPRO_EXITS).get(stale or 0)
+        why = f"; its last start ended with {stale} ({meaning[1]})" if meaning else ""
+        return JobState(job_id, REQUEUED, raw, None,
+                        f"requeued by the server after {runs} start(s){why}"
+                        + (f"; {comment}" if comment else ""))
+    return JobState(job_id, state, raw, None, comment)
+
+
+def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> JobState:
+    """One job's state from its attributes (`qstat -F json` values or `qstat -f` text;
+    `torque`: the Torque dialect, whose negative exit codes differ from PBS Pro's)."""
+    raw = str(attrs.get("job_state", "")).strip()
+    torque = torque or raw == "C" or "exit_status" in attrs
     comment = _text(attrs.get("comment")) or None
-    if not state.done:  # a requeued job keeps its stale Exit_status (-4): not an end
-        return JobState(job_id, state, raw, None, comment)
+    if not STATES.get(raw, UNKNOWN).done:
+        return _waiting(job_id, attrs, raw, torque, comment)
+    state = COMPLETED
     exit_status = _int(attrs.get("Exit_status", attrs.get("exit_status")))
     substate = _int(attrs.get("substate"))
-    text, reason = (comment or "").lower(), comment
-    if exit_status == WALLTIME_EXCEEDED or ("walltime" in text and "exceed" in text):
-        state = TIMEOUT
+    text, reason, failure = (comment or "").lower(), comment, None
+    exceeded = _COMMENT_EXCEEDED.search(text)
+    code_of_comment = _EXCEEDED[exceeded.group(1)] if exceeded and not torque else None
+    known = (TORQUE_EXITS if torque else PBSPRO_EXITS).get(
+        exit_status if exit_status is not None and exit_status < 0 else code_of_comment or 0)
+    if known is not None:
+        failure = known[0]
+        state = TIMEOUT if failure is Failure.WALLTIME else FAILED
     # qdel: substate 91, and "... and terminated by user@host" when it ran (Exit_status
     # 271 = 256 + SIGTERM); Torque wrappers say "deleted"
     elif substate == SUBSTATE_TERMINATED or "terminated by" in text \
             or "deleted" in text or "qdel" in text:
-        state = CANCELLED
+        state, failure = CANCELLED, Failure.CANCELLED
     elif exit_status is None and raw == "F":  # ended without running (substate 92)
-        state = CANCELLED
+        state, failure = CANCELLED, Failure.CANCELLED
         after = str(attrs.get("depend", "")).startswith("after")
         reason = "never ran" + (": its dependency failed" if after else "") + (
             f"; {comment}" if comment else "")
     # an array whose sub-job failed: substate 93, "... and failed", Exit_status 0
     elif substate == SUBSTATE_FAILED or exit_status not in (None, 0):
         state = FAILED
+    elif exit_status is None and raw == "C":
+        reason = "ended; the scheduler does not say how (no exit status): its run " \
+                 "directory does" + (f"; {comment}" if comment else "")
     code = exit_status
-    if code is not None and code < 0:
-        reason = f"PBS exit status {code}" + (f"; {comment}" if comment else "")
+    if known is not None:
+        number = exit_status if exit_status is not None and exit_status < 0 else code_of_comment
+        reason = f"PBS exit status {number} ({known[1]})" + (f"; {comment}" if comment else "")
+        code = exit_status
     elif code is not None and code > 256:
-        code = 128 + (code - 256)  # PBS Pro: 256 + signal -> the shell's 128 + signal
-    return JobState(job_id, state, raw, code, reason)
+        code = 128 + (code - 256)  # PBS Pro and Torque: 256 + signal -> 128 + signal
+    return JobState(job_id, state, raw, code, reason, failure=failure)
 
 
 def _int(value: Any) -> int | None:
@@ -151,29 +266,24 @@ class PBSPro(Scheduler):
         `submit_args: []`."""
         return ["qsub", *(["-f"] if extra is None else extra), script]
 
-    def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
-        """`1234.server` (PBS Pro) or a bare `1234` (Torque wrappers) -> the id as printed."""
-        lines = [ln.strip() for ln in stdout.strip().splitlines() if ln.strip()]
-        job_id = lines[-1] if lines else ""
-        if exit_code != 0 or not _JOB_ID.match(job_id):
-            raise SubmitError(
-                f"qsub failed (exit {exit_code}): {(stderr or stdout).strip() or 'no output'}"
-            )
-        return job_id
-
     def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
-        """PBS Pro's JSON (finished jobs too, with -x); plain `qstat -f` as the fallback."""
-        return [["qstat", "-x", "-f", "-F", "json", *job_ids], ["qstat", "-f", *job_ids]]
+        """PBS Pro's JSON (finished jobs too, with -x); its text form with -x where the
+        JSON is not JSON (OpenPBS escapes no control characters in values); plain
+        `qstat -f` (Torque-style qstat, whose -x means XML) last."""
+        return [["qstat", "-x", "-f", "-F", "json", *job_ids], ["qstat", "-x", "-f", *job_ids],
+                ["qstat", "-f", *job_ids]]
 
     def parse_states(self, argv: Sequence[str], exit_code: int, stdout: str,
                      stderr: str) -> dict[str, JobState]:
         """Job id (short form) -> state, from JSON or from `qstat -f` text. qstat still
         answers for the other ids when one is unknown (exit 153: purged from the
         history, or never queued) or, without -x, finished (exit 35, stdout empty): such
-        a job's state is "finished", how it ended is the run directory's to say."""
+        a job's state is "finished", how it ended is the run directory's to say. Slurm's
+        qstat wrapper exits 153 without a word when it knows none of the ids."""
         said = [ln for ln in stderr.splitlines() if ln.strip()]
         answered = exit_code in (UNKNOWN_JOB_EXIT, FINISHED_JOB_EXIT) and (
-            bool(said) or bool(stdout.strip())) and all(_ENDED.search(ln) for ln in said)
+            bool(said) or bool(stdout.strip()) or exit_code == UNKNOWN_JOB_EXIT) and all(
+            _ENDED.search(ln) for ln in said)
         if exit_code != 0 and not answered:
             raise SubmitError(f"{' '.join(argv[:2])}: exit {exit_code}: "
                               f"{(stderr or stdout).strip()[:300]}")
@@ -184,6 +294,23 @@ class PBSPro(Scheduler):
             states.update(self._parse_json(stdout) if "json" in argv
                           else self._parse_text(stdout))
         return states
+
+    def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
+        """`1234.server` (PBS Pro) or a bare `1234` (Torque wrappers) -> the id as
+        printed; a site wrapper's sentence around it ("Job 1234.server submitted") too."""
+        said = (stderr or stdout).strip() or "no output"
+        if exit_code != 0:
+            raise SubmitError(f"qsub failed (exit {exit_code}): {said}")
+        lines = [ln.strip() for ln in stdout.strip().splitlines() if ln.strip()]
+        if lines and _JOB_ID.match(lines[-1]):
+            return lines[-1]
+        found = [m.group(1) for line in lines for m in _ID_IN_TEXT.finditer(line)]
+        if found:
+            return found[-1]
+        raise SubmitError(
+            f"qsub exited 0, so the job is queued, but printed no job id scalestudy can "
+            f"read ({said[:300]!r}); it is not submitted again: the next `scalestudy run` "
+            "finds it by its name")
 
     def _parse_json(self, stdout: str) -> dict[str, JobState]:
         try:
@@ -196,12 +323,18 @@ class PBSPro(Scheduler):
                 for full_id, attrs in jobs.items() if isinstance(attrs, dict)}
 
     def _parse_text(self, stdout: str) -> dict[str, JobState]:
+        """`qstat -f` blocks; output without one (Torque's `-x` prints XML) is no answer.
+        Attributes indented with a TAB are Slurm's Torque-style wrapper's."""
         states = {}
+        torque = bool(re.search(r"^\t\S", stdout, re.M)) and not re.search(
+            r"^    \S", stdout, re.M)
         for block in re.split(r"^(?=Job Id:)", _unwrap(stdout), flags=re.M):
             head = re.match(r"Job Id:\s*(\S+)", block)
             if head:
                 attrs = dict(re.findall(r"^\s+([\w.]+) = (.*)$", block, flags=re.M))
-                states[short_id(head.group(1))] = job_state(head.group(1), attrs)
+                states[short_id(head.group(1))] = job_state(head.group(1), attrs, torque)
+        if not states:
+            raise SubmitError(f"qstat printed no `Job Id:` block: {stdout.strip()[:200]!r}")
         return states
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
+    Failure,
     JobRequest,
     JobState,
     JobStatus,
@@ -20,37 +21,71 @@ from scalestudy.site.schedulers import (
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
 CANCELLED, TIMEOUT, UNKNOWN = JobStatus.CANCELLED, JobStatus.TIMEOUT, JobStatus.UNKNOWN
+HELD, REQUEUED, PREEMPTED = JobStatus.HELD, JobStatus.REQUEUED, JobStatus.PREEMPTED
 
-# Slurm's job states (sacct/squeue long names) -> ours.
-STATES = {
-    "PENDING": PENDING, "CONFIGURING": PENDING, "REQUEUED": PENDING, "REQUEUE_HOLD": PENDING,
-    "REQUEUE_FED": PENDING, "RESV_DEL_HOLD": PENDING, "SUSPENDED": PENDING,
-    "RUNNING": RUNNING, "COMPLETING": RUNNING, "STAGE_OUT": RUNNING, "SIGNALING": RUNNING,
-    "RESIZING": RUNNING, "STOPPED": RUNNING,
-    "COMPLETED": COMPLETED,
-    "FAILED": FAILED, "NODE_FAIL": FAILED, "OUT_OF_MEMORY": FAILED, "BOOT_FAIL": FAILED,
-    "DEADLINE": FAILED, "PREEMPTED": FAILED, "REVOKED": FAILED, "SPECIAL_EXIT": FAILED,
-    "CANCELLED": CANCELLED,
-    "TIMEOUT": TIMEOUT,
+# Slurm's job states (sacct/squeue/scontrol long names; slurm.h's job_states and
+# JOB_REQUEUE*/JOB_SPECIAL_EXIT/... flags; man squeue "JOB STATE CODES") -> ours, with
+# the failure class the state decides and what it means. docs/reliability.md has the
+# table with its sources.
+STATES: dict[str, tuple[JobStatus, Failure | None, str | None]] = {
+    "PENDING": (PENDING, None, None), "CONFIGURING": (PENDING, None, None),
+    "REQUEUED": (REQUEUED, None, "requeued by Slurm; it runs again under the same id"),
+    "REQUEUE_FED": (REQUEUED, None, "requeued by the federation"),
+    "REQUEUE_HOLD": (HELD, None, "requeued and held: release it with `scontrol release {id}`"),
+    "SPECIAL_EXIT": (HELD, None, "requeued in the special-exit state and held (a site epilog "
+                     "asked for it): release it with `scontrol release {id}`"),
+    "RESV_DEL_HOLD": (HELD, None, "held because its reservation was deleted: release it "
+                      "with `scontrol release {id}`"),
+    "SUSPENDED": (HELD, None, "suspended (preempted by suspension, or by an administrator); "
+                  "it resumes when the site resumes it (`scontrol resume {id}`, an admin)"),
+    "RUNNING": (RUNNING, None, None), "COMPLETING": (RUNNING, None, None),
+    "STAGE_OUT": (RUNNING, None, None), "SIGNALING": (RUNNING, None, None),
+    "RESIZING": (RUNNING, None, None), "STOPPED": (RUNNING, None, None),
+    "COMPLETED": (COMPLETED, None, None),
+    "FAILED": (FAILED, None, None),
+    "NODE_FAIL": (FAILED, Failure.NODE_FAILURE, "a node of the job failed"),
+    "BOOT_FAIL": (FAILED, Failure.NODE_FAILURE, "a node failed to boot"),
+    "OUT_OF_MEMORY": (FAILED, Failure.OOM, "killed for memory (OUT_OF_MEMORY)"),
+    "DEADLINE": (TIMEOUT, Failure.WALLTIME, "its --deadline passed"),
+    "TIMEOUT": (TIMEOUT, Failure.WALLTIME, None),
+    "PREEMPTED": (PREEMPTED, Failure.PREEMPTED, "the site took its nodes for another job: "
+                  "run it again, nothing is wrong with the run"),
+    "REVOKED": (CANCELLED, Failure.CANCELLED, "revoked: a sibling of this federated job ran "
+                "on another cluster"),
+    "CANCELLED": (CANCELLED, Failure.CANCELLED, None),
+}
+# Pending reasons (squeue %r, sacct Reason, scontrol Reason=) that keep a job from ever
+# starting until someone acts: a hold, or a dependency that can never be met.
+HOLDS = {
+    "JobHeldUser": "held by its user: release it with `scontrol release {id}`",
+    "JobHeldAdmin": "held by an administrator: ask the site's support to release it",
+    "launch failed requeued held": "Slurm could not launch it, requeued it and held it: "
+                                   "look at the node, then `scontrol release {id}`",
+    "launch_failed_requeued_held": "Slurm could not launch it, requeued it and held it: "
+                                   "look at the node, then `scontrol release {id}`",
+    "DependencyNeverSatisfied": "its dependency can never be satisfied: cancel it "
+                                "(`scancel {id}`) and submit again",
 }
 # ConsumedEnergyRaw (J) and ElapsedRaw (s) are empty where the site has no energy
 # accounting (AcctGatherEnergyType); where it has, they give the job's average power.
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,Reason,ConsumedEnergyRaw,ElapsedRaw"
+# scancel's complaints about a job that has ended already: it is no failure to cancel.
+_GONE = re.compile(r"Invalid job id specified|already completing or completed|"
+                   r"Job has already finished", re.I)
+# A job id in what sbatch (or a site's wrapper around it) prints: `--parsable`'s
+# `12345` or `12345;cluster`, or the sentence `Submitted batch job 12345 [on cluster x]`.
+_PARSABLE = re.compile(r"^(\d+)(?:;([\w.-]+))?$")
+_SENTENCE = re.compile(r"\bSubmitted batch job (\d+)(?: on cluster ([\w.-]+))?", re.I)
 
 
-def _state(raw: str) -> JobStatus:
-    # sacct writes "CANCELLED by 0"; squeue may abbreviate nothing but add "+" markers.
-    word = raw.split()[0].rstrip("+") if raw.strip() else ""
-    return STATES.get(word, UNKNOWN)
-
-
-def _exit_code(text: str) -> int | None:
-    """`2:0` (code:signal) -> 2; a signal gives 128 + signal, as a shell reports it."""
+def _exit_code(text: str) -> tuple[int | None, bool]:
+    """ExitCode `2:0` (code:signal) -> (2, False); `0:9`, the job's shell killed by a
+    signal, -> (128 + 9, True), as a shell reports it."""
     match = re.fullmatch(r"(\d+):(\d+)", text.strip())
     if not match:
-        return None
+        return None, False
     code, sig = int(match.group(1)), int(match.group(2))
-    return 128 + sig if sig else code
+    return (128 + sig, True) if sig else (code, False)
 
 
 def _positive(text: str) -> float | None:
@@ -62,12 +97,30 @@ def _positive(text: str) -> float | None:
     return value if value > 0 else None
 
 
-def _job_state(job_id: str, raw: str, exit_code: int | None, reason: str | None) -> JobState:
-    """A JobState; COMPLETED with a non-zero exit code counts as failed."""
-    state = _state(raw)
-    if state == COMPLETED and exit_code not in (None, 0):
+def _job_state(job_id: str, raw: str, exit_text: str, reason: str | None) -> JobState:
+    """A JobState with the class its state decides; COMPLETED with a non-zero exit code
+    counts as failed; a pending job on hold is HELD, with what to do."""
+    word = raw.split()[0].rstrip("+") if raw.strip() else ""  # "CANCELLED by 1000"
+    state, failure, meaning = STATES.get(word, (UNKNOWN, None, None))
+    exit_code, signalled = _exit_code(exit_text)
+    reason = None if reason in (None, "", "None", "(null)") else reason.strip()
+    if state is COMPLETED and exit_code not in (None, 0):
         state = FAILED
-    return JobState(job_id, state, raw, exit_code, None if reason in (None, "", "None") else reason)
+    hold = HOLDS.get(reason or "")
+    if state is PENDING and hold is not None:
+        state, meaning = HELD, hold
+    short = job_id.split(";")[0]
+    if meaning is not None:
+        text = meaning.format(id=short)
+        reason = text if reason in (None, word) or reason in HOLDS else f"{text}; {reason}"
+    return JobState(job_id, state, raw, exit_code, reason, failure=failure,
+                    signalled=signalled)
+
+
+def _clusters(job_ids: Sequence[str]) -> list[str]:
+    """`-M c1,c2` for job ids that carry a cluster (`12345;c1`), else nothing."""
+    names = sorted({i.partition(";")[2] for i in job_ids} - {""})
+    return ["-M", ",".join(names)] if names else []
 
 
 @register
@@ -109,23 +162,35 @@ class Slurm(Scheduler):
         return ["sbatch", "--parsable", *(extra or ()), script]
 
     def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
-        """`12345` or `12345;cluster` -> `12345`."""
-        first = stdout.strip().splitlines()[-1].strip() if stdout.strip() else ""
-        job_id = first.split(";")[0]
-        if exit_code != 0 or not job_id.isdigit():
-            raise SubmitError(
-                f"sbatch failed (exit {exit_code}): {(stderr or stdout).strip() or 'no output'}"
-            )
-        return job_id
+        """`12345` -> `12345`; `12345;cluster` (a federation or `-M`) -> `12345;cluster`,
+        so that every later command of that job says `-M cluster`; a site wrapper's
+        `Submitted batch job 12345 [on cluster x]` alike."""
+        said = (stderr or stdout).strip() or "no output"
+        if exit_code != 0:
+            raise SubmitError(f"sbatch failed (exit {exit_code}): {said}")
+        lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+        for line in reversed(lines):
+            match = _PARSABLE.match(line) or _SENTENCE.search(line)
+            if match:
+                return match.group(1) + (f";{match.group(2)}" if match.group(2) else "")
+        raise SubmitError(
+            f"sbatch exited 0, so the job is queued, but printed no job id scalestudy can "
+            f"read ({said[:300]!r}); it is not submitted again: the next `scalestudy run` "
+            "finds it by its name")
+
+    @staticmethod
+    def short_id(job_id: str) -> str:
+        """`12345;cluster` -> `12345` (what sacct and squeue print)."""
+        return job_id.split(";")[0].split(".")[0]
 
     def query_argvs(self, job_ids: Sequence[str]) -> list[list[str]]:
         """sacct first (accounting); squeue -t all when accounting is off; then
         `scontrol -o show job` (every job slurmctld still holds, with exit codes)."""
-        ids = ",".join(job_ids)
+        ids, clusters = ",".join(self.short_id(i) for i in job_ids), _clusters(job_ids)
         return [
-            ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS],
-            ["squeue", "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
-            ["scontrol", "-o", "show", "job"],
+            ["sacct", *clusters, "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS],
+            ["squeue", *clusters, "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
+            ["scontrol", *clusters, "-o", "show", "job"],
         ]
 
     def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
@@ -164,9 +229,9 @@ class Slurm(Scheduler):
                 continue
             job_id = parts[0].split(".")[0].split("_")[0] if from_sacct else parts[0]
             raw = parts[1].strip()
-            exit_code = _exit_code(parts[2]) if from_sacct else None
+            exit_text = parts[2] if from_sacct else ""
             reason = (parts[3] if from_sacct and len(parts) > 3 else parts[2]).strip()
-            job = _job_state(job_id, raw, exit_code, reason)
+            job = _job_state(job_id, raw, exit_text, reason)
             if from_sacct and len(parts) > 5:
                 job = replace(job, energy_j=_positive(parts[4]), elapsed_s=_positive(parts[5]))
             states[job_id] = job
@@ -178,11 +243,22 @@ class Slurm(Scheduler):
         if "JobId" not in fields:
             return None
         return _job_state(fields["JobId"], fields.get("JobState", ""),
-                          _exit_code(fields.get("ExitCode", "")), fields.get("Reason"))
+                          fields.get("ExitCode", ""), fields.get("Reason"))
 
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
-        """`scancel ID...`."""
-        return ["scancel", *job_ids]
+        """`scancel [-M CLUSTER] ID...`."""
+        return ["scancel", *_clusters(job_ids), *(self.short_id(i) for i in job_ids)]
+
+    def cancel_failed(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """scancel exits 0 even when it refused ("Access/permission denied"): its error
+        lines decide. A job that has ended already is no failure to cancel."""
+        said = [ln.strip() for ln in f"{stderr}\n{stdout}".splitlines() if ln.strip()]
+        refused = [ln for ln in said if "error" in ln.lower() and not _GONE.search(ln)]
+        if refused:
+            return "\n".join(refused)
+        if exit_code != 0 and not any(_GONE.search(ln) for ln in said):
+            return "\n".join(said) or f"exit {exit_code}"
+        return None
 
     def needed_commands(self) -> tuple[str, ...]:
         """sbatch submits; squeue and sacct follow the jobs."""
