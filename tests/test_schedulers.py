@@ -217,6 +217,14 @@ CASES: dict[str, tuple[JobStatus, int | None, str | None]] = {
     "requeued-after-start": (RUNNING, None, None),  # E, stale Exit_status -4
     "requeued-running-again": (RUNNING, None, "Job run at"),  # R, stale Exit_status -4
     "requeued-finished": (COMPLETED, 0, "and finished"),
+    # record_limits.py: a one-node job at its cput dies by the kernel's RLIMIT_CPU
+    # (Exit_status 137, no MoM line); over its mem, by the MoM ($enforce mem).
+    "killed-cput": (FAILED, 137, "killed by SIGKILL at its cput limit (cput used 00:00:03"),
+    "killed-mem": (FAILED, -27, "PBS exit status -27 (JOB_EXEC_KILL_MEM"),
+    "system-hold": (JobStatus.HELD, None, "held by the system (Hold_Types s) (Job held by "),
+    "operator-hold": (JobStatus.HELD, None, "held by an operator (Hold_Types o)"),
+    "suspended": (JobStatus.HELD, None, "suspended (preempted by suspension"),
+    "requeued-by-qrerun": (RUNNING, None, "Job run at"),  # running again, run_count 2
 }
 
 

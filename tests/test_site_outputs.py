@@ -340,3 +340,22 @@ def test_a_programs_last_words_beat_the_launchers_noise(noise: str) -> None:
     found = classify(1, None, said + noise)
     assert (found.failure, found.line) == ("unknown", "shard 3 holds no samples for rank 0; "
                                                       "stopping")
+
+
+RECORDED = Path(__file__).parent / "data" / "pbs" / "openpbs"
+
+
+@pytest.mark.parametrize(("case", "failure", "line"), [
+    ("killed-mem", "oom", "=>> PBS: job killed: mem 425520kb exceeded limit 65536kb"),
+    ("killed-cput", "resource_limit", "scheduler: killed by SIGKILL at its cput limit"),
+])
+def test_recorded_pbs_kills_settle_with_their_class_and_line(tmp_path: Path, case: str,
+                                                             failure: str, line: str) -> None:
+    # The real server's answer and the job's joined output file (record_limits.py).
+    argv = ["qstat", "-x", "-f", "-F", "json", "x"]
+    (job,) = PBS.parse_states(argv, 0, (RECORDED / f"qstat-x-f-F-json/{case}.json")
+                              .read_text(), "").values()
+    (tmp_path / "pbs.log").write_text((RECORDED / f"output/{case}.txt").read_text())
+    status = settle(tmp_path, job, {}, scheduler_log=PBS.log_name)
+    assert (status["state"], status["failure"]) == ("failed", failure)
+    assert status["failure_line"].startswith(line)

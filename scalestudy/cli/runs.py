@@ -197,16 +197,22 @@ def _report_and_exit(plan: Any, states: list[Any], failures_shown: bool = False)
 
     built = uc.report(plan)
     out.print(scaling_rich_table(built.table, plan.study.name, out.width))
-    failed = sum(1 for s in states if s != "completed")
+    held = sum(1 for s in states if s == "held")
+    failed = sum(1 for s in states if s not in ("completed", "held"))
     if states:
-        err.print(f"{len(states) - failed} run(s) completed, {failed} failed")
+        err.print(f"{len(states) - failed - held} run(s) completed, {failed} failed"
+                  + (f", {held} held" if held else ""))
     for line in [] if failures_shown else failure_lines(plan, states_only_failed=True):
         err.print(line, markup=False, highlight=False, soft_wrap=True)
     out.print(f"report: {built.html}", highlight=False)
-    if failed:
-        raise RunFailed(f"{failed} run(s) failed: the lines above say why; `scalestudy status "
-                        f"{plan.study.source}` lists them, with their logs in "
-                        f"{plan.directory / 'runs'}/<id>/stderr.log")
+    if held:
+        err.print(f"{held} run(s) are held by the scheduler and will not start until released: "
+                  f"`scalestudy status {plan.study.source}` says which hold and how to release "
+                  "it; then `scalestudy run --wait` follows them again", highlight=False)
+    if failed or held:
+        raise RunFailed(f"{failed} run(s) failed, {held} held: the lines above say why; "
+                        f"`scalestudy status {plan.study.source}` lists them, with their logs "
+                        f"in {plan.directory / 'runs'}/<id>/stderr.log")
 
 
 @app.command()

@@ -147,8 +147,10 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         except (OSError, ValueError):
             pass
     reason = _reason(job, problem, exit_code)
+    # Where the scheduler decided the class, its own explanation is the line's words.
+    said = job.reason if job.failure is not None and job.reason else reason
     failure = None if reason is None else diagnose(
-        run_dir, exit_code, job.raw, reason, scheduler_class=job.failure,
+        run_dir, exit_code, job.raw, said, scheduler_class=job.failure,
         scheduler_log=scheduler_log)
     status = {
         "state": (RunState.COMPLETED if reason is None else RunState.FAILED).value,
@@ -267,8 +269,9 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
            sleep: Callable[[float], None] = time.sleep,
            progress: Callable[[dict[str, RunView]], None] | None = None,
            force: bool = False, timeout_s: float | None = None) -> dict[str, RunView]:
-    """Poll (one query per cycle, backing off) until every chosen run has ended, submitting
-    the runs `--max-jobs` held back (`queue`) as slots free; returns the final views."""
+    """Poll (one query per cycle, backing off) until every chosen run has ended or is
+    held (a hold waits for a person), submitting the runs `--max-jobs` held back
+    (`queue`) as slots free; returns the final views."""
     ids = {r.run_id for r in chosen}
     waiting = list(queue)
     tracker = Tracker(plan, runner)
@@ -287,7 +290,9 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
         if progress:
             progress(views)
         final.update(views)
-        return not waiting and all(views[i].state.ended for i in ids)
+        # Held runs wait for a person, not for time: following them would never end.
+        return not waiting and all(views[i].state.ended or views[i].state is RunState.HELD
+                                   for i in ids)
 
     poll(check, interval_s, max_interval_s, timeout_s, sleep)
     return final

@@ -28,7 +28,7 @@ STATUS_COLUMNS: tuple[str, ...] = ("state", "reason", "exit_code", "elapsed_s", 
                                    "failure_line", "job_power_w")
 #: Run states in the order summaries list them (core.states defines them).
 STATES: tuple[str, ...] = tuple(s.value for s in (
-    RunState.COMPLETED, RunState.FAILED, RunState.RUNNING, RunState.QUEUED,
+    RunState.COMPLETED, RunState.FAILED, RunState.RUNNING, RunState.HELD, RunState.QUEUED,
     RunState.INTERRUPTED, RunState.PENDING))
 #: Prefix given to a metric key that has the name of a parameter or status column.
 METRIC_PREFIX = "metric_"

@@ -153,6 +153,45 @@ def _waiting(job_id: str, attrs: Mapping[str, Any], raw: str, torque: bool,
     return JobState(job_id, state, raw, None, comment)
 
 
+# A job ended by SIGKILL: the shell's 128 + 9, or PBS's 256 + 9.
+_KILLED = (137, 265)
+_UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "w": 8,
+          "kw": 8 << 10, "mw": 8 << 20, "gw": 8 << 30}
+
+
+def _amount(value: Any) -> float | None:
+    """A PBS duration (`[[HH:]MM:]SS`) in seconds or a size (`65536kb`) in bytes."""
+    text = str(value or "").strip().lower()
+    size = re.fullmatch(r"(\d+)([kmgt]?[bw])", text)
+    if size:
+        return int(size.group(1)) * _UNITS[size.group(2)]
+    if re.fullmatch(r"\d+(?::\d+){0,2}", text):
+        seconds = 0
+        for part in text.split(":"):
+            seconds = seconds * 60 + int(part)
+        return float(seconds)
+    return None
+
+
+def _at_limit(attrs: Mapping[str, Any]) -> tuple[Failure, str] | None:
+    """A job killed by SIGKILL that used all of its cput, mem or vmem: the kernel's
+    limit took it (PBS sets RLIMIT_CPU for cput on a one-node job; seen on the testbed:
+    Exit_status 137, no MoM message), not the MoM's kill."""
+    def group(name: str) -> Mapping[str, Any]:  # JSON nests it; text has `name.key`
+        nested = attrs.get(name)
+        return nested if isinstance(nested, Mapping) else {
+            k.split(".", 1)[1]: v for k, v in attrs.items() if k.startswith(f"{name}.")}
+
+    asked, used = group("Resource_List"), group("resources_used")
+    for name, failure in (("cput", Failure.RESOURCE_LIMIT), ("mem", Failure.OOM),
+                          ("vmem", Failure.OOM)):
+        limit, spent = _amount(asked.get(name)), _amount(used.get(name))
+        if limit and spent is not None and spent >= limit:
+            return failure, (f"killed by SIGKILL at its {name} limit ({name} used "
+                             f"{used.get(name)} of {asked.get(name)})")
+    return None
+
+
 def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> JobState:
     """One job's state from its attributes (`qstat -F json` values or `qstat -f` text;
     `torque`: the Torque dialect, whose negative exit codes differ from PBS Pro's)."""
@@ -169,9 +208,12 @@ def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> Jo
     code_of_comment = _EXCEEDED[exceeded.group(1)] if exceeded and not torque else None
     known = (TORQUE_EXITS if torque else PBSPRO_EXITS).get(
         exit_status if exit_status is not None and exit_status < 0 else code_of_comment or 0)
+    limit = _at_limit(attrs) if exit_status in _KILLED else None
     if known is not None:
         failure = known[0]
         state = TIMEOUT if failure is Failure.WALLTIME else FAILED
+    elif limit is not None:  # the kernel's RLIMIT_CPU/RLIMIT_AS on a one-node job
+        state, failure, reason = FAILED, limit[0], limit[1] + (f"; {comment}" if comment else "")
     # qdel: substate 91, and "... and terminated by user@host" when it ran (Exit_status
     # 271 = 256 + SIGTERM); Torque wrappers say "deleted"
     elif substate == SUBSTATE_TERMINATED or "terminated by" in text \
