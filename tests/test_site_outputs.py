@@ -33,7 +33,7 @@ def sacct(row: str) -> schedulers.JobState:
 # "exit:signal" (man sacct, "ExitCode").
 @pytest.mark.parametrize(("row", "status", "failure", "code", "words"), [
     ("41|OUT_OF_MEMORY|0:125|None||", JobStatus.FAILED, Failure.OOM, 253, "OUT_OF_MEMORY"),
-    ("41|NODE_FAIL|0:0|None||", JobStatus.FAILED, Failure.NODE_FAILURE, 0, "node of the job failed"),
+    ("41|NODE_FAIL|0:0|None||", JobStatus.FAILED, Failure.NODE_FAILURE, 0, "node of the job"),
     ("41|BOOT_FAIL|0:0|None||", JobStatus.FAILED, Failure.NODE_FAILURE, 0, "failed to boot"),
     ("41|PREEMPTED|0:0|None||", JobStatus.PREEMPTED, Failure.PREEMPTED, 0, "run it again"),
     ("41|DEADLINE|0:0|None||", JobStatus.TIMEOUT, Failure.WALLTIME, 0, "deadline"),
@@ -114,7 +114,7 @@ def test_a_wrappers_sentence_gives_the_id(name: str, out: str, job_id: str) -> N
 
 @pytest.mark.parametrize("name", ["slurm", "pbs"])
 def test_exit_0_without_an_id_is_never_submitted_again(name: str) -> None:
-    with pytest.raises(SubmitError, match="not submitted again.*finds it by its name"):
+    with pytest.raises(SubmitError, match=r"not submitted again.*finds it by its name"):
         schedulers.get(name).parse_submit(0, "Thank you for your submission.\n", "")
 
 

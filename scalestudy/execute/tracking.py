@@ -9,6 +9,7 @@ only when it changed, and a `Tracker` never reads a settled run again.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -142,10 +143,8 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
     problem = problem or ws.record_problem(ws.read_record(run_dir / ws.METRICS))
     exit_code = job.exit_code
     if exit_code is None or job.signalled:  # the program's own code, where the job wrote it
-        try:
+        with contextlib.suppress(OSError, ValueError):
             exit_code = int((run_dir / "exit_code").read_text().strip())
-        except (OSError, ValueError):
-            pass
     reason = _reason(job, problem, exit_code)
     # Where the scheduler decided the class, its own explanation is the line's words.
     said = job.reason if job.failure is not None and job.reason else reason

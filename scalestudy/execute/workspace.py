@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import math
 import os
@@ -237,7 +238,7 @@ def _mpi_boxes(lines: Sequence[str]) -> set[int]:
     """The indices of Open MPI's boxed reports (a rule, the words, a rule)."""
     marked: set[int] = set()
     rules = [i for i, line in enumerate(lines) if _MPI_RULE.match(line.strip())]
-    for start, end in zip(rules, rules[1:], strict=False):
+    for start, end in itertools.pairwise(rules):
         if end - start <= 12 and any(_MPI_BOX.search(lines[i]) for i in range(start, end)):
             marked.update(range(start, end + 1))
     return marked

@@ -21,12 +21,12 @@ from scalestudy.site.schedulers import (
     check_token,
     register,
 )
+from scalestudy.site.schedulers import pbs_codes as codes
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
 CANCELLED, TIMEOUT, UNKNOWN = JobStatus.CANCELLED, JobStatus.TIMEOUT, JobStatus.UNKNOWN
 HELD, REQUEUED = JobStatus.HELD, JobStatus.REQUEUED
-F = Failure
 
 # PBS Pro job_state letters (and Torque's C for completed). H and S/U are read further
 # by job_state: a hold or a suspension is HELD, with what to do.
@@ -34,65 +34,6 @@ STATES = {
     "Q": PENDING, "H": HELD, "W": PENDING, "T": PENDING, "S": HELD, "U": HELD,
     "M": PENDING, "R": RUNNING, "E": RUNNING, "B": RUNNING,
     "F": COMPLETED, "X": COMPLETED, "C": COMPLETED,
-}
-# PBS Pro's negative Exit_status values are its own, not the program's: JOB_EXEC_* in
-# OpenPBS's src/include/job.h (v23.06.06), the class each decides and what it means.
-PBSPRO_EXITS: dict[int, tuple[Failure, str]] = {
-    -1: (F.SCHEDULER, "JOB_EXEC_FAIL1: the job could not start (before its files)"),
-    -2: (F.SCHEDULER, "JOB_EXEC_FAIL2: the job could not start (after its files)"),
-    -3: (F.SCHEDULER, "JOB_EXEC_RETRY: the job could not start; the server retried it"),
-    -4: (F.NODE_FAILURE, "JOB_EXEC_INITABT: its MoM restarted while the job ran"),
-    -5: (F.NODE_FAILURE, "JOB_EXEC_INITRST: its MoM restarted; checkpoint kept"),
-    -6: (F.NODE_FAILURE, "JOB_EXEC_INITRMG: its MoM restarted; checkpoint kept"),
-    -7: (F.SCHEDULER, "JOB_EXEC_BADRESRT: the restart from a checkpoint failed"),
-    -10: (F.SCHEDULER, "JOB_EXEC_FAILUID: the user or group is invalid on the node"),
-    -11: (F.REQUEUED, "JOB_EXEC_RERUN: the job was requeued (rerun)"),
-    -12: (F.REQUEUED, "JOB_EXEC_CHKP: the job was checkpointed and killed"),
-    -13: (F.SCHEDULER, "JOB_EXEC_FAIL_PASSWORD: a bad password"),
-    -14: (F.NODE_FAILURE, "JOB_EXEC_RERUN_SIS_FAIL: a sister node failed; requeued"),
-    -15: (F.REQUEUED, "JOB_EXEC_QUERST: requeued to restart from a checkpoint"),
-    -16: (F.REQUEUED, "JOB_EXEC_FAILHOOK_RERUN: a site hook refused the start; requeued"),
-    -17: (F.SCHEDULER, "JOB_EXEC_FAILHOOK_DELETE: a site hook refused the start"),
-    -18: (F.REQUEUED, "JOB_EXEC_HOOK_RERUN: a site hook requeued the job"),
-    -19: (F.SCHEDULER, "JOB_EXEC_HOOK_DELETE: a site hook deleted the job"),
-    -20: (F.NODE_FAILURE, "JOB_EXEC_RERUN_MS_FAIL: the job's first node (mother "
-                          "superior) was lost"),
-    -21: (F.SCHEDULER, "JOB_EXEC_FAIL_SECURITY: the job's tmpdir failed a security check"),
-    -22: (F.SCHEDULER, "JOB_EXEC_HOOKERROR: a site hook failed"),
-    -23: (F.SCHEDULER, "JOB_EXEC_FAIL_KRB5: no Kerberos credentials"),
-    -24: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_NCPUS_BURST: killed for using more cpus than "
-                            "its ncpus (burst)"),
-    -25: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_NCPUS_SUM: killed for using more cpus than "
-                            "its ncpus (sum)"),
-    -26: (F.OOM, "JOB_EXEC_KILL_VMEM: killed for exceeding its vmem limit"),
-    -27: (F.OOM, "JOB_EXEC_KILL_MEM: killed for exceeding its mem limit"),
-    -28: (F.RESOURCE_LIMIT, "JOB_EXEC_KILL_CPUT: killed for exceeding its cput limit"),
-    -29: (F.WALLTIME, "JOB_EXEC_KILL_WALLTIME: killed for exceeding its walltime"),
-    -30: (F.SCHEDULER, "JOB_EXEC_JOINJOB: the sister nodes could not join the job"),
-}
-# Torque's (Adaptive Computing, TORQUE 6.1 admin guide "Job exit status"): -1..-7 as
-# PBS Pro, then its own -8..-14.
-TORQUE_EXITS: dict[int, tuple[Failure, str]] = {
-    **{code: PBSPRO_EXITS[code] for code in range(-7, 0)},
-    -8: (F.SCHEDULER, "JOB_EXEC_CMDFAIL: exec() of the job's command failed"),
-    -9: (F.SCHEDULER, "JOB_EXEC_STDOUTFAIL: the job's output files could not be created"),
-    -10: (F.OOM, "JOB_EXEC_OVERLIMIT_MEM: killed for exceeding a memory limit"),
-    -11: (F.WALLTIME, "JOB_EXEC_OVERLIMIT_WT: killed for exceeding its walltime"),
-    -12: (F.RESOURCE_LIMIT, "JOB_EXEC_OVERLIMIT_CPUT: killed for exceeding its cpu time"),
-    -13: (F.SCHEDULER, "JOB_EXEC_RETRY_CGROUP: the job's cgroup could not be made"),
-    -14: (F.SCHEDULER, "JOB_EXEC_RETRY_PROLOGUE: the prologue failed"),
-}
-# The end of a finished job's comment where the Exit_status is missing (src/server/
-# svr_jobfunc.c, update_job_finish_comment): "... and exceeded resource mem".
-_COMMENT_EXCEEDED = re.compile(r"exceeded resource (ncpus|vmem|mem|cput|walltime)")
-_EXCEEDED = {"ncpus": -24, "vmem": -26, "mem": -27, "cput": -28, "walltime": -29}
-# Hold_Types letters (qhold -h): who may release the job.
-HOLDS = {
-    "u": "held by its user (Hold_Types u): release it with `qrls {id}`",
-    "o": "held by an operator (Hold_Types o): ask the site's support to release it",
-    "s": "held by the system (Hold_Types s){comment}: the site's support must look at "
-         "why, then release it (`qrls -h s {id}`), or `qdel {id}` and run it again",
-    "p": "held for a bad password (Hold_Types p): `qrls -h p {id}` after fixing it",
 }
 # job substates of a finished (F) job: deleted (qdel, queued or running), ended
 # normally (or never ran: an afterok child whose parent failed), failed
@@ -131,7 +72,7 @@ def _waiting(job_id: str, attrs: Mapping[str, Any], raw: str, torque: bool,
                 attrs.get("depend") and types in ("", "n", "s") and not comment):
             return JobState(job_id, PENDING, raw, None,
                             f"waiting for its dependency ({attrs.get('depend') or 'depend'})")
-        held = next((HOLDS[t] for t in "sopu" if t in types), None) or (
+        held = next((codes.HOLDS[t] for t in "sopu" if t in types), None) or (
             "held (Hold_Types {types}): `qrls {id}` releases a user hold")
         said = f" ({comment})" if comment else ""
         text = held.format(id=short, comment=said, types=types or "?")
@@ -145,51 +86,12 @@ def _waiting(job_id: str, attrs: Mapping[str, Any], raw: str, torque: bool,
     runs = _int(attrs.get("run_count")) or 0
     if state is PENDING and runs > 0:  # a requeued job keeps its stale Exit_status
         stale = _int(attrs.get("Exit_status", attrs.get("exit_status")))
-        meaning = (TORQUE_EXITS if torque else PBSPRO_EXITS).get(stale or 0)
+        meaning = (codes.TORQUE_EXITS if torque else codes.PBSPRO_EXITS).get(stale or 0)
         why = f"; its last start ended with {stale} ({meaning[1]})" if meaning else ""
         return JobState(job_id, REQUEUED, raw, None,
                         f"requeued by the server after {runs} start(s){why}"
                         + (f"; {comment}" if comment else ""))
     return JobState(job_id, state, raw, None, comment)
-
-
-# A job ended by SIGKILL: the shell's 128 + 9, or PBS's 256 + 9.
-_KILLED = (137, 265)
-_UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "w": 8,
-          "kw": 8 << 10, "mw": 8 << 20, "gw": 8 << 30}
-
-
-def _amount(value: Any) -> float | None:
-    """A PBS duration (`[[HH:]MM:]SS`) in seconds or a size (`65536kb`) in bytes."""
-    text = str(value or "").strip().lower()
-    size = re.fullmatch(r"(\d+)([kmgt]?[bw])", text)
-    if size:
-        return int(size.group(1)) * _UNITS[size.group(2)]
-    if re.fullmatch(r"\d+(?::\d+){0,2}", text):
-        seconds = 0
-        for part in text.split(":"):
-            seconds = seconds * 60 + int(part)
-        return float(seconds)
-    return None
-
-
-def _at_limit(attrs: Mapping[str, Any]) -> tuple[Failure, str] | None:
-    """A job killed by SIGKILL that used all of its cput, mem or vmem: the kernel's
-    limit took it (PBS sets RLIMIT_CPU for cput on a one-node job; seen on the testbed:
-    Exit_status 137, no MoM message), not the MoM's kill."""
-    def group(name: str) -> Mapping[str, Any]:  # JSON nests it; text has `name.key`
-        nested = attrs.get(name)
-        return nested if isinstance(nested, Mapping) else {
-            k.split(".", 1)[1]: v for k, v in attrs.items() if k.startswith(f"{name}.")}
-
-    asked, used = group("Resource_List"), group("resources_used")
-    for name, failure in (("cput", Failure.RESOURCE_LIMIT), ("mem", Failure.OOM),
-                          ("vmem", Failure.OOM)):
-        limit, spent = _amount(asked.get(name)), _amount(used.get(name))
-        if limit and spent is not None and spent >= limit:
-            return failure, (f"killed by SIGKILL at its {name} limit ({name} used "
-                             f"{used.get(name)} of {asked.get(name)})")
-    return None
 
 
 def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> JobState:
@@ -204,11 +106,11 @@ def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> Jo
     exit_status = _int(attrs.get("Exit_status", attrs.get("exit_status")))
     substate = _int(attrs.get("substate"))
     text, reason, failure = (comment or "").lower(), comment, None
-    exceeded = _COMMENT_EXCEEDED.search(text)
-    code_of_comment = _EXCEEDED[exceeded.group(1)] if exceeded and not torque else None
-    known = (TORQUE_EXITS if torque else PBSPRO_EXITS).get(
+    exceeded = codes.COMMENT_EXCEEDED.search(text)
+    code_of_comment = codes.EXCEEDED[exceeded.group(1)] if exceeded and not torque else None
+    known = (codes.TORQUE_EXITS if torque else codes.PBSPRO_EXITS).get(
         exit_status if exit_status is not None and exit_status < 0 else code_of_comment or 0)
-    limit = _at_limit(attrs) if exit_status in _KILLED else None
+    limit = codes.at_limit(attrs) if exit_status in codes.KILLED else None
     if known is not None:
         failure = known[0]
         state = TIMEOUT if failure is Failure.WALLTIME else FAILED
