@@ -359,3 +359,76 @@ def test_recorded_pbs_kills_settle_with_their_class_and_line(tmp_path: Path, cas
     status = settle(tmp_path, job, {}, scheduler_log=PBS.log_name)
     assert (status["state"], status["failure"]) == ("failed", failure)
     assert status["failure_line"].startswith(line)
+
+
+STATES = Path(__file__).parent / "data" / "slurm" / "states"  # record_states.py, real Slurm
+SQUEUE = ["squeue", "-h", "-t", "all", "-j", "1", "-o", "%i|%T|%r"]
+SCONTROL = ["scontrol", "-o", "show", "job"]
+
+
+def recorded_slurm(case: str, form: str) -> schedulers.JobState:
+    argv = {"sacct": SACCT, "squeue": SQUEUE, "scontrol": SCONTROL}[form]
+    (job,) = SLURM.parse_states(argv, 0, (STATES / f"{case}.{form}").read_text(), "").values()
+    return job
+
+
+@pytest.mark.parametrize(("case", "form", "status", "words"), [
+    ("held-submit", "squeue", JobStatus.HELD, "held by its user"),
+    ("held-submit", "scontrol", JobStatus.HELD, "`scontrol release 8`"),
+    ("held-admin", "sacct", JobStatus.QUEUED, None),  # accounting keeps no pending reason
+    ("held-admin", "squeue", JobStatus.HELD, "administrator"),
+    ("held-admin", "scontrol", JobStatus.HELD, "administrator"),
+    ("dependency-never", "squeue", JobStatus.HELD, "can never be satisfied"),
+    ("dependency-never", "scontrol", JobStatus.HELD, "`scancel 11`"),
+    ("requeued", "sacct", JobStatus.QUEUED, None),
+    ("requeued", "scontrol", JobStatus.QUEUED, "BeginTime"),
+    ("requeue-hold", "sacct", JobStatus.REQUEUED, "requeued"),
+    ("requeue-hold", "squeue", JobStatus.HELD, "requeued and held"),
+    ("requeue-hold", "scontrol", JobStatus.HELD, "requeued and held"),
+    ("node-fail", "sacct", JobStatus.FAILED, "node of the job failed"),
+    ("batch-sigkill", "sacct", JobStatus.FAILED, None),
+    ("preempted", "sacct", JobStatus.PREEMPTED, "took its nodes"),
+    ("preempted", "scontrol", JobStatus.PREEMPTED, "took its nodes"),
+])
+def test_recorded_slurm_states(case: str, form: str, status: JobStatus,
+                               words: str | None) -> None:
+    job = recorded_slurm(case, form)
+    assert job.state is status
+    assert words in (job.reason or "") if words else job.reason is None
+
+
+def test_a_hold_that_accounting_hides_is_found_in_the_live_queue() -> None:
+    # sacct says PENDING (held-admin) and REQUEUED (requeue-hold) with no reason; squeue
+    # knows they are held.
+    asked: list[list[str]] = []
+    sacct_rows = (STATES / "held-admin.sacct").read_text() + (
+        STATES / "requeue-hold.sacct").read_text()
+    squeue_rows = (STATES / "held-admin.squeue").read_text().strip() + "\n" + (
+        STATES / "requeue-hold.squeue").read_text()
+    runner = fake({tuple(SLURM.query_argvs(["9", "13"])[0]): (0, sacct_rows, ""),
+                   tuple(SLURM.query_argvs(["9", "13"])[1]): (0, squeue_rows, "")}, asked)
+    found = commands.query(SLURM, ["9", "13"], runner)
+    assert {k: v.state for k, v in found.items()} == {"9": JobStatus.HELD,
+                                                      "13": JobStatus.HELD}
+    assert [a[0] for a in asked] == ["sacct", "squeue"]
+
+
+@pytest.mark.parametrize(("case", "failure", "line"), [
+    ("node-fail", "node_failure", "slurmstepd-n2: error: *** JOB 14 ON n2 CANCELLED AT"),
+    ("preempted", "preempted", "slurmstepd-n1: error: *** JOB 17 ON n1 CANCELLED AT"),
+])
+def test_recorded_slurm_ends_settle_with_the_stepds_line(tmp_path: Path, case: str,
+                                                         failure: str, line: str) -> None:
+    job = recorded_slurm(case, "sacct")
+    (tmp_path / "stderr.log").write_text((STATES / f"{case}.err").read_text())
+    status = settle(tmp_path, job, {})
+    assert (status["state"], status["failure"]) == ("failed", failure)
+    assert status["failure_line"].startswith(line)
+
+
+def test_recorded_batch_sigkill_defers_to_the_runs_exit_code(tmp_path: Path) -> None:
+    job = recorded_slurm("batch-sigkill", "sacct")
+    assert (job.exit_code, job.signalled) == (137, True)
+    (tmp_path / "stderr.log").write_text((STATES / "batch-sigkill.err").read_text())
+    status = settle(tmp_path, job, {})
+    assert (status["exit_code"], status["failure"]) == (137, "cancelled")

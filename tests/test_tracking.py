@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.core.states import RunState
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, follow, refresh, submit_runs
 from scalestudy.site.schedulers import SubmitError
@@ -31,13 +32,15 @@ grid: {{nodes: [1, 2], batch_size: [8, 16]}}
 
 
 class FakeSlurm:
-    """sbatch hands out ids; sacct reports `states` (id -> 'STATE|exit'); scancel records."""
+    """sbatch hands out ids; sacct (and squeue, for waiting jobs) report `states`
+    (id -> 'STATE|exit'); scancel records."""
 
     def __init__(self, fail_after: int | None = None) -> None:
         self.next_id = 100
         self.states: dict[str, str] = {}
         self.calls: list[list[str]] = []
         self.fail_after = fail_after
+        self.reasons: dict[str, str] = {}  # squeue's pending reason, where not "None"
 
     def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
         self.calls.append(list(argv))
@@ -53,6 +56,11 @@ class FakeSlurm:
         if argv[0] == "sacct":
             ids = argv[argv.index("-j") + 1].split(",")
             rows = [f"{i}|{self.states[i]}|None" for i in ids if i in self.states]
+            return 0, "\n".join(rows) + "\n", ""
+        if argv[0] == "squeue":  # the live queue, asked about the waiting jobs
+            ids = argv[argv.index("-j") + 1].split(",")
+            rows = [f"{i}|{self.states[i].split('|')[0]}|{self.reasons.get(i, 'None')}"
+                    for i in ids if i in self.states]
             return 0, "\n".join(rows) + "\n", ""
         if argv[0] == "scancel":
             for i in argv[1:]:
@@ -398,3 +406,21 @@ def test_a_poll_writes_only_what_changed_and_never_diagnoses(plan, monkeypatch) 
     tracker.refresh()
     assert [p.parent.name for p in writes] == [
         next(e["run_id"] for e in journal(plan).entries() if e["job_id"] == "103")]
+
+
+def test_a_held_job_is_held_with_its_reason_and_following_stops(plan) -> None:
+    # sacct says PENDING with no reason; the live queue says an administrator holds it.
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs[:2], runner=fake)
+    run_ids = {e["job_id"]: e["run_id"] for e in journal(plan).entries()}
+    fake.reasons["101"] = "JobHeldAdmin"
+    fake.states["102"] = "COMPLETED|0:0"
+    views = refresh(plan, fake)
+    held = views[run_ids["101"]]
+    assert held.state is RunState.HELD and "administrator" in (held.reason or "")
+    stored = json.loads((plan.directory / "runs" / run_ids["101"] / "status.json").read_text())
+    assert (stored["state"], "administrator" in stored["reason"]) == ("held", True)
+    assert not RunState.HELD.ended and RunState.HELD.active  # never submitted again
+    # A follower does not wait for ever on a run only a person can release.
+    final = follow(plan, plan.runs[:2], runner=fake, sleep=lambda s: None)
+    assert final[run_ids["101"]].state is RunState.HELD

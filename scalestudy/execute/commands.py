@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scalestudy.core.errors import SubmitError
+from scalestudy.core.states import JobStatus
 from scalestudy.execute.workspace import HELD_LOCKS
 from scalestudy.site.schedulers import JobState, Scheduler
 
@@ -105,8 +106,28 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
         except SubmitError as exc:
             errors.append(str(exc))
             continue
-        return _ask_again(scheduler, job_ids, found, argv, runner)
+        return _live(scheduler, _ask_again(scheduler, job_ids, found, argv, runner), argv,
+                     runner)
     raise SubmitError("cannot query job states: " + "; ".join(errors))
+
+
+def _live(scheduler: Scheduler, found: dict[str, JobState], argv: Sequence[str],
+          runner: CommandRunner) -> dict[str, JobState]:
+    """`found`, with the waiting jobs asked about again where the first answer cannot
+    tell a hold (Slurm's accounting); the live answer wins for those it names."""
+    waiting = [job.job_id for job in found.values()
+               if job.state in (JobStatus.QUEUED, JobStatus.REQUEUED)]
+    live = scheduler.live_argv(waiting) if waiting else None
+    if live is None or list(live) == list(argv):
+        return found
+    code, out, err = run_retrying(runner, live)
+    try:
+        fresh = scheduler.parse_states(live, code, out, err)
+    except SubmitError:  # the first answer stands
+        return found
+    ids = {scheduler.short_id(k): k for k in found}
+    return {**found, **{ids[scheduler.short_id(k)]: v for k, v in fresh.items()
+                        if scheduler.short_id(k) in ids}}
 
 
 def _ask_again(scheduler: Scheduler, job_ids: Sequence[str], found: dict[str, JobState],

@@ -139,6 +139,11 @@ class Scheduler:
         SubmitError when the output is not an answer (the next query form is tried)."""
         raise NotImplementedError
 
+    def live_argv(self, job_ids: Sequence[str]) -> list[str] | None:
+        """argv asking the live queue about jobs the first answer says are waiting, where
+        that answer cannot tell a hold (None: it can)."""
+        return None
+
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """argv that cancels jobs."""
         raise NotImplementedError

@@ -65,6 +65,9 @@ HOLDS = {
                                    "look at the node, then `scontrol release {id}`",
     "DependencyNeverSatisfied": "its dependency can never be satisfied: cancel it "
                                 "(`scancel {id}`) and submit again",
+    # `scontrol requeuehold` (recorded): scontrol's and squeue's spellings
+    "job_requeued_in_held_state": "requeued and held: release it with `scontrol release {id}`",
+    "job requeued in held state": "requeued and held: release it with `scontrol release {id}`",
 }
 # ConsumedEnergyRaw (J) and ElapsedRaw (s) are empty where the site has no energy
 # accounting (AcctGatherEnergyType); where it has, they give the job's average power.
@@ -192,6 +195,12 @@ class Slurm(Scheduler):
             ["squeue", *clusters, "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
             ["scontrol", *clusters, "-o", "show", "job"],
         ]
+
+    def live_argv(self, job_ids: Sequence[str]) -> list[str] | None:
+        """squeue for jobs accounting says are pending or requeued: sacct keeps no pending
+        reason, so a hold (`scontrol requeuehold` shows REQUEUED in sacct) shows only
+        there."""
+        return self.query_argvs(job_ids)[1]
 
     def find_argvs(self, names: Sequence[str]) -> list[list[str]]:
         """sacct (ended jobs, from the last 7 days) and squeue (what the controller holds)."""
