@@ -56,34 +56,46 @@ def test_time_iterations_measures_real_time():
 
 def test_aggregate_single_rank():
     stats = aggregate([[1.0, 2.0]], batch_size=8, batches_per_iter=2)
-    # 16 images per iteration: 16 and 8 img/s
-    assert stats["throughput"] == 12.0
-    assert stats["throughput_per_rank_min"] == stats["throughput_per_rank_max"] == 12.0
-    assert stats["throughput_ci"] == pytest.approx(1.96 * 4.0)
+    # 16 images per iteration: 32 images in 3 s, where the mean of 16 and 8 img/s is 12
+    assert stats["throughput"] == pytest.approx(32 / 3)
+    assert stats["throughput_mean_of_rates"] == 12.0
+    assert stats["throughput_per_rank_min"] == stats["throughput_per_rank_max"] == \
+        pytest.approx(32 / 3)
+    assert stats["throughput_ci"] == pytest.approx(32 / 3 * 1.96 * 0.5 / 1.5)
     assert stats["iter_time_mean"] == 1.5
     assert stats["iter_time_std"] == 0.5
 
 
-def test_aggregate_sums_each_ranks_own_mean():
-    # rank 0: 10 img/s, rank 1: 20 and 40 img/s (mean 30), 10 images per iteration
+def test_uneven_iterations_pin_work_over_time_below_the_mean_of_rates():
+    # One slow iteration among fast ones (a shared node, a checkpoint, jitter): the work
+    # done over the time taken, not the mean of the iterations' rates.
+    times = [0.1, 0.1, 0.1, 0.4]
+    stats = aggregate([times, times], batch_size=10, batches_per_iter=1)
+    assert stats["throughput"] == pytest.approx(2 * 40 / 0.7)  # 114.3 img/s
+    assert stats["throughput_mean_of_rates"] == pytest.approx(2 * (100 + 100 + 100 + 25) / 4)
+    assert stats["throughput_mean_of_rates"] / stats["throughput"] == pytest.approx(1.421875)
+    # The figure is recomputable from the record's own times.
+    assert stats["throughput"] == pytest.approx(
+        sum(stats["units_per_rank"] / s for s in stats["rank_seconds"]))
+    steady = aggregate([[0.1] * 4], batch_size=10, batches_per_iter=1)
+    assert steady["throughput"] == pytest.approx(steady["throughput_mean_of_rates"])
+
+
+def test_aggregate_sums_each_ranks_work_over_time():
+    # rank 0: 20 images in 2 s; rank 1: 20 images in 0.75 s
     stats = aggregate([[1.0, 1.0], [0.5, 0.25]], batch_size=5, batches_per_iter=2)
-    assert stats["throughput"] == 40.0
+    assert stats["throughput"] == pytest.approx(10 + 80 / 3)
     assert stats["throughput_per_rank_min"] == 10.0
-    assert stats["throughput_per_rank_mean"] == 20.0
-    assert stats["throughput_per_rank_max"] == 30.0
-    pooled = [10.0, 10.0, 20.0, 40.0]
-    assert stats["throughput_ci"] == pytest.approx(1.96 * std(pooled) * 2)
+    assert stats["throughput_per_rank_max"] == pytest.approx(80 / 3)
+    assert stats["throughput_mean_of_rates"] == 40.0  # Horovod's: 10 + (20 + 40) / 2
     assert stats["iter_time_mean"] == pytest.approx(0.6875)
+    assert stats["rank_seconds"] == [2.0, 0.75] and stats["units_per_rank"] == 20
     assert set(stats) == {
-        "throughput",
-        "throughput_ci",
-        "throughput_per_rank_min",
-        "throughput_per_rank_mean",
-        "throughput_per_rank_max",
-        "iter_time_mean",
-        "iter_time_std",
+        "throughput", "throughput_ci", "throughput_mean_of_rates", "throughput_estimator",
+        "throughput_per_rank_min", "throughput_per_rank_mean", "throughput_per_rank_max",
+        "iter_time_mean", "iter_time_std", "rank_seconds", "units_per_rank",
     }
-    assert all(math.isfinite(v) for v in stats.values())
+    assert all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
 
 
 @pytest.mark.parametrize("bad", [[], [[1.0], []]])

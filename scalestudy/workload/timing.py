@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 CI_Z = 1.96  # 95 % half-width = 1.96 x std, as Horovod's synthetic benchmarks print it
 
@@ -67,29 +68,39 @@ def time_iterations(
 
 def aggregate(
     per_rank_times: Sequence[Sequence[float]], batch_size: float, batches_per_iter: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Throughput statistics over ranks from each rank's iteration times (seconds).
 
     ``batch_size``: what one rank trains per step, in the throughput's unit (images, or
     its share of the tokens when tp x pp ranks train one replica's batch).
 
-    ``throughput`` is the sum of each rank's own mean img/s; its CI is 1.96 x the std of
-    the per-rank img/s over all timed iterations of all ranks, times the world size.
+    ``throughput`` is work over time: each rank's samples (or tokens) of the timed
+    iterations over their summed seconds, summed over ranks. A mean of per-iteration
+    rates (Horovod's convention, kept as ``throughput_mean_of_rates``) is larger
+    whenever iteration times vary, and the more so the more they vary. Its band,
+    ``throughput_ci``, is 1.96 x the coefficient of variation of all timed iterations,
+    times the throughput: the spread of one iteration's rate around the headline figure.
+    ``rank_seconds`` and ``units_per_rank`` let a reader recompute the figure.
     """
     if not per_rank_times or not all(per_rank_times):
         raise ValueError("every rank needs at least one timed iteration")
     images = batch_size * batches_per_iter
-    per_rank = [rates(times, images) for times in per_rank_times]
-    rank_means = [mean(r) for r in per_rank]
-    pooled_rates = [r for rank in per_rank for r in rank]
+    seconds = [math.fsum(times) for times in per_rank_times]
+    rank_rates = [images * len(times) / total for times, total in zip(per_rank_times, seconds,
+                                                                        strict=True)]
     pooled_times = [t for times in per_rank_times for t in times]
-    world = len(per_rank_times)
+    throughput = math.fsum(rank_rates)
     return {
-        "throughput": math.fsum(rank_means),
-        "throughput_ci": ci95(pooled_rates) * world,
-        "throughput_per_rank_min": min(rank_means),
-        "throughput_per_rank_mean": mean(rank_means),
-        "throughput_per_rank_max": max(rank_means),
+        "throughput": throughput,
+        "throughput_ci": throughput * CI_Z * std(pooled_times) / mean(pooled_times),
+        "throughput_mean_of_rates": math.fsum(mean(rates(times, images))
+                                              for times in per_rank_times),
+        "throughput_estimator": "work over time",
+        "throughput_per_rank_min": min(rank_rates),
+        "throughput_per_rank_mean": mean(rank_rates),
+        "throughput_per_rank_max": max(rank_rates),
         "iter_time_mean": mean(pooled_times),
         "iter_time_std": std(pooled_times),
+        "rank_seconds": [round(s, 9) for s in seconds],
+        "units_per_rank": images * len(per_rank_times[0]),
     }
