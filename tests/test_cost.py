@@ -146,3 +146,59 @@ def test_bad_durations_and_hours() -> None:
         with pytest.raises(ValueError, match="not a duration"):
             parse_duration(bad)
     assert hours(3.1 * 3600) == "3.1 h" and hours(42) == "42 s" and hours(450) == "7.5 min"
+
+
+def two_groups() -> pd.DataFrame:
+    """Batch 8 and batch 16 of one model: batch 16 is faster and cheaper at every scale,
+    so no batch-8 point belongs on the front (the example study's case)."""
+    small = table({1: 1000.0, 2: 1800.0}, per_gpu=8).assign(group="batch_size=8",
+                                                            model="resnet18")
+    large = table({1: 1500.0, 2: 2900.0}, per_gpu=16).assign(group="batch_size=16",
+                                                             model="resnet18")
+    return pd.concat([small, large], ignore_index=True)
+
+
+def test_one_front_across_groups_that_do_the_same_work(tmp_path) -> None:
+    from matplotlib.figure import Figure
+
+    from scalestudy.report.plots import plot_cost
+    from scalestudy.report.sections import cost_cells, front_sentences
+
+    costs = cost_table(two_groups(), CostBasis(None, 32))
+    by = {(r.group, r.nodes): r for r in costs.itertuples()}
+    # the CSV: no batch-8 point is on the front; each is on its own group's
+    assert [by["batch_size=8", n].pareto for n in (1, 2)] == [False, False]
+    assert [by["batch_size=16", n].pareto for n in (1, 2)] == [True, True]
+    assert all(costs["pareto_group"]) and set(costs["work"]) == {"resnet18"}
+    costs.to_csv(tmp_path / "cost.csv", index=False)
+    csv = pd.read_csv(tmp_path / "cost.csv")
+    assert csv.loc[csv["group"] == "batch_size=8", "pareto"].tolist() == [False, False]
+    # the words: one front, naming the dominated points of the other group
+    (sentence,) = front_sentences(costs)
+    assert sentence.startswith("One front across the 2 groups of resnet18: 4 GPUs on 1 "
+                               "node (batch_size=16) finishes in")
+    assert ("4 GPUs on 1 node (batch_size=8), 2 nodes (8 GPUs) (batch_size=8) are "
+            "dominated") in sentence
+    headers, rows = cost_cells(costs)
+    assert [r[headers.index("front")] for r in rows] == [
+        "dominated", "dominated", "on the front", "on the front"]
+    # the plot: batch-8 points grey (dominated), batch-16 points filled in their colour
+    ax = Figure().add_subplot()
+    plot_cost(costs, ax)
+    faces = [line.get_markerfacecolor() for line in ax.lines if line.get_marker() == "o"]
+    assert faces[:2] == ["0.75", "0.75"] and "0.75" not in faces[2:]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["1 node", "2 nodes", "1 node", "2 nodes"]
+
+
+def test_points_on_one_node_are_labelled_by_their_gpus() -> None:
+    from matplotlib.figure import Figure
+
+    from scalestudy.report.plots import plot_cost
+
+    one_node = pd.DataFrame([{"group": "g", "nodes": 1, "ranks_per_node": r, "world_size": r,
+                              "batch_size": 8, "global_batch": 8 * r,
+                              "throughput_median": 100.0 * r} for r in (1, 2, 4)])
+    ax = Figure().add_subplot()
+    plot_cost(cost_table(one_node, CostBasis(None, 8)), ax)
+    assert [t.get_text() for t in ax.texts] == ["1 GPU", "2 GPUs", "4 GPUs"]

@@ -106,8 +106,8 @@ def query(scheduler: Scheduler, job_ids: Sequence[str],
         except SubmitError as exc:
             errors.append(str(exc))
             continue
-        return _live(scheduler, _ask_again(scheduler, job_ids, found, argv, runner), argv,
-                     runner)
+        return _live(scheduler, _ask_again(scheduler, job_ids, found, argv, err, runner),
+                     argv, runner)
     raise SubmitError("cannot query job states: " + "; ".join(errors))
 
 
@@ -131,12 +131,17 @@ def _live(scheduler: Scheduler, found: dict[str, JobState], argv: Sequence[str],
 
 
 def _ask_again(scheduler: Scheduler, job_ids: Sequence[str], found: dict[str, JobState],
-               argv: Sequence[str], runner: CommandRunner) -> dict[str, JobState]:
-    """`found`, completed by asking the same query form again for the ids it lacks."""
+               argv: Sequence[str], said: str, runner: CommandRunner
+               ) -> dict[str, JobState]:
+    """`found`, completed by asking the same query form again for the ids it lacks and
+    that the answer did not name (`said`: its stderr, where "Unknown Job Id X" answers
+    for X)."""
     form = scheduler.query_argvs(job_ids).index(list(argv))
+    named = set(re.findall(r"[\w.\[\]-]+", said))
     while found:
         known = {scheduler.short_id(k) for k in found}
-        missing = [i for i in job_ids if scheduler.short_id(i) not in known]
+        missing = [i for i in job_ids if scheduler.short_id(i) not in known
+                   and i not in named and scheduler.short_id(i) not in named]
         if not missing:
             break
         again = scheduler.query_argvs(missing)[form]
@@ -150,6 +155,7 @@ def _ask_again(scheduler: Scheduler, job_ids: Sequence[str], found: dict[str, Jo
         if not {scheduler.short_id(k) for k in more} - known:
             break
         found = {**found, **more}
+        named |= set(re.findall(r"[\w.\[\]-]+", err))
         argv = again
     return found
 

@@ -298,8 +298,10 @@ def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str,
 
 
 def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
-    """Time to solution vs node-hours per group: the Pareto front joined, dominated points
-    grey, predictions hollow; each point labelled with its node count."""
+    """Time to solution vs node-hours: the front across every alternative joined in
+    black, each group's own front thin in its colour, points on the front filled,
+    dominated points grey, predictions hollow; each point labelled with its nodes (or
+    its GPUs, where node counts do not tell a group's points apart)."""
     ax.set_title(title or "Time to solution vs node-hours")
     ax.set_xlabel("Time to solution (hours)")
     ax.set_ylabel("Node-hours")
@@ -309,18 +311,26 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
         return
     ax.set_xscale("log")
     log_y(ax)
+    by_gpus = any(rows["nodes"].duplicated().any() for _, rows in costs.groupby("group"))
+    for _, rows in costs.groupby("work", sort=False):
+        front = rows[rows["pareto"]].sort_values("time_s")
+        ax.plot(front["time_s"] / 3600, front["node_hours"], "-", color="black", lw=2,
+                alpha=0.8, zorder=1, label="front (every alternative)")
     for i, (group, rows) in enumerate(costs.groupby("group", sort=False)):
         color = CMAP(i % 10)
-        front = rows[rows["pareto"]].sort_values("time_s")
-        ax.plot(front["time_s"] / 3600, front["node_hours"], "-", color=color, alpha=0.7,
-                label=f"{group} (front)")
+        own = rows[rows["pareto_group"]].sort_values("time_s")
+        ax.plot(own["time_s"] / 3600, own["node_hours"], "--", color=color, lw=1, alpha=0.6,
+                label=f"{group} (its own front)")
         for _, r in rows.iterrows():
             x, y = r["time_s"] / 3600, r["node_hours"]
             face = "none" if r["predicted"] else (color if r["pareto"] else "0.75")
             edge = color if r["pareto"] or r["predicted"] else "0.55"
-            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7)
-            ax.annotate(f"{int(r['nodes'])}", (x, y), textcoords="offset points",
-                        xytext=(6, 4), fontsize=7, color=edge)
+            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7, zorder=2)
+            count, what = ((int(r["world_size"]), "GPU") if by_gpus
+                           else (int(r["nodes"]), "node"))
+            label = f"{count} {what}{'s' if count != 1 else ''}"
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
+                        color=edge)
     _legend(ax, Line2D([], [], ls="none", marker="o", color="0.75", label="dominated"),
             Line2D([], [], ls="none", marker="o", mfc="none", mec="0.3",
                    label="predicted (model)"))

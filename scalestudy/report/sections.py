@@ -49,32 +49,41 @@ def _nh(value: float) -> str:
 
 
 def front_sentences(costs: pd.DataFrame) -> list[str]:
-    """Per group, walking the front from the cheapest point: what each faster point
-    saves and what it costs more, and which points are dominated."""
+    """One front across every alternative that does the same work (any batch, backend,
+    tuning or layout), walked from the cheapest point: what each faster point saves and
+    what it costs more, and which points are dominated."""
     out = []
-    for group, rows in costs.groupby("group", sort=False):
+    for work, rows in costs.groupby("work", sort=False):
         front = rows[rows["pareto"]].sort_values("node_hours")
         if front.empty:
             continue
+        several = rows["group"].nunique() > 1
+
+        def name(row: pd.Series, several: bool = several) -> str:
+            label = _point(row) + (f" ({row['group']})" if several else "")
+            return label + (" (predicted)" if row["predicted"] else "")
+
         first = front.iloc[0]
-        parts = [f"{_point(first)} finishes in {hours(first['time_s'])} for "
+        parts = [f"{name(first)} finishes in {hours(first['time_s'])} for "
                  f"{_nh(first['node_hours'])}"]
         previous = first
         for _, row in front.iloc[1:].iterrows():
-            label = _point(row) + (" (predicted)" if row["predicted"] else "")
-            parts.append(f"{label} saves {hours(previous['time_s'] - row['time_s'])} for "
+            parts.append(f"{name(row)} saves {hours(previous['time_s'] - row['time_s'])} for "
                          f"{row['node_hours'] - previous['node_hours']:,.3g} more node-hours")
             previous = row
         dominated = rows[~rows["pareto"]]
         if len(dominated):
-            names = ", ".join(_point(r) for _, r in dominated.iterrows())
+            names = ", ".join(name(r) for _, r in dominated.iterrows())
             parts.append(f"{names} {'is' if len(dominated) == 1 else 'are'} dominated "
                          "(another point is both faster and cheaper)")
         energy = rows.dropna(subset=["energy_kwh"])
         if len(energy):
             low = energy.loc[energy["energy_kwh"].idxmin()]
-            parts.append(f"the least energy is {low['energy_kwh']:,.3g} kWh at {_point(low)}")
-        out.append(f"{group}: " + "; ".join(parts) + ".")
+            parts.append(f"the least energy is {low['energy_kwh']:,.3g} kWh at {name(low)}")
+        head = (f"One front across the {rows['group'].nunique()} groups"
+                + (f" of {work}" if work else "") + ": ") if several else (
+            f"{rows['group'].iloc[0]}: ")
+        out.append(head + "; ".join(parts) + ".")
     return out
 
 
@@ -114,17 +123,18 @@ def cost_cells(costs: pd.DataFrame) -> Table:
     energy = costs["energy_kwh"].notna().any() if len(costs) else False
     headers = ["group", "nodes", "GPUs", "global batch", "samples", "time [band]",
                "node-hours [band]", "GPU-hours", *(["energy kWh"] if energy else []),
-               "front"]
+               "front", "group's front"]
     rows = []
     for r in costs.itertuples(index=False):
-        front = "predicted" if r.predicted else ("on the front" if r.pareto else "dominated")
+        front = ("predicted, " if r.predicted else "") + (
+            "on the front" if r.pareto else "dominated")
         rows.append([str(r.group), str(r.nodes), str(r.world_size),
                      format_value(r.global_batch), f"{r.samples:,.0f}",
                      f"{hours(r.time_s)} [{hours(r.time_s_low)}–{hours(r.time_s_high)}]",
                      f"{r.node_hours:,.3g} [{r.node_hours_low:,.3g}–{r.node_hours_high:,.3g}]",
                      f"{r.gpu_hours:,.3g}",
                      *([f"{r.energy_kwh:,.3g}" if math.isfinite(r.energy_kwh) else "n/a"]
-                       if energy else []), front])
+                       if energy else []), front, "yes" if r.pareto_group else "no"])
     return headers, rows
 
 
@@ -149,9 +159,12 @@ def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
     blocks: list[Block] = [("h2", "Cost"), ("note", (
         f"Priced per {what}. Time = samples / measured throughput (median; [band] = the "
         "fastest and slowest repeat); node-hours = nodes × time; GPU-hours = GPUs × time. "
-        "A point is on the front when no other point of its group is both faster and "
-        "cheaper; predictions (marked) come from the communication model, only where it "
-        "qualifies."))]
+        "A point is on the front when no alternative that does the same work (the same "
+        "model and input, in any group: another batch size, backend, tuning variant or "
+        "layout) is both faster and cheaper; the time includes the target's extra epochs "
+        "at a larger global batch. \"group's front\" says whether it is on its own "
+        "group's front (the plot's thin lines). Predictions (marked) come from the "
+        "communication model, only where it qualifies."))]
     if costs.empty:
         return [*blocks, ("p", "No point could be priced (no completed runs, or global "
                                "batches outside the target's table).")]

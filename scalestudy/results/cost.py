@@ -27,8 +27,11 @@ COST_COLUMNS: tuple[str, ...] = (
     "group", "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch",
     "samples", "samples_per_s", "time_s", "time_s_low", "time_s_high", "node_hours",
     "node_hours_low", "node_hours_high", "gpu_hours", "energy_kwh", "energy_source",
-    "predicted", "pareto",
+    "predicted", "pareto", "pareto_group", "work",
 )
+#: Columns that say which work a point does: points that agree on them (and on the
+#: target) are alternatives, whatever their batch, backend, tuning or layout.
+WORK_COLUMNS: tuple[str, ...] = ("model", "image_size", "seq_len")
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,15 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
                predictions: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured point (and per qualified prediction, `predicted` True): the
     samples of one unit of work, time (median, low, high), node-hours, GPU-hours,
-    energy where measured, and whether the point is on the Pareto front of its group."""
+    energy where measured, and whether the point is on the Pareto front: `pareto` among
+    every alternative that does the same work (the same model and input, any batch,
+    backend, tuning or layout), `pareto_group` within its group only."""
     rows = []
+    works = {}
     for point in table.itertuples(index=False):
-        rows.append(_row(point._asdict(), basis, predicted=False))
+        fields = point._asdict()
+        works[fields["group"]] = _work(fields)
+        rows.append(_row({**fields, "work": works[fields["group"]]}, basis, predicted=False))
     if predictions is not None and len(predictions):
         for pred in predictions.itertuples(index=False):
             p = pred._asdict()
@@ -74,17 +82,30 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
             point = {"group": p["group"], "nodes": nodes, "world_size": size,
                      "ranks_per_node": size // max(nodes, 1), "batch_size": p["batch_size"],
                      "global_batch": p["global_batch"], "throughput_median": thr,
-                     "throughput_min": thr, "throughput_max": thr}
+                     "throughput_min": thr, "throughput_max": thr,
+                     "work": works.get(p["group"], "")}
             rows.append(_row(point, basis, predicted=True))
     frame = pd.DataFrame([r for r in rows if r is not None], columns=list(COST_COLUMNS))
     if frame.empty:
         return frame
-    frame["pareto"] = False
-    for _, idx in frame.groupby("group", sort=False).groups.items():
-        sub = frame.loc[idx]
-        front = pareto_front(sub["time_s"].to_numpy(float), sub["node_hours"].to_numpy(float))
-        frame.loc[sub.index[front], "pareto"] = True
+    for column, by in (("pareto", "work"), ("pareto_group", "group")):
+        frame[column] = False
+        for _, idx in frame.groupby(by, sort=False).groups.items():
+            sub = frame.loc[idx]
+            front = pareto_front(sub["time_s"].to_numpy(float),
+                                 sub["node_hours"].to_numpy(float))
+            frame.loc[sub.index[front], column] = True
     return frame
+
+
+def _work(point: dict[str, object]) -> str:
+    """What work a point does, as a label (`resnet50, image_size 224`; "" when the
+    table does not say)."""
+    known = {c: point[c] for c in WORK_COLUMNS
+             if c in point and point[c] is not None and str(point[c]) not in ("", "nan")}
+    if "seq_len" in known:  # a transformer: its image size means nothing
+        known.pop("image_size", None)
+    return ", ".join(str(v) if c == "model" else f"{c} {v}" for c, v in known.items())
 
 
 def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
@@ -110,7 +131,7 @@ def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | 
         "node_hours": nodes * time_s / 3600, "node_hours_low": nodes * low / 3600,
         "node_hours_high": nodes * high / 3600, "gpu_hours": gpus * time_s / 3600,
         "energy_kwh": energy, "energy_source": source, "predicted": predicted,
-        "pareto": False,
+        "pareto": False, "pareto_group": False, "work": point.get("work", ""),
     }
 
 
