@@ -200,3 +200,25 @@ def test_prediction_verdict_reasons() -> None:
     assert "off by +12.0%" in prediction_verdict({**base, "holdout_error": 0.12})
     assert "rms residual is 11.0%" in prediction_verdict({**base, "rms_residual": 0.11})
     assert "10%" in PREDICTION_RULE and "2 node counts" in PREDICTION_RULE
+
+
+def test_a_transformer_studys_step_time_is_the_records_own() -> None:
+    # tokens/s with 8 sequences of 1,024 tokens per GPU: the model's measured step time
+    # is tokens per step over tokens/s, the step the record timed (not 1,024x shorter).
+    seq, batch = 1024, 8
+    runs = comm_bound_runs(batch=batch)
+    step = runs["global_batch"] / runs["throughput"]  # seconds per step of the fake runs
+    runs["throughput"] = runs["global_batch"] * seq / step
+    runs["throughput_unit"] = "tokens/s"
+    runs["seq_len"] = seq
+    runs["step_time_s"] = step
+    table = scaling_table(runs, "weak")
+    fits, points, preds = model_study(table, "weak")
+    merged = points.merge(table[["world_size", "step_time_s"]], on="world_size")
+    assert merged["step_time_measured"].tolist() == pytest.approx(
+        merged["step_time_s"].tolist())
+    assert fits.iloc[0]["sec_per_image"] == pytest.approx(TRUE.a / seq, rel=1e-6)  # per token
+    assert fits.iloc[0]["bandwidth_GBps"] == pytest.approx(10.0, rel=1e-6)
+    # predictions: tokens/s, with their own step time
+    assert (preds["step_time_fitted"] * preds["throughput_predicted"]).tolist() == \
+        pytest.approx((preds["global_batch"] * seq).tolist())

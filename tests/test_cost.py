@@ -202,3 +202,22 @@ def test_points_on_one_node_are_labelled_by_their_gpus() -> None:
     ax = Figure().add_subplot()
     plot_cost(cost_table(one_node, CostBasis(None, 8)), ax)
     assert [t.get_text() for t in ax.texts] == ["1 GPU", "2 GPUs", "4 GPUs"]
+
+
+def test_a_transformer_is_priced_per_million_tokens() -> None:
+    from scalestudy.report.sections import cost_basis, cost_cells
+
+    gpt = table({1: 8192.0, 2: 16000.0}, per_gpu=8).assign(throughput_unit="tokens/s",
+                                                            seq_len=1024)
+    basis = cost_basis(gpt, None)
+    assert basis.unit() == "per million tokens"
+    costs = cost_table(gpt, basis)
+    assert costs["time_s"].tolist() == pytest.approx([1e6 / 8192, 1e6 / 16000])
+    assert costs["units"].tolist() == pytest.approx([1e6, 1e6])
+    assert set(costs["unit"]) == {"tokens"}
+    headers, _ = cost_cells(costs)
+    assert "tokens" in headers and "samples" not in headers
+    # a target counts samples (sequences): its time is the same in either unit
+    target = Target(total_samples=1e5)
+    timed = cost_table(gpt, CostBasis(target, 32, "tokens"))
+    assert timed["time_s"].tolist() == pytest.approx([1e5 * 1024 / 8192, 1e5 * 1024 / 16000])

@@ -287,9 +287,8 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
     fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
                                       options.max_nodes)
     preds = qualified(fits, preds)  # only what passes the rule is shown
-    model_frame = pd.concat([points.assign(kind="measured"), preds.assign(
-        kind="predicted", step_time_fitted=preds["global_batch"] / preds[
-            "throughput_predicted"])], ignore_index=True)
+    model_frame = pd.concat([points.assign(kind="measured"), preds.assign(kind="predicted")],
+                            ignore_index=True)
     checks = _check_all(references, table, system)  # with no runs, every reference fails
     bounds = ring_bounds(table, fits)
     parts: dict[str, Any] = {

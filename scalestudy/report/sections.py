@@ -27,13 +27,19 @@ from scalestudy.results.cost import (
 from scalestudy.results.parallelism import factorisation_findings, layout_label, why
 
 
+def cost_basis(table: pd.DataFrame, target: Target | None) -> CostBasis:
+    """What a study's costs are of: its target, or a million of its throughput's units."""
+    units = "tokens" if unit_of(table) == "tokens/s" else "samples"
+    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min()) \
+        if not table.empty else 1.0
+    return CostBasis(target, smallest, units)
+
+
 def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame
              ) -> pd.DataFrame:
     """The cost table of a scaling table (qualified predictions included, marked)."""
-    if table.empty:
-        return cost_table(table, CostBasis(target, 1.0))
-    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min())
-    return cost_table(table, CostBasis(target, smallest), predictions)
+    return cost_table(table, cost_basis(table, target),
+                      None if table.empty else predictions)
 
 
 def _point(row: pd.Series) -> str:
@@ -121,7 +127,8 @@ def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
 def cost_cells(costs: pd.DataFrame) -> Table:
     """The cost table as text cells."""
     energy = costs["energy_kwh"].notna().any() if len(costs) else False
-    headers = ["group", "nodes", "GPUs", "global batch", "samples", "time [band]",
+    units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
+    headers = ["group", "nodes", "GPUs", "global batch", units, "time [band]",
                "node-hours [band]", "GPU-hours", *(["energy kWh"] if energy else []),
                "front", "group's front"]
     rows = []
@@ -129,7 +136,7 @@ def cost_cells(costs: pd.DataFrame) -> Table:
         front = ("predicted, " if r.predicted else "") + (
             "on the front" if r.pareto else "dominated")
         rows.append([str(r.group), str(r.nodes), str(r.world_size),
-                     format_value(r.global_batch), f"{r.samples:,.0f}",
+                     format_value(r.global_batch), f"{r.units:,.0f}",
                      f"{hours(r.time_s)} [{hours(r.time_s_low)}–{hours(r.time_s_high)}]",
                      f"{r.node_hours:,.3g} [{r.node_hours_low:,.3g}–{r.node_hours_high:,.3g}]",
                      f"{r.gpu_hours:,.3g}",
@@ -154,8 +161,9 @@ def energy_note(runs: pd.DataFrame, costs: pd.DataFrame) -> str:
 def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
                 picks: Sequence[str]) -> list[Block]:
     """The Cost section."""
+    units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
     what = (f"one training run to the target: {target.describe()}" if target is not None
-            else "a million samples (add `target:` to the spec to price one training run)")
+            else f"a million {units} (add `target:` to the spec to price one training run)")
     blocks: list[Block] = [("h2", "Cost"), ("note", (
         f"Priced per {what}. Time = samples / measured throughput (median; [band] = the "
         "fastest and slowest repeat); node-hours = nodes × time; GPU-hours = GPUs × time. "

@@ -5,14 +5,17 @@ Per group (one scaling curve), the time of one training step on P GPUs is modell
 
     t(P) = a * b(P)  +  c * 2(P-1)/P * S  +  alpha * L(P)
 
-- `a * b(P)`: compute, `a` seconds per image per GPU, b(P) the per-GPU batch (fixed in
+- `a * b(P)`: compute, `a` seconds per image (or token) per GPU, b(P) the per-GPU batch
+  in the same unit (fixed in
   weak scaling, global batch / P in strong scaling);
 - `c * 2(P-1)/P * S`: ring allreduce of S gradient bytes (`grad_bytes`, when the runs
   carry it; otherwise S = 1 and c is in seconds), c = 1 / B with B the bus bandwidth;
 - `alpha * L(P)`: latency, L = log2 P (tree) or P - 1 (ring).
 
-The measured step time is derived from throughput, t = global batch / throughput, so a
-`command` workload is modelled too. The parameters are fitted by non-negative least
+The measured step time is derived from throughput, t = work per step / throughput, in
+the throughput's own unit (images, or tokens = sequences x seq_len for a transformer:
+`units_per_sample`), so a `command` workload is modelled too and `a` is seconds per
+image or per token. The parameters are fitted by non-negative least
 squares on relative residuals. With `bandwidth="probe"`, B is not fitted but taken
 from the allreduce probe (busbw, nccl-tests definition) at the largest measured scale.
 
@@ -76,12 +79,24 @@ POINT_COLUMNS: tuple[str, ...] = (
 PREDICTION_COLUMNS: tuple[str, ...] = (
     "group", "factor", "nodes", "world_size", "batch_size", "global_batch",
     "throughput_predicted", "efficiency_predicted", "comm_share", "above_measured",
+    "step_time_fitted",
 )
+
+
+def units_per_sample(rows: pd.DataFrame) -> float:
+    """How many of the throughput's units one sample is: the sequence length where the
+    runs counted tokens/s, else 1 (images, or a `command` workload's own unit)."""
+    if "throughput_unit" not in rows or "seq_len" not in rows:
+        return 1.0
+    tokens = rows["throughput_unit"].astype(str).eq("tokens/s")
+    seq = pd.to_numeric(rows.loc[tokens, "seq_len"], errors="coerce").dropna()
+    return float(seq.median()) if len(seq) and seq.median() > 0 else 1.0
 
 
 @dataclass(frozen=True)
 class Params:
-    """Fitted parameters: seconds per image per GPU, seconds per ring byte, latency."""
+    """Fitted parameters: seconds per unit (image or token) per GPU, seconds per ring
+    byte, latency."""
 
     a: float
     c: float
@@ -195,9 +210,10 @@ def prediction_verdict(fit: Mapping[str, Any]) -> str:
 
 def _group_inputs(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                 float | None, float | None]:
+    per = units_per_sample(rows)
     p = rows["world_size"].to_numpy(float)
-    batch = rows["batch_size"].to_numpy(float)
-    t = rows["global_batch"].to_numpy(float) / rows["throughput_median"].to_numpy(float)
+    batch = rows["batch_size"].to_numpy(float) * per
+    t = rows["global_batch"].to_numpy(float) * per / rows["throughput_median"].to_numpy(float)
     gb = rows["grad_bytes"].dropna() if "grad_bytes" in rows else pd.Series(dtype=float)
     bw = (rows.loc[rows["world_size"] == rows["world_size"].max(), "allreduce_busbw_GBps"]
           .dropna() if "allreduce_busbw_GBps" in rows else pd.Series(dtype=float))
@@ -241,7 +257,7 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
             fit["withheld"] = prediction_verdict(fit)
             fits.append(fit)
             continue
-        fitted = params.step_time(p, batch)
+        fitted = params.step_time(p, batch)  # batch: per-GPU work per step, in units
         resid = (t - fitted) / t
         known_s = gbytes is not None
         fit.update(status="fitted", terms=terms, sec_per_image=params.a,
@@ -259,13 +275,14 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         base = rows[rows["baseline"].astype(bool)].iloc[0]
         per_gpu0 = float(base["throughput_median"]) / float(base["world_size"])
         last = float(rows["efficiency"].iloc[-1])
+        per = units_per_sample(rows)
         for factor, nodes, size, b in _predict_scales(rows, scaling, max_nodes):
-            tp = params.step_time(np.array([size]), np.array([b]))[0]
-            thr = b * size / tp
+            tp = params.step_time(np.array([size]), np.array([b * per]))[0]
+            thr = b * per * size / tp
             share = params.comm_time(np.array([size]))[0] / tp
             eff = thr / size / per_gpu0
             preds.append((group, factor, nodes, size, b, b * size, thr, eff, share,
-                          bool(eff > last + 1e-9)))
+                          bool(eff > last + 1e-9), tp))
     return (pd.DataFrame(fits, columns=list(FIT_COLUMNS)),
             pd.DataFrame(points, columns=list(POINT_COLUMNS)),
             pd.DataFrame(preds, columns=list(PREDICTION_COLUMNS)))
@@ -305,7 +322,7 @@ class Loss:
     group: str
     top: pd.Series
     base: pd.Series
-    slowdown: float  # compute time per image, top / baseline (NaN: not measured)
+    slowdown: float  # compute time per sample, top / baseline (NaN: not measured)
     overhead: float  # measured comm overhead at top (NaN: not measured, or one rank)
     model_share: float  # the model's comm share at top (NaN: no fit within the rule)
 
@@ -375,8 +392,9 @@ def ring_bounds(table: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
         ring = float(_ring(np.array([p]))[0]) * float(s) / (float(bw) * 1e9)
         if pd.notna(top.get("compute_time_s")):
             compute, source = float(top["compute_time_s"]), "measured"
-        elif pd.notna(a.get(group)):
-            compute, source = float(a[group]) * float(top["batch_size"]), "model"
+        elif pd.notna(a.get(group)):  # a: seconds per unit (image or token)
+            compute, source = (float(a[group]) * float(top["batch_size"])
+                               * units_per_sample(pts), "model")
         else:
             continue
         rows.append((group, int(p), float(s), float(bw), ring, compute, source,

@@ -5,7 +5,8 @@ or a budget picks.
 A point's cost comes from its measured median throughput, with the repeat band (the
 fastest repeat gives the low end of the time, the slowest the high end). With a
 `target:` the work is one training run (core.target: samples, and epochs that may
-grow with the global batch); without one, a million samples. Energy is priced only
+grow with the global batch); without one, a million of the throughput's units: samples
+(images), or tokens for a transformer, whose throughput is tokens/s. Energy is priced only
 where it was measured (NVML on the ranks' GPUs, or the scheduler's accounting):
 never invented.
 """
@@ -27,7 +28,7 @@ COST_COLUMNS: tuple[str, ...] = (
     "group", "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch",
     "samples", "samples_per_s", "time_s", "time_s_low", "time_s_high", "node_hours",
     "node_hours_low", "node_hours_high", "gpu_hours", "energy_kwh", "energy_source",
-    "predicted", "pareto", "pareto_group", "work",
+    "predicted", "pareto", "pareto_group", "work", "unit", "units",
 )
 #: Columns that say which work a point does: points that agree on them (and on the
 #: target) are alternatives, whatever their batch, backend, tuning or layout.
@@ -36,29 +37,39 @@ WORK_COLUMNS: tuple[str, ...] = ("model", "image_size", "seq_len")
 
 @dataclass(frozen=True)
 class CostBasis:
-    """What the costs are of: one training run (a target), or a million samples."""
+    """What the costs are of: one training run (a target), or a million of the
+    throughput's units (samples: images; tokens for a transformer)."""
 
     target: Target | None
     smallest_batch: float
+    #: The throughput's unit, plural: "samples" (images), or "tokens".
+    units: str = "samples"
 
-    def samples(self, global_batch: float) -> float | None:
-        """Samples of one unit of work at this global batch."""
+    def samples(self, global_batch: float, per_sample: float = 1.0) -> float | None:
+        """Samples of one unit of work at this global batch (`per_sample`: units per
+        sample, so that without a target the work is a million units)."""
         if self.target is None:
-            return PER_MILLION
+            return PER_MILLION / per_sample
         return self.target.samples(global_batch, self.smallest_batch)
 
     def unit(self) -> str:
         """What one cost is of, for column headers and sentences."""
-        return "to the target" if self.target is not None else "per million samples"
+        return "to the target" if self.target is not None else f"per million {self.units}"
+
+
+def _per_sample(rows: pd.DataFrame) -> pd.Series:
+    """Units per sample of each row: its sequence length where it counted tokens/s."""
+    one = pd.Series(1.0, index=rows.index)
+    if "seq_len" not in rows.columns or "throughput_unit" not in rows.columns:
+        return one
+    seq = pd.to_numeric(rows["seq_len"], errors="coerce").astype(float)
+    tokens = rows["throughput_unit"].astype(str).eq("tokens/s") & (seq > 0)
+    return seq.where(tokens, one)
 
 
 def _rate(rows: pd.DataFrame, column: str) -> pd.Series:
     """Samples per second: the throughput, or tokens/s divided by the sequence length."""
-    rate = pd.to_numeric(rows[column], errors="coerce").astype(float)
-    if "seq_len" in rows.columns:
-        seq = pd.to_numeric(rows["seq_len"], errors="coerce").astype(float)
-        rate = rate / seq.where(seq > 0, 1.0).fillna(1.0)
-    return rate
+    return pd.to_numeric(rows[column], errors="coerce").astype(float) / _per_sample(rows)
 
 
 def cost_table(table: pd.DataFrame, basis: CostBasis,
@@ -110,8 +121,9 @@ def _work(point: dict[str, object]) -> str:
 
 def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
     global_batch = float(point["global_batch"])  # type: ignore[arg-type]
-    samples = basis.samples(global_batch)
     frame = pd.DataFrame([point])
+    per = float(_per_sample(frame).iloc[0])
+    samples = basis.samples(global_batch, per)
     rate = float(_rate(frame, "throughput_median").iloc[0])
     if samples is None or not rate > 0:
         return None
@@ -132,6 +144,7 @@ def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | 
         "node_hours_high": nodes * high / 3600, "gpu_hours": gpus * time_s / 3600,
         "energy_kwh": energy, "energy_source": source, "predicted": predicted,
         "pareto": False, "pareto_group": False, "work": point.get("work", ""),
+        "unit": "tokens" if per != 1 else "samples", "units": samples * per,
     }
 
 

@@ -93,11 +93,13 @@ def headline_loss(found: list[Loss]) -> Loss | None:
 
 
 def compute_clause(loss: Loss) -> str:
-    """How much slower compute alone is per image at the top than at the baseline."""
+    """How much slower compute alone is per image (or sequence) at the top than at the
+    baseline."""
     top, base = loss.top, loss.base
     hosts = (f"; {int(top['ranks_per_host'])} ranks on {int(top['host_cores'])} cores"
              if loss.oversubscribed else "")
-    return (f"compute alone (no gradient sync) takes {loss.slowdown:.2f}× as long per image "
+    sample = "sequence" if str(top.get("throughput_unit")) == "tokens/s" else "image"
+    return (f"compute alone (no gradient sync) takes {loss.slowdown:.2f}× as long per {sample} "
             f"as at {gpus_text(base['world_size'])} ({_sec(top['compute_time_s'])} vs "
             f"{_sec(base['compute_time_s'])} per step{hosts})")
 

@@ -183,7 +183,9 @@ def summary_dict(name: str, scaling: str, date: str, runs: pd.DataFrame,
                        "checks": records(checks)},
         "headline": list(parts["headline"]),
         "findings": list(parts["findings"]),
-        "cost": {"per": "target" if parts.get("target") is not None else "million samples",
+        "cost": {"per": "target" if parts.get("target") is not None else (
+                     "million tokens" if "costs" in parts and len(parts["costs"])
+                     and (parts["costs"]["unit"] == "tokens").any() else "million samples"),
                  "picks": list(parts.get("picks", [])),
                  "points": records(parts["costs"]) if "costs" in parts else []},
     }
