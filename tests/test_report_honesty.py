@@ -120,3 +120,36 @@ def test_report_table_carries_the_host_view(tmp_path: Path) -> None:
     assert rep.table.loc[rep.table["world_size"] == 1, "comm_overhead"].isna().all()
     assert set(rep.table.loc[rep.table["world_size"] == 4, "flags"]) == {"oversubscribed"}
     json.loads((tmp_path / "report" / "summary.json").read_text())  # strict JSON
+
+
+def different_baselines() -> pd.DataFrame:
+    """backend ddp scales 1 -> 4 GPUs; backend fsdp ran only at 4 GPUs (its baseline is
+    itself) and is the slowest there."""
+    from tests.test_analyze import frame, run
+
+    rows = [run(1, r, 1000.0 * r * 0.95 ** (r - 1), backend="ddp") for r in (1, 2, 4)]
+    rows.append(run(1, 4, 900.0, backend="fsdp"))
+    return scaling_table(frame(rows), "weak")
+
+
+def test_groups_with_different_baselines_are_compared_by_throughput() -> None:
+    from scalestudy.report.tables import group_tables
+    from scalestudy.results.findings import efficiency_findings
+    from scalestudy.results.summary import scale_line
+
+    table = different_baselines()
+    line = scale_line(table)
+    assert "compared by throughput, not efficiency" in line
+    assert "fastest ddp batch 16 (3,429 img/s, global batch 64; 85.7% efficiency" in line
+    assert "slowest fsdp batch 16 (900 img/s, global batch 64; its own baseline: no " \
+           "efficiency)" in line
+    assert "100.0%" not in line
+    said = efficiency_findings(table)
+    assert not any("fsdp" in s and "stays at or above" in s for s in said)
+    assert said[-1] == ("One scale only, so no efficiency to speak of (compare them by "
+                        "throughput): fsdp batch 16 (4 GPUs).")
+    notes = {group: note for group, note, _ in group_tables(table)}
+    (fsdp,) = [n for g, n in notes.items() if "fsdp" in g]
+    assert "not the study's smallest scale (1 GPU)" in fsdp
+    (ddp,) = [n for g, n in notes.items() if "ddp" in g]
+    assert "not the study's smallest" not in ddp

@@ -95,9 +95,22 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
         note = (f"Baseline ({rule}): {base.world_size} GPU{'s' if base.world_size != 1 else ''} "
                 f"({base.nodes} × {base.ranks_per_node}), "
                 f"{num(base.throughput_median)} {unit_of(rows)} at global batch "
-                f"{format_value(base.global_batch)}.")
+                f"{format_value(base.global_batch)}." + own_baseline_note(table, rows))
         out.append((group, note, (headers, body)))
     return out
+
+
+def own_baseline_note(table: pd.DataFrame, rows: pd.DataFrame) -> str:
+    """For a group whose baseline is not the study's smallest scale: that its efficiency
+    is against that baseline, so not on one scale with the other groups'."""
+    base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
+    smallest = int(table["world_size"].min())
+    if base <= smallest:
+        return ""
+    return (f" Its baseline is not the study's smallest scale ({smallest} "
+            f"GPU{'s' if smallest != 1 else ''}): its efficiency is against its own "
+            f"{base} GPUs, not on one scale with the other groups'; compare throughput at "
+            "equal GPUs.")
 
 
 def failure_table(runs: pd.DataFrame) -> Table:

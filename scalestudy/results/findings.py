@@ -138,7 +138,9 @@ def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[tuple[str, str, 
             else:
                 same = abs(gain) < TOLERANCE
             where = (f"{point_text(b)}: {_img(b['throughput_median'])} vs "
-                     f"{_img(r['throughput_median'])} {unit_of(table)}")
+                     f"{_img(r['throughput_median'])} {unit_of(table)}"
+                     + (f" (global batch {format_value(r['global_batch'])})"
+                        if r["global_batch"] != b["global_batch"] else ""))
             out.append((dim, str(b[dim]), str(ref), math.nan if same else gain, where))
     return out
 
@@ -165,7 +167,9 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
     """Where each group first drops below 90 % and 75 % efficiency, or that none does;
     groups that cross at the same point share a clause."""
     cross: dict[tuple[str, int, int, int], list[str]] = {}
-    fine = []
+    fine: list[str] = []
+    single: list[str] = []
+    smallest = int(table["world_size"].min())
     for group, rows in table.groupby("group", sort=False):
         rows = rows.sort_values("world_size")
         firsts: dict[int, list[float]] = {}  # row -> the levels it is the first below
@@ -180,16 +184,24 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
             gb = f"global batch {format_value(r['global_batch'])}"
             cross.setdefault(key, []).append(
                 f"{r['efficiency']:.1%} in {group}" + (f" ({gb})" if gb not in group else ""))
-        if not firsts:
+        if rows["world_size"].nunique() < 2:  # one scale: 100 % by definition
+            single.append(f"{group or 'the study'} ({gpus_text(rows['world_size'].iloc[0])})")
+        elif not firsts:
             low = rows.loc[rows["efficiency"].idxmin()]
+            base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
+            own = f", against its own baseline at {gpus_text(base)}" if base > smallest else ""
             fine.append(f"{group + ': ' if group else ''}up to "
                         f"{gpus_text(rows['world_size'].max())}, lowest "
-                        f"{low['efficiency']:.1%} at {gpus_text(low['world_size'])}")
+                        f"{low['efficiency']:.1%} at {gpus_text(low['world_size'])}{own}")
     clauses = [f"falls below {named} at {gpus_text(p)} ({n} × {r}): {_list(items)}"
                for (named, p, n, r), items in sorted(cross.items(), key=lambda c: c[0][1])]
     if fine:
         clauses.append(f"stays at or above {LEVELS[0]:.0%} in {_names(fine)}")
-    return [f"Efficiency {_names(clauses)}."]
+    out = [f"Efficiency {_names(clauses)}."] if clauses else []
+    if single:
+        out.append(f"One scale only, so no efficiency to speak of (compare them by "
+                   f"throughput): {_names(single)}.")
+    return out
 
 
 def oversubscribed_findings(table: pd.DataFrame) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalestudy.results.analyze import format_value
+from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.commmodel import PREDICTION_RULE, Loss, losses
 from scalestudy.results.findings import (
     compute_clause,
@@ -68,13 +68,22 @@ def cause_line(loss: Loss | None) -> str:
             "the model has no fit within its rule (see Communication model).")
 
 
+def _baseline_size(table: pd.DataFrame, group: str) -> int:
+    return int(table.loc[table["baseline"].astype(bool) & (table["group"] == group),
+                         "world_size"].iloc[0])
+
+
 def scale_line(table: pd.DataFrame) -> str:
-    """The headline's first line: efficiency at the largest scale, GPUs, global batch."""
+    """The headline's first line: efficiency at the largest scale, GPUs, global batch;
+    throughput at equal GPUs where the groups there have different baselines (their
+    efficiencies are not on one scale)."""
     tops = table.loc[table.groupby("group", sort=False)["world_size"].idxmax()]
     at = tops[tops["world_size"] == tops["world_size"].max()].sort_values("efficiency")
     lo, hi = at.iloc[0], at.iloc[-1]
-    base = table[table["baseline"].astype(bool) & (table["group"] == lo["group"])].iloc[0]
-    against = f"against {gpus_text(base['world_size'])}"
+    bases = {str(g): _baseline_size(table, str(g)) for g in at["group"]}
+    if len(set(bases.values())) > 1:
+        return _throughput_line(table, at, bases)
+    against = f"against {gpus_text(bases[str(lo['group'])])}"
     if f"{lo['efficiency']:.1%}" == f"{hi['efficiency']:.1%}" and len(at) > 1:
         return (f"Scaling: {lo['efficiency']:.1%} efficiency at {gpus_text(lo['world_size'])} "
                 f"({int(lo['nodes'])} × {int(lo['ranks_per_node'])}) in each of the {len(at)} "
@@ -86,6 +95,28 @@ def scale_line(table: pd.DataFrame) -> str:
             f"{gpus_text(lo['world_size'])} ({int(lo['nodes'])} × {int(lo['ranks_per_node'])}), "
             f"{against}: {lo['group']} (global batch {format_value(lo['global_batch'])}) to "
             f"{hi['group']} (global batch {format_value(hi['global_batch'])}).")
+
+
+def _throughput_line(table: pd.DataFrame, at: pd.DataFrame, bases: dict[str, int]) -> str:
+    """Groups at one scale measured from different baselines: compared by throughput."""
+    unit = unit_of(table)
+    fast = at.loc[at["throughput_median"].idxmax()]
+    slow = at.loc[at["throughput_median"].idxmin()]
+
+    def said(row: pd.Series) -> str:
+        base = bases[str(row["group"])]
+        eff = (f"{row['efficiency']:.1%} efficiency against {gpus_text(base)}"
+               if base < int(row["world_size"]) else "its own baseline: no efficiency")
+        return (f"{row['group']} ({_thr(row['throughput_median'])} {unit}, global batch "
+                f"{format_value(row['global_batch'])}; {eff})")
+
+    return (f"Scaling: at {gpus_text(fast['world_size'])} the {len(at)} groups start from "
+            f"different baselines, so they are compared by throughput, not efficiency: "
+            f"fastest {said(fast)}, slowest {said(slow)}.")
+
+
+def _thr(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
