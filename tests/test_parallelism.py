@@ -58,3 +58,20 @@ def test_findings_name_the_fastest_factorisation_and_why_others_lose() -> None:
     assert "dp 1 x tp 1 x pp 2 (ddp) is 44% slower: the pipeline bubble idles 33%" in text
     assert factorisation_findings(pd.DataFrame([point(world_size=2)]).assign(
         throughput_median=1.0, global_batch=8, model="resnet50")) == []
+
+
+def test_one_mfu_denominator_for_the_study() -> None:
+    # Each run measured its own matmul peak on a loaded machine: dp 4's lower peak made
+    # its MFU read higher than dp 2's although it does less per GPU.
+    from scalestudy.results.analyze import one_peak
+
+    runs = pd.DataFrame({"model_tflops_per_gpu": [0.0389, 0.0176],
+                         "peak_tflops": [0.0772, 0.0328], "mfu": [0.504, 0.537],
+                         "peak_source": ["measured matmul", "measured matmul"]})
+    out = one_peak(runs)
+    assert out["peak_tflops"].tolist() == [0.0772, 0.0772]
+    assert out["mfu"].tolist() == pytest.approx([0.0389 / 0.0772, 0.0176 / 0.0772])
+    assert out["mfu"].iloc[0] > out["mfu"].iloc[1]
+    assert "highest of 2 peaks" in out["peak_source"].iloc[0]
+    given = runs.assign(peak_tflops=312.0)
+    assert one_peak(given) is given  # one peak already: nothing recomputed

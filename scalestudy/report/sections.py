@@ -207,14 +207,23 @@ def parallelism_blocks(table: pd.DataFrame) -> list[Block]:
                       if pd.notna(r.get("model_tflops_per_gpu")) else "n/a",
                       pct(mfu) if pd.notna(mfu) else "n/a", why(r)])
     peak = rows["peak_tflops"].dropna() if "peak_tflops" in rows else pd.Series(dtype=float)
-    note = ("MFU = achieved model TFLOP/s per GPU / the peak of the system's accelerator "
-            "in the run's precision (the site profile's, with its source; `measure`: a "
-            "large matmul timed on the rank's device). Model FLOPs per token = 6N + "
-            "12·L·H·Q·T (PaLM, appendix B), recomputation not counted."
-            + (f" Peak per GPU used: {_span(peak)} TFLOP/s"
-               + (" (measured per run: a loaded machine measures a lower peak)"
-                  if peak.nunique() > 1 else "") + "."
-               if len(peak) else " No peak was given: MFU is n/a."))
+    seq = rows["seq_len"].dropna() if "seq_len" in rows else pd.Series(dtype=float)
+    share = (rows["attention_flops_share"].dropna() if "attention_flops_share" in rows
+             else pd.Series(dtype=float))
+    note = ("MFU = achieved model TFLOP/s per GPU / one peak per GPU for the whole study, "
+            "the system's accelerator in the run's precision (the site profile's, with its "
+            "source; `measure`: a large matmul timed on the rank's device, and where runs "
+            "measured different peaks, the highest of them for every run). Model FLOPs per "
+            "token = 6N + 12·L·H·Q·T (PaLM, appendix B), recomputation not counted; "
+            "attention is counted in full, as PaLM and torchtitan do, although a causal "
+            "kernel does about half of it"
+            + (f" (attention is {_span(share * 100)} % of the counted FLOPs here)"
+               if len(share) else "") + "."
+            + (f" Sequence length {_span(seq)}." if len(seq) else "")
+            + (f" Peak per GPU: {_span(peak)} TFLOP/s"
+               + (f" ({rows['peak_source'].dropna().iloc[0]})"
+                  if "peak_source" in rows and rows["peak_source"].notna().any() else "")
+               + "." if len(peak) else " No peak was given: MFU is n/a."))
     return [("h2", "Parallelism"), ("note", note),
             ("ul", factorisation_findings(rows, unit) or [
                 "Each scale has one factorisation: nothing to compare."]),

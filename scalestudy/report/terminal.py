@@ -230,10 +230,19 @@ def scaling_rich_table(table: Any, study: str, width: int | None = None) -> Tabl
     ]
     if comm:
         columns.append(Column("comm", [_num(r.comm_overhead, ".1%") for r in rows], 4))
+    mfu = "mfu" in table and table["mfu"].notna().any()
+    if mfu:
+        columns.append(Column("MFU", [_num(r.mfu, ".1%") for r in rows], 3))
     if flags:
         columns.append(Column("flags", [str(r.flags or "").replace(",", ", ") for r in rows],
                               1, wrap=True, right=False))
     caption = "" if rows else "no completed runs yet"
+    if mfu:
+        peak = table["peak_tflops"].dropna()
+        seq = table["seq_len"].dropna() if "seq_len" in table else peak[:0]
+        caption = (f"MFU against {peak.max():.4g} TFLOP/s per GPU (one peak for the study)"
+                   + (f", sequence length {int(seq.max())}" if len(seq) else "")
+                   + "; attention counted in full")
     return fit_table(f"{study}: throughput ({unit} over all ranks, median over repeats)",
                      columns, width, caption)
 

@@ -56,6 +56,7 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
 TRANSFORMER_COLUMNS: tuple[str, ...] = (
     "tp", "pp", "microbatches", "seq_len", "bubble_fraction", "samples_per_s",
     "tokens_per_s_per_gpu", "model_tflops_per_gpu", "peak_tflops", "mfu",
+    "attention_flops_share",
 )
 #: Quality columns after the diagnostics: see scalestudy.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")
@@ -172,8 +173,9 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         agg[col] = by[col].median() if col in done.columns else np.nan
     for col in numeric:
         agg[col] = by[col].median()
-    if "throughput_unit" in done.columns:
-        agg["throughput_unit"] = by["throughput_unit"].first()
+    for col in ("throughput_unit", "peak_source"):
+        if col in done.columns:
+            agg[col] = by[col].first()
     agg["rank_spread"] = by["rank_spread"].max()
     agg["flags"] = by["flags"].agg(",".join)
     return agg.reset_index()
@@ -218,6 +220,25 @@ def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return done
 
 
+def one_peak(done: pd.DataFrame) -> pd.DataFrame:
+    """One MFU denominator for the whole study: where the runs divided by different peaks
+    (each measured its own matmul on a loaded machine), every MFU is recomputed against
+    the highest of them, the one least disturbed, shown as `peak_tflops` (each run's own
+    stays in runs.csv). A peak given by the profile or the spec is the same for all."""
+    if "peak_tflops" not in done or "model_tflops_per_gpu" not in done:
+        return done
+    peaks = pd.to_numeric(done["peak_tflops"], errors="coerce")
+    if peaks.dropna().nunique() < 2:
+        return done
+    peak = float(peaks.max())
+    out = done.copy()
+    out["peak_tflops"] = peak
+    out["mfu"] = pd.to_numeric(out["model_tflops_per_gpu"], errors="coerce") / peak
+    out["peak_source"] = (f"the highest of {int(peaks.notna().sum())} peaks measured by the "
+                          "runs, one for the study")
+    return out
+
+
 def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smallest",
                   thresholds: Thresholds | None = None) -> pd.DataFrame:
     """Per group and (nodes, ranks_per_node): median/min/max throughput over repeats,
@@ -231,6 +252,7 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
     done = completed_runs(runs)
     if done.empty:
         return _empty_table(keys)
+    done = one_peak(done)
     quality = run_quality(done, th)
     done["rank_spread"] = quality["rank_spread"]
     done["flags"] = quality["flags"]
@@ -246,7 +268,7 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
     noisy = table["throughput_cv"] > th.max_cv
     table["flags"] = [merge_flags([f, "noisy-repeats" if n else ""])
                       for f, n in zip(table["flags"], noisy, strict=True)]
-    extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit")
+    extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit", "peak_source")
              if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
              *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS, *extra]

@@ -53,14 +53,18 @@ def transformer_fields(cfg: Any, results: Sequence[Any], throughput: float,
     """
     from .transformer import config, flops_per_token
 
+    shape = config(cfg.model)
+    per_token = flops_per_token(shape, cfg.seq_len)
+    attention = 12 * shape.n_layers * shape.n_heads * shape.head_dim * cfg.seq_len
     losses = [r.final_loss for r in results if r.final_loss is not None]
     local = [r.local_params for r in results if r.local_params is not None]
     return {
         **cfg.layout.describe(),
         "activation_checkpointing": cfg.activation_checkpointing,
         **lm_fields(throughput=throughput, world_size=world_size, seq_len=cfg.seq_len,
-                    flops_per_token=flops_per_token(config(cfg.model), cfg.seq_len),
-                    peak_tflops=peak[0], peak_source=peak[1]),
+                    flops_per_token=per_token, peak_tflops=peak[0], peak_source=peak[1]),
+        # Attention counted in full (PaLM, torchtitan); a causal kernel does about half.
+        "attention_flops_share": attention / per_token,
         "final_loss": sum(losses) / len(losses) if losses else None,
         "params_per_rank_max": max(local) if local else None,
     }
