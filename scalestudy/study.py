@@ -9,6 +9,7 @@ stays instant.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -281,6 +282,7 @@ def report(plan: Plan, options: ReportOptions | None = None,
 
     options = options or ReportOptions()
     study = plan.study
+    _refuse_an_empty_report(plan)
     refs: list[Any] = [(study.references, study.line_of)]
     if references_file is not None:
         refs.append(load_references(references_file))
@@ -291,6 +293,39 @@ def report(plan: Plan, options: ReportOptions | None = None,
     return build_report(plan.directory, study.name, study.description, study.scaling, runs,
                         table, options=options, references=refs, system=study.system,
                         cores_per_host=cores, one_host=one_host, target=study.target)
+
+
+def _refuse_an_empty_report(plan: Plan) -> None:
+    """A report with no completed run must not replace one that has them: when none of
+    the planned runs completed while the results directory holds other runs (the spec's
+    `system:` or workload changed, so its run ids did) or a report, say what it holds and
+    leave it as it is (exit 1)."""
+    planned = {r.run_id for r in plan.runs}
+    if any(read_state(plan.run_dir(r)) is RunState.COMPLETED for r in plan.runs):
+        return
+    held: dict[tuple[str, str], int] = {}
+    for run_json in sorted((plan.directory / "runs").glob("*/run.json")):
+        if run_json.parent.name in planned:
+            continue
+        try:
+            system = str(json.loads(run_json.read_text(encoding="utf-8")).get("system", "?"))
+        except (OSError, ValueError, AttributeError):
+            system = "?"
+        key = (Path(system).stem, read_state(run_json.parent).value)
+        held[key] = held.get(key, 0) + 1
+    if not held and not (plan.directory / "report" / "index.html").exists():
+        return
+    systems: dict[str, list[str]] = {}
+    for (system, state), count in sorted(held.items()):
+        systems.setdefault(system, []).append(f"{count} {state}")
+    holds = "; ".join(f"{sum(int(c.split()[0]) for c in parts)} runs of system {system} "
+                      f"({', '.join(parts)})" for system, parts in systems.items())
+    raise ScalestudyError(
+        f"{plan.directory} holds " + (holds or "a report") + f", but none of the "
+        f"{len(plan.runs)} runs this spec plans (system {plan.system.name}) has completed: "
+        f"the report in {plan.directory / 'report'} is left as it is. Report the runs it "
+        f"holds with the spec that made them ({plan.directory / 'study.yaml'}), or run this "
+        "spec first", exit_code=1)
 
 
 @dataclass(frozen=True)

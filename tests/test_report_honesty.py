@@ -153,3 +153,45 @@ def test_groups_with_different_baselines_are_compared_by_throughput() -> None:
     assert "not the study's smallest scale (1 GPU)" in fsdp
     (ddp,) = [n for g, n in notes.items() if "ddp" in g]
     assert "not the study's smallest" not in ddp
+
+
+def test_a_report_with_no_completed_runs_never_replaces_a_real_one(tmp_path: Path) -> None:
+    import pytest
+
+    from scalestudy import study as uc
+    from scalestudy.core.errors import ScalestudyError
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: local\nworkload: {model: small_cnn, image_size: 32}\n"
+                    "grid: {nodes: [1], batch_size: [8]}\nrepeats: 2\n")
+    results = tmp_path / "results"
+    old = uc.make_plan(spec, results)
+    for run in old.runs:  # two completed runs of system local, and their report
+        d = old.run_dir(run)
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps(run.params()))
+        (d / "status.json").write_text(json.dumps({"state": "completed", "exit_code": 0}))
+        (d / "metrics.jsonl").write_text(json.dumps({"throughput": 100.0, "world_size": 1})
+                                         + "\n")
+    report = results / "s" / "report" / "index.html"
+    report.parent.mkdir(parents=True)
+    report.write_text("the real report")
+    spec.write_text(spec.read_text().replace("system: local", "system: generic-slurm"))
+    with pytest.raises(ScalestudyError) as raised:
+        uc.report(uc.make_plan(spec, results))
+    assert raised.value.exit_code == 1
+    said = str(raised.value)
+    assert "holds 2 runs of system local (2 completed)" in said
+    assert "none of the 2 runs this spec plans (system generic-slurm)" in said
+    assert report.read_text() == "the real report" and not (results / "s" / "runs.csv").exists()
+
+
+def test_the_report_says_which_system_its_numbers_describe() -> None:
+    from scalestudy.report.build import measured_on
+
+    runs = pd.DataFrame({"device": ["cpu", "cpu"]})
+    line = measured_on("local", runs, 2, True)
+    assert line.startswith("Measured on system local, this one machine (2 cores, CPUs)")
+    assert "answers no question about another" in line
+    assert measured_on("/x/polaris.yaml", pd.DataFrame({"device": ["cuda"]}), 64, False) \
+        .startswith("Measured on system polaris, its nodes (GPUs)")

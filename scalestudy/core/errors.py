@@ -29,9 +29,15 @@ PATTERN_HELP = {
 
 
 class ScalestudyError(Exception):
-    """An error the user can fix; its message is shown as is."""
+    """An error the user can fix; its message is shown as is (`exit_code`: 2 unless said
+    otherwise, for this error or its class)."""
 
     exit_code: int = 2
+
+    def __init__(self, *args: object, exit_code: int | None = None) -> None:
+        super().__init__(*args)
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 class SpecError(ScalestudyError):

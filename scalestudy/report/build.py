@@ -182,10 +182,23 @@ def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int) -> lis
     return b
 
 
+def measured_on(system: str | None, runs: pd.DataFrame, cores: int | None,
+                one_host: bool) -> str:
+    """Which system the numbers describe, in the report's first lines."""
+    name = Path(system).stem if system else "unknown"
+    devices = sorted({str(d) for d in runs.get("device", pd.Series(dtype=str)).dropna()})
+    on = ("CPUs" if devices == ["cpu"] else "GPUs" if devices == ["cuda"]
+          else " and ".join(devices) if devices else "")
+    where = (f"this one machine ({cores} cores" + (f", {on}" if on else "") + ")"
+             if one_host else "its nodes" + (f" ({on})" if on else ""))
+    return (f"Measured on system {name}, {where}: every throughput, cost and prediction "
+            "here prices training on that system and answers no question about another.")
+
+
 def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
             table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
     b: list[Block] = [("h1", f"Scaling study: {name}"),
-                      ("note", f"Generated {date}. {run_counts(runs)}.")]
+                      ("note", f"Generated {date}. {run_counts(runs)}. {parts['measured_on']}")]
     b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
     b.append(("note", _definitions(scaling, options, *parts["hosts"], unit_of(table))))
     found = parts["found"]
@@ -301,7 +314,8 @@ def build_report(study_dir: Path, name: str, description: str, scaling: str,
         "found": findings(table, runs, scaling, fits, points, bounds),
         "headline": headline(table, scaling, fits, points, preds),
         "hosts": (cores_per_host, one_host), "plots": _plots(table, model_frame, fits),
-        "costs": costs_of(table, target, preds), "target": target}
+        "costs": costs_of(table, target, preds), "target": target,
+        "measured_on": measured_on(system, runs, cores_per_host, one_host)}
     parts["picks"] = pick_sentences(parts["costs"], options.deadline_s,
                                     options.budget_node_hours)
     parts["findings"] = [*parts["picks"], *parts["found"].all]
