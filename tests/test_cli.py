@@ -161,3 +161,22 @@ def test_local_study_says_what_queue_options_do_there(tmp_path: Path, write_spec
     assert "runs jobs directly on this machine: there is no queue to cancel" in cancel.stderr
     dry = run_cli("run", str(spec), "--dry-run", "--max-jobs", "2", cwd=tmp_path)
     assert dry.returncode == 0
+
+
+def test_a_dry_run_refuses_a_budget_as_the_real_run_would(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: generic-slurm\ngrid: {nodes: [1, 4], batch_size: [8]}\n"
+                    "job: {walltime: '01:00:00'}\n")
+    done = run_cli("run", str(spec), "--dry-run", "--budget", "2", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "may use up to 5 node-hours" in done.stderr and "more than --budget 2" in done.stderr
+    assert not (tmp_path / "results").exists()
+    fits = run_cli("run", str(spec), "--dry-run", "--budget", "5", cwd=tmp_path)
+    assert fits.returncode == 0 and "2 of 2 runs to do (dry run" in fits.stdout
+
+
+def test_a_deadline_without_a_unit_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: local\ngrid: {nodes: [1]}\n")
+    done = run_cli("report", str(spec), "--deadline", "6", cwd=tmp_path)
+    assert done.returncode == 2 and "'6' has no unit: write 6h" in done.stderr

@@ -135,10 +135,15 @@ def test_target_spec_errors_are_located() -> None:
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("6h", 21600), ("90min", 5400), ("45m", 2700),
-                                               ("2d", 172800), ("30s", 30), ("1:30:00", 5400),
-                                               ("120", 120)])
+                                               ("2d", 172800), ("30s", 30), ("1:30:00", 5400)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_a_bare_number_asks_for_its_unit() -> None:
+    # `--deadline 6` was read as 6 seconds; a user meant 6 hours.
+    with pytest.raises(ValueError, match=r"'6' has no unit: write 6h, 6min, 6d or 6s"):
+        parse_duration("6")
 
 
 def test_bad_durations_and_hours() -> None:

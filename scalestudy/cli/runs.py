@@ -125,7 +125,9 @@ def run(
     uc.check_selection(plan, only)
     force = rerun is Rerun.ALL
     if dry_run:
-        todo = uc.dry_run(plan, _chosen(uc.choose_runs(plan, only, rerun, max_attempts)), force)
+        selection = _chosen(uc.choose_runs(plan, only, rerun, max_attempts))
+        uc.check_budget(plan, selection.todo, budget)  # as the real run would refuse
+        todo = uc.dry_run(plan, selection, force)
         for r in todo:
             out.print(f"would run {r.run_id}: {r.nodes}x{r.ranks_per_node} ranks, batch "
                       f"{r.batch_size}/GPU ({r.global_batch} global), {r.backend}, {r.tuning}, "

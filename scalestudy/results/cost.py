@@ -207,8 +207,8 @@ def hours(seconds: float) -> str:
 
 
 def parse_duration(text: str) -> float:
-    """`6h`, `90min`, `45m`, `2d`, `30s`, `1:30:00` or a number of seconds -> seconds;
-    ValueError that says the forms otherwise."""
+    """`6h`, `90min`, `45m`, `2d`, `30s` or `1:30:00` -> seconds; ValueError that says the
+    forms otherwise (a bare number too: hours and seconds are both plausible)."""
     raw = text.strip().lower()
     units = {"d": 86400.0, "h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0}
     for unit in ("min", "d", "h", "m", "s"):
@@ -233,6 +233,7 @@ def parse_duration(text: str) -> float:
                 value = float(raw)
             except ValueError:
                 value = -1.0
-            if value > 0 and math.isfinite(value):
-                return value
+            if value > 0 and math.isfinite(value):  # 6 hours or 6 seconds? Say which.
+                raise ValueError(f"{text!r} has no unit: write {raw}h, {raw}min, {raw}d or "
+                                 f"{raw}s (or H:MM:SS)")
     raise ValueError(f"{text!r} is not a duration: write e.g. 6h, 90min, 2d, 30s or 1:30:00")
