@@ -50,7 +50,8 @@ def test_compare_aligns_and_writes(tmp_path: Path) -> None:
                                                      "compare.png"]
     md = (out / "compare.md").read_text()
     assert "- tuning: A default; B tuned" in md
-    assert "| batch 16 | 4 | 1 × 4 | 16 | 64 | 320.0 | 384.0 | 1.200 |" in md
+    assert ("| batch 16 | 4 | 1 × 4 | 16 | 64 | 320.0 [320.0–320.0] (1) | 384.0 "
+            "[384.0–384.0] (1) | 1.200 |") in md
 
 
 def test_compare_cli_and_errors(tmp_path: Path) -> None:
@@ -69,3 +70,32 @@ def test_compare_cli_and_errors(tmp_path: Path) -> None:
     assert "neither a study spec (.yaml) nor a results directory" in missing.stderr
     with pytest.raises(ScalestudyError, match=r"no runs\.csv"):
         compare(tmp_path / "a", tmp_path / "b")
+
+
+def test_compare_names_every_setting_refuses_other_units_and_flags_superlinear(
+        tmp_path: Path) -> None:
+    from scalestudy.results.compare import load_side
+    from scalestudy.study import collect, make_plan
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    spec = "name: {name}\nsystem: local\nworkload: {{bucket_cap_mb: {mb}}}\n" \
+           "grid: {{nodes: [1], ranks_per_node: [1, 2], batch_size: [16]}}\nrepeats: 2\n"
+    a = finished_study(tmp_path / "a", {1: 100.0, 2: 75.0}, spec.format(name="a", mb=25))
+    b = finished_study(tmp_path / "b", {1: 50.0, 2: 94.5}, spec.format(name="b", mb=50))
+    for s in (a, b):
+        collect(make_plan(s, s.parent / "results"))
+        name = s.parent.name  # `run` keeps the spec beside the results, as here
+        (s.parent / "results" / name / "study.yaml").write_text(s.read_text())
+    got = compare(tmp_path / "a/results/a", tmp_path / "b/results/b", tmp_path / "cmp")
+    # the example's case: only a workload option differs, and it is named
+    assert got.differs == {"workload.bucket_cap_mb": ("25", "50")}
+    md = (got.out / "compare.md").read_text()
+    assert "- workload.bucket_cap_mb: A 25; B 50" in md
+    assert "189.0% (above 100 %: check)" in md and "(2)" in md
+    side = load_side(tmp_path / "b/results/b", tmp_path)
+    side.table["throughput_unit"] = "tokens/s"
+    from scalestudy.results.compare import align
+
+    with pytest.raises(ScalestudyError, match=r"a measures img/s and b tokens/s"):
+        align(load_side(tmp_path / "a/results/a", tmp_path), side)

@@ -163,7 +163,10 @@ def compare(
                "out": str(got.out), "points": records(got.frame)})
         return
     caption = "; ".join(f"{k}: A {va}, B {vb}" for k, (va, vb) in got.differs.items())
-    out.print(text_table(f"{a} vs {b}: throughput (img/s, all GPUs) and efficiency",
+    from scalestudy.results.analyze import unit_of
+
+    out.print(text_table(f"{a} vs {b}: throughput ({unit_of(got.frame)}, all GPUs, [band] "
+                         "(repeats)) and efficiency",
                          *compare_table(got.frame), caption, out.width))
     out.print(f"comparison: {got.out / 'compare.md'}", highlight=False)
 

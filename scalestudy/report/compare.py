@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import plot_compare
 from scalestudy.report.tables import compare_table, markdown_table
+from scalestudy.results.analyze import unit_of
 from scalestudy.results.collect import write_csv_atomic
 from scalestudy.results.compare import Side
 
@@ -24,10 +25,14 @@ def markdown(frame: pd.DataFrame, differs: dict[str, tuple[str, str]], a: Side, 
     lines = [f"# {a.name} vs {b.name}", ""]
     if warning:
         lines += [f"**Warning: {warning}**", ""]
-    lines += [f"A = {a.runs_csv}, B = {b.runs_csv}. Throughput is images/s over all GPUs "
-              "(median over repeats); efficiency is against each study's own baseline.", ""]
+    unit = unit_of(frame)
+    lines += [f"A = {a.runs_csv}, B = {b.runs_csv}. Throughput is {unit} over all GPUs "
+              "(median over repeats, [min–max] over them, (n) repeats); a ratio whose two "
+              "bands overlap is marked \"within noise\"; efficiency is against each "
+              "study's own baseline, and one above 100 % is flagged: superlinear scaling "
+              "usually means a noisy or slow baseline.", ""]
     lines += [f"- {k}: A {va}; B {vb}" for k, (va, vb) in differs.items()] or [
-        "- no parameter differs entirely between the studies"]
+        "- no parameter or setting differs between the studies"]
     lines += ["", markdown_table(*compare_table(frame)), "", "![comparison](compare.png)", ""]
     return "\n".join(lines)
 

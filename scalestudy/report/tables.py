@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -208,19 +209,39 @@ def bound_table(bounds: pd.DataFrame) -> Table:
 
 
 def compare_table(frame: pd.DataFrame) -> Table:
-    """Two studies aligned point by point (results.compare.align), with B / A ratios."""
+    """Two studies aligned point by point (results.compare.align), with B / A ratios:
+    each throughput with its repeat band and count, a ratio within both bands marked,
+    an efficiency above 100 % flagged."""
     unit = unit_of(frame)
     energy = bool(frame["energy_ratio"].notna().any()) if "energy_ratio" in frame else False
+    per = "1M tokens" if unit == "tokens/s" else "1M samples"
     headers = ["group (A)", "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
-               f"A {unit}", f"B {unit}", "B / A", "A efficiency", "B efficiency", "B / A eff.",
-               "node-h per 1M samples B / A", *(["energy per 1M B / A"] if energy else [])]
+               f"A {unit} [band] (n)", f"B {unit} [band] (n)", "B / A", "A efficiency",
+               "B efficiency", "B / A eff.", f"node-h per {per} B / A",
+               *([f"energy per {per} B / A"] if energy else [])]
+    banded = "within_band" in frame
+
+    def thr(r: Any, side: str) -> str:
+        mid = getattr(r, f"throughput_{side}")
+        if not banded:
+            return f"{mid:,.1f}"
+        return (f"{mid:,.1f} [{getattr(r, f'throughput_min_{side}'):,.1f}–"
+                f"{getattr(r, f'throughput_max_{side}'):,.1f}] "
+                f"({int(getattr(r, f'n_repeats_{side}'))})")
+
+    def eff(value: float) -> str:
+        return f"{value:.1%}" + (" (above 100 %: check)" if value > 1.005 else "")
+
     rows = [[str(r.group_a), str(r.world_size), f"{r.nodes} × {r.ranks_per_node}",
-             str(r.batch_size), str(r.global_batch), f"{r.throughput_a:,.1f}",
-             f"{r.throughput_b:,.1f}", f"{r.throughput_ratio:.3f}", f"{r.efficiency_a:.1%}",
-             f"{r.efficiency_b:.1%}",
+             str(r.batch_size), str(r.global_batch), thr(r, "a"), thr(r, "b"),
+             f"{r.throughput_ratio:.3f}" + (" (within noise)" if banded and r.within_band
+                                            else ""),
+             eff(r.efficiency_a), eff(r.efficiency_b),
              f"{r.efficiency_ratio:.3f}" if np.isfinite(r.efficiency_ratio) else "n/a",
              f"{r.node_hours_ratio:.3f}" if np.isfinite(r.node_hours_ratio) else "n/a",
              *([f"{r.energy_ratio:.3f}" if np.isfinite(r.energy_ratio) else "n/a"]
                if energy else [])]
             for r in frame.itertuples(index=False)]
     return headers, rows
+
+
