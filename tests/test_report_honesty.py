@@ -166,10 +166,10 @@ def test_a_report_with_no_completed_runs_never_replaces_a_real_one(tmp_path: Pat
                     "grid: {nodes: [1], batch_size: [8]}\nrepeats: 2\n")
     results = tmp_path / "results"
     old = uc.make_plan(spec, results)
-    for run in old.runs:  # two completed runs of system local, and their report
-        d = old.run_dir(run)
+    for planned in old.runs:  # two completed runs of system local, and their report
+        d = old.run_dir(planned)
         d.mkdir(parents=True)
-        (d / "run.json").write_text(json.dumps(run.params()))
+        (d / "run.json").write_text(json.dumps(planned.params()))
         (d / "status.json").write_text(json.dumps({"state": "completed", "exit_code": 0}))
         (d / "metrics.jsonl").write_text(json.dumps({"throughput": 100.0, "world_size": 1})
                                          + "\n")
