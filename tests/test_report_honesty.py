@@ -195,3 +195,12 @@ def test_the_report_says_which_system_its_numbers_describe() -> None:
     assert "answers no question about another" in line
     assert measured_on("/x/polaris.yaml", pd.DataFrame({"device": ["cuda"]}), 64, False) \
         .startswith("Measured on system polaris, its nodes (GPUs)")
+
+
+def test_no_reach_is_claimed_over_no_predictions() -> None:
+    from scalestudy.report.build import _predictions
+
+    fits = pd.DataFrame({"group": ["g"], "withheld": ["too few points"]})
+    blocks = _predictions(fits, pd.DataFrame(), 1024)
+    assert blocks[0] == ("h3", "Predictions")
+    assert ("p", "Predictions: none, because too few points.") in blocks

@@ -168,8 +168,8 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
 
 def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int) -> list[Block]:
     """The predictions with the rule they passed, or why there are none (per group)."""
-    b: list[Block] = [("h3", f"Predictions (up to {max_nodes:,} nodes)"),
-                      ("note", PREDICTION_RULE)]
+    reach = f" (up to {max_nodes:,} nodes)" if len(preds) else ""  # none: no reach
+    b: list[Block] = [("h3", f"Predictions{reach}"), ("note", PREDICTION_RULE)]
     if len(preds):
         b.append(("table", prediction_table(preds)))
     why = [(str(f.group), str(f.withheld)) for f in fits.itertuples() if f.withheld]
