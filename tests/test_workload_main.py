@@ -29,7 +29,8 @@ RECORD_KEYS = {
     "channels_last", "compile", "lr", "base_lr", "lr_warmup_iters", "grad_bytes", "diagnostics",
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "compute_iters",
     "allreduce_probe", "allreduce_busbw_GBps", "allreduce_latency_s", "ddp", "env",
-    "throughput_unit",
+    "throughput_unit", "throughput_mean_of_rates", "throughput_estimator", "rank_seconds",
+    "units_per_rank",
 }  # fmt: skip
 # Energy: measured (NVIDIA GPU with nvidia-ml-py) or the reason why not.
 ENERGY_KEYS = ({"energy_j", "energy_source", "energy_gpus", "energy_j_per_sample"},
@@ -91,6 +92,12 @@ def read_record(path: Path) -> dict:
     assert record["throughput"] == pytest.approx(
         record["throughput_per_rank_mean"] * record["world_size"]
     )
+    # The headline is the work the record's ranks did over the time they took.
+    assert len(record["rank_seconds"]) == record["world_size"]
+    assert record["throughput"] == pytest.approx(
+        sum(record["units_per_rank"] / s for s in record["rank_seconds"]), rel=1e-6
+    )
+    assert record["throughput_estimator"] == "work over time"
     assert record["hosts"] == [socket.gethostname()]
     assert record["nodes"] == 1
     return record
