@@ -126,6 +126,8 @@ class Selection:
     todo: list[Run]
     failed_kept: list[Run] = field(default_factory=list)  # failed, --rerun not asked
     exhausted: list[Run] = field(default_factory=list)  # failed after --max-attempts
+    done: list[Run] = field(default_factory=list)  # completed already: skipped
+    active: list[Run] = field(default_factory=list)  # queued, held or running already
 
 
 def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
@@ -143,21 +145,25 @@ def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
     todo: list[Run] = []
     failed_kept: list[Run] = []
     exhausted: list[Run] = []
+    done: list[Run] = []
+    active: list[Run] = []
     on_host = not plan.scheduler.queued
     for run in select(plan.runs, only):
         directory = plan.run_dir(run)
         current = states[run.run_id] if states is not None else read_state(directory)
         if current in (RunState.PENDING, RunState.INTERRUPTED) or (on_host and current.active):
             todo.append(run)
-        elif current.active or (current is RunState.COMPLETED and rerun is not Rerun.ALL):
-            continue
+        elif current.active:
+            active.append(run)
+        elif current is RunState.COMPLETED and rerun is not Rerun.ALL:
+            done.append(run)
         elif current is RunState.FAILED and rerun is None:
             failed_kept.append(run)
         elif ws.attempt_count(directory) >= max_attempts:
             exhausted.append(run)
         else:
             todo.append(run)
-    return Selection(todo, failed_kept, exhausted)
+    return Selection(todo, failed_kept, exhausted, done, active)
 
 
 def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:

@@ -128,10 +128,11 @@ def run(
         selection = _chosen(uc.choose_runs(plan, only, rerun, max_attempts))
         uc.check_budget(plan, selection.todo, budget)  # as the real run would refuse
         todo = uc.dry_run(plan, selection, force)
+        from scalestudy.core.grid import describe_run
+
         for r in todo:
-            out.print(f"would run {r.run_id}: {r.nodes}x{r.ranks_per_node} ranks, batch "
-                      f"{r.batch_size}/GPU ({r.global_batch} global), {r.backend}, {r.tuning}, "
-                      f"repeat {r.repeat}: {plan.run_dir(r) / 'job.sh'}", highlight=False)
+            out.print(f"would run {r.run_id}: {describe_run(plan.study, r)}, repeat "
+                      f"{r.repeat}: {plan.run_dir(r) / 'job.sh'}", highlight=False)
         out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
         return
     with uc.lock(plan):
@@ -174,7 +175,7 @@ def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: 
     from scalestudy.report.terminal import queued_lines
 
     _chosen(queued.selection)
-    for line in queued_lines(queued):
+    for line in queued_lines(queued, plan.study):
         err.print(line, highlight=False, markup=False)
     out.print(f"{len(queued.submitted)} job(s) submitted, {queued.active} in the queue"
               + (f", {len(queued.waiting)} held back by --max-jobs" if queued.waiting else ""))

@@ -19,6 +19,7 @@ from typing import Any
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.spec import Study, walltime_seconds
 from scalestudy.workload import layout
+from scalestudy.workload.names import is_transformer
 from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
 
 
@@ -65,6 +66,28 @@ def job_name(study_name: str, run_id: str) -> str:
     rendered with it, and a restart after a crash finds an interrupted submission's job
     by it: both read it here."""
     return f"{study_name}-{run_id}"
+
+
+def describe_run(study: Study, run: Run, short: bool = False) -> str:
+    """A run in words, for job script headers and progress lines: its ranks, and for a
+    transformer its dp x tp x pp layout and batch in sequences per data-parallel
+    replica; its per-GPU batch otherwise; backend and tuning (`short`: for a progress
+    bar)."""
+    options = run_options(study, run)
+    lm = study.workload.kind == "synthetic" and is_transformer(study.workload.model)
+    tp, pp = (int(options.get("tp") or 1), int(options.get("pp") or 1)) if lm else (1, 1)
+    dp = run.dp or run.world_size // (tp * pp)
+    if short:
+        return (f"{run.nodes}x{run.ranks_per_node} b{run.batch_size}"
+                + (f" dp{dp} tp{tp} pp{pp}" if lm else "") + f" {run.backend}")
+    shape = f"{run.nodes} node(s) x {run.ranks_per_node} rank(s)/node = {run.world_size} rank(s)"
+    if lm:
+        batch = (f"dp {dp} x tp {tp} x pp {pp}; batch {run.batch_size} sequences per "
+                 f"data-parallel replica ({run.global_batch} global) of "
+                 f"{options.get('seq_len')} tokens")
+    else:
+        batch = f"per-GPU batch {run.batch_size}, global batch {run.global_batch}"
+    return f"{shape}; {batch}; backend {run.backend}, tuning {run.tuning}"
 
 
 def run_options(study: Study, run: Run) -> dict[str, Any]:

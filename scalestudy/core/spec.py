@@ -307,6 +307,14 @@ class Job(Model):
         description="shell lines run before the launch (module load, conda activate): "
         "they are commands by design and are copied as written",
     )
+    python: str | None = Field(
+        None, pattern=r"^/[^\x00-\x1f]*$",
+        description="absolute path of the Python the jobs start (a venv on a filesystem the "
+        "compute nodes share); default: the profile's `python`, else the one running "
+        "scalestudy")
+    share_gpus: bool = Field(
+        False, description="allow more ranks per node than the system has GPUs: ranks share "
+        "GPUs (e.g. under MPS); without it such a grid is an error")
 
     @field_validator("walltime")
     @classmethod

@@ -15,7 +15,7 @@ from scalestudy.results.analyze import failures, format_value, groups, unit_of
 
 Table = tuple[list[str], list[list[str]]]
 TABLE_HEADERS: tuple[str, ...] = (
-    "GPUs", "nodes × ranks/node", "per-GPU batch", "global batch",
+    "GPUs", "nodes × ranks/node", "{batch}", "global batch",
     "throughput {unit}: median [min–max]", "per-GPU {unit}", "speedup", "efficiency", "repeats",
 )
 
@@ -58,6 +58,12 @@ def seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+def batch_header(unit: str) -> str:
+    """What `batch_size` is, in a column header: sequences per data-parallel replica for
+    a transformer (tokens/s), the per-GPU batch otherwise."""
+    return "batch per replica (sequences)" if unit == "tokens/s" else "per-GPU batch"
+
+
 def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
     """(group label, baseline note, (headers, rows)) for each group, cells as text.
     Comm overhead and flags get a column when any point of the group has one (comm
@@ -71,7 +77,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
         flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
         compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
         lr = "lr" in rows and rows["lr"].notna().any()
-        headers = [*(h.format(unit=unit_of(rows)) for h in TABLE_HEADERS),
+        headers = [*(h.format(unit=unit_of(rows), batch=batch_header(unit_of(rows)))
+                     for h in TABLE_HEADERS),
                    *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
                    *(["ranks per host / cores"] if hosts else []),

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from scalestudy.core.grid import describe_run
 from scalestudy.results.analyze import unit_of
 
 #: Width a wrapping text column keeps at least, and what it gets of spare room before
@@ -176,6 +177,7 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
     """The expanded runs of a study, with run count and node-hours in the caption; a
     column per grid axis over a training option (precision always), "-" where the
     option does not apply to the run's backend."""
+    from scalestudy.workload.names import is_transformer
     from scalestudy.workload.options import OPTIONS
 
     runs = summary["runs"]
@@ -191,7 +193,9 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
                *([Column("dp x tp x pp", [f"{r['dp']} x {r.get('tp') or 1} x "
                                           f"{r.get('pp') or 1}" for r in runs], 1)]
                  if any(r.get("dp") not in (None, r["world_size"]) for r in runs) else []),
-               Column("per-GPU batch", cells("batch_size")),
+               Column("batch/replica (seqs)" if any(is_transformer(r.get("model"))
+                                                    for r in runs) else "per-GPU batch",
+                      cells("batch_size")),
                Column("global batch", cells("global_batch")),
                Column("backend", cells("backend"), 2, right=False),
                Column("tuning", cells("tuning"), 1, wrap=True, right=False),
@@ -311,8 +315,8 @@ def local_progress(console: Console, plan: Any, total: int
 
         def progress(r: Any, status: dict[str, Any] | None) -> None:
             if status is None:
-                bar.update(task, description=f"{r.run_id} {r.nodes}x{r.ranks_per_node} "
-                           f"b{r.batch_size} rep {r.repeat}")
+                bar.update(task, description=f"{r.run_id} {describe_run(plan.study, r, True)}"
+                           f" rep {r.repeat}")
                 return
             bar.advance(task)
             if status["state"] != "completed":
@@ -345,11 +349,18 @@ def queue_progress(console: Console, run_ids: list[str]
 
 
 def selection_notes(selection: Any) -> list[str]:
-    """Which failed runs a `run` leaves as they are, and how to run them again."""
+    """Which runs a `run` leaves as they are (completed, in the queue, failed), and how
+    to run them again."""
     def some(runs: list[Any]) -> str:
         return ", ".join(r.run_id for r in runs[:5]) + (", ..." if len(runs) > 5 else "")
 
     notes = []
+    if selection.done:  # a resume: say what it skips, so that M/M is not all there was
+        notes.append(f"{len(selection.done)} run(s) completed already, skipped "
+                     f"({some(selection.done)}); --rerun all runs them again")
+    if selection.active:
+        notes.append(f"{len(selection.active)} run(s) queued or running already, not "
+                     f"submitted again ({some(selection.active)})")
     if selection.failed_kept:
         notes.append(f"{len(selection.failed_kept)} failed run(s) left as they are "
                      f"({some(selection.failed_kept)}): run again with --rerun failed to "
@@ -382,11 +393,10 @@ def probe_lines(record: dict[str, Any], suggested: list[int], scaling: str = "we
     return lines
 
 
-def queued_lines(queued: Any) -> list[str]:
+def queued_lines(queued: Any, study: Any) -> list[str]:
     """What `run` did on a scheduler: adopted and submitted jobs."""
     lines = [f"found job {job_id} of {run_id}, queued by an interrupted run: recorded"
              for run_id, job_id in queued.adopted]
-    lines += [f"submitted {r.run_id} as job {job_id}: {r.nodes}x{r.ranks_per_node} ranks, "
-              f"batch {r.batch_size}/GPU ({r.global_batch} global)"
+    lines += [f"submitted {r.run_id} as job {job_id}: {describe_run(study, r)}"
               for r, job_id in queued.submitted]
     return lines

@@ -72,6 +72,7 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
         problems.append((("grid", "nodes"), (
             f"{', '.join(map(str, too_big))} node(s) is more than system {system.name!r} "
             f"allows ({system.max_nodes}): lower grid.nodes")))
+    problems += _gpu_sharing(study, system)
     job = study.job
     for key in _SCHEDULER_OPTIONS:
         if getattr(job, key) and key not in scheduler.job_options:
@@ -94,6 +95,24 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
     if not scheduler.queued:
         problems += _local_backend_checks(study)
     return problems
+
+
+def _gpu_sharing(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
+    """More ranks per node than GPUs on a GPU system: two ranks on one GPU, which
+    measures contention, not scaling; an error unless the spec says it is meant."""
+    gpus = system.gpus_per_node
+    ranks, origin, _ = resolve.ranks_per_node(study, system)
+    over = sorted({r for r in ranks if r > gpus})
+    if not gpus or not over or study.job.share_gpus:
+        return []
+    loc: Loc = ("grid", "ranks_per_node") if origin == resolve.SPEC else ("system",)
+    most = max(over)
+    return [(loc, (
+        f"{', '.join(map(str, over))} rank(s) per node on system {system.name!r}, which has "
+        f"{gpus} GPUs per node: up to {-(-most // gpus)} ranks would share each GPU, "
+        f"which measures their contention, not scaling; set ranks_per_node to {gpus} or "
+        "fewer (or leave it out: one rank per GPU), or set `job.share_gpus: true` if "
+        "sharing GPUs is meant (e.g. with MPS)"))]
 
 
 #: Optional backends: the module to import, and how to get it.

@@ -101,6 +101,8 @@ def python_request(plan: Plan) -> tuple[str, str, list[str]] | None:
     if plan.study.workload.kind != "synthetic":
         return None
     modules = [found[0] for b in plan.study.grid.backend if (found := backend_module(b))]
+    if plan.study.job.python:
+        return plan.study.job.python, plan.study.line_of(("job", "python")), modules
     if plan.system.python:
         return plan.system.python, f"profile {plan.system.name}: python", modules
     return sys.executable, "the Python running scalestudy", modules

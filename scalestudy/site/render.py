@@ -20,7 +20,7 @@ import jinja2
 
 from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.core.grid import Run, job_name, lr_values, run_options
+from scalestudy.core.grid import Run, describe_run, job_name, lr_values, run_options
 from scalestudy.core.spec import Study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
@@ -105,9 +105,10 @@ def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
             peak = peaks.get(options["precision"]) if peaks else None
             if peak is not None:
                 options["peak_tflops"] = peak
+        images = [] if is_transformer(w.model) else [  # a GPT reads tokens, not images
+            "--image-size", str(w.image_size), "--num-classes", str(w.num_classes)]
         return [
-            "--model", w.model, "--image-size", str(w.image_size),
-            "--num-classes", str(w.num_classes), "--batch-size", str(run.batch_size),
+            "--model", w.model, *images, "--batch-size", str(run.batch_size),
             "--precision", options["precision"], "--warmup-iters", str(w.warmup_iters),
             "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
             "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
@@ -171,7 +172,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     env = dict(system.env)
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
-    python = python or system.python or sys.executable
+    python = python or study.job.python or system.python or sys.executable
     module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
                                          extra_args, system.peak_tflops)
     threads = threads_per_rank(system, run)
@@ -183,6 +184,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     return {
         "version": __version__,
         "run": run.params(),
+        "what": describe_run(study, run),
         "run_dir": str(run_dir),
         "workdir": str(workdir(study)),
         "python": python,

@@ -43,10 +43,12 @@ def ranks_per_node(study: Study, system: SystemProfile) -> tuple[list[int], str,
 
 
 def _axis(study: Study, key: str, default: Any) -> Value:
+    """A grid axis and where it came from: the spec's line only where the spec sets it
+    (a grid model's own default is scalestudy's, not a line of the spec)."""
     values = getattr(study.grid, key)
-    if values:
+    if values and key in study.grid.model_fields_set:
         return Value(f"grid.{key}", values, SPEC, study.line_of(("grid", key)))
-    return Value(f"grid.{key}", default, DEFAULT, "scalestudy's default")
+    return Value(f"grid.{key}", values or default, DEFAULT, "scalestudy's default")
 
 
 def _job(study: Study, key: str, fallback: Any, origin: str, where: str) -> Value:

@@ -10,8 +10,7 @@
 #PBS -k doe
 #PBS -o /scratch/results/conv/runs/27d61dd887/pbs.log
 # scalestudy 0.1.0: study conv, run 27d61dd887 (repeat 0)
-# 2 node(s) x 12 rank(s)/node = 24 rank(s);
-# per-GPU batch 32, global batch 768; backend ddp, tuning default
+# 2 node(s) x 12 rank(s)/node = 24 rank(s); per-GPU batch 32, global batch 768; backend ddp, tuning default
 # system aurora: pbs + mpiexec; GPUs: one tile per rank, chosen by the program: each rank sets xpu:PALS_LOCAL_RANKID among the 12 tile devices the frameworks module exposes (ZE_FLAT_DEVICE_HIERARCHY=FLAT); no per-rank ZE_AFFINITY_MASK wrapper
 # Submit by hand with: qsub /scratch/results/conv/runs/27d61dd887/job.sh
 set -euo pipefail

@@ -11,8 +11,7 @@
 #SBATCH --error=/scratch/results/conv/runs/0fd4548a79/stderr.log
 #SBATCH --network=disable_rdzv_get
 # scalestudy 0.1.0: study conv, run 0fd4548a79 (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system frontier: slurm + srun; GPUs: one GCD per rank: srun --gpus-per-task=1 --gpu-bind=closest maps each rank to the GCD attached to the L3 region of its cores; the rank sees a single device (cuda:0)
 # Submit by hand with: sbatch /scratch/results/conv/runs/0fd4548a79/job.sh
 set -euo pipefail

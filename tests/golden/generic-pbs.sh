@@ -8,8 +8,7 @@
 #PBS -k doe
 #PBS -o /scratch/results/conv/runs/b5cd28d04d/pbs.log
 # scalestudy 0.1.0: study conv, run b5cd28d04d (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system generic-pbs: pbs + mpiexec; GPUs: all GPUs of the node visible to every rank; rank uses cuda:<local rank> from the MPI's environment (PMI_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...)
 # Submit by hand with: qsub /scratch/results/conv/runs/b5cd28d04d/job.sh
 set -euo pipefail

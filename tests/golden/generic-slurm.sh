@@ -9,8 +9,7 @@
 #SBATCH --output=/scratch/results/conv/runs/34b8a01fd3/stdout.log
 #SBATCH --error=/scratch/results/conv/runs/34b8a01fd3/stderr.log
 # scalestudy 0.1.0: study conv, run 34b8a01fd3 (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system generic-slurm: slurm + srun; GPUs: all GPUs of the node visible to every rank (no --gpu-bind); rank uses cuda:SLURM_LOCALID
 # Submit by hand with: sbatch /scratch/results/conv/runs/34b8a01fd3/job.sh
 set -euo pipefail

@@ -10,8 +10,7 @@
 #SBATCH --output=/scratch/results/conv/runs/4034d154b3/stdout.log
 #SBATCH --error=/scratch/results/conv/runs/4034d154b3/stderr.log
 # scalestudy 0.1.0: study conv, run 4034d154b3 (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system juwels-booster: slurm + srun; GPUs: all 4 GPUs visible to each rank (CUDA_VISIBLE_DEVICES=0,1,2,3, as JSC's benchmarks export); rank uses cuda:SLURM_LOCALID
 # Submit by hand with: sbatch /scratch/results/conv/runs/4034d154b3/job.sh
 set -euo pipefail

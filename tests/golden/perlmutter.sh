@@ -11,8 +11,7 @@
 #SBATCH --output=/scratch/results/conv/runs/01075150eb/stdout.log
 #SBATCH --error=/scratch/results/conv/runs/01075150eb/stderr.log
 # scalestudy 0.1.0: study conv, run 01075150eb (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system perlmutter: slurm + srun; GPUs: all 4 GPUs visible to each rank (--gpu-bind=none), in the order 3,2,1,0; rank uses cuda:SLURM_LOCALID, i.e. the GPU next to the cores Slurm gave it
 # Submit by hand with: sbatch /scratch/results/conv/runs/01075150eb/job.sh
 set -euo pipefail

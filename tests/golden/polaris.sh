@@ -10,8 +10,7 @@
 #PBS -k doe
 #PBS -o /scratch/results/conv/runs/29c555a57c/pbs.log
 # scalestudy 0.1.0: study conv, run 29c555a57c (repeat 0)
-# 2 node(s) x 4 rank(s)/node = 8 rank(s);
-# per-GPU batch 32, global batch 256; backend ddp, tuning default
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
 # system polaris: pbs + mpiexec; GPUs: one GPU per rank: set_affinity_gpu_polaris.sh exports CUDA_VISIBLE_DEVICES=(3 - PMI_LOCAL_RANK % 4), the GPU on the rank's NUMA domain; each rank then sees a single device (cuda:0)
 # Submit by hand with: qsub /scratch/results/conv/runs/29c555a57c/job.sh
 set -euo pipefail
