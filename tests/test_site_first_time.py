@@ -74,5 +74,5 @@ def test_a_spec_names_the_python_the_jobs_start(tmp_path: Path) -> None:
     plan = make_plan(spec(tmp_path, text), tmp_path)
     assert "/eagle/p/venv/bin/python -m scalestudy.workload" in render(
         plan.study, plan.system, plan.runs[0], tmp_path / "run")
-    with pytest.raises(SpecError, match="job.python"):
+    with pytest.raises(SpecError, match=r"job\.python"):
         make_plan(spec(tmp_path, text.replace("/eagle/p", "eagle/p")), tmp_path)
