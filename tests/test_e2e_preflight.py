@@ -86,7 +86,7 @@ SLURM_PROBLEMS = {
         "/usr/bin/python3 (profile testbed: python) cannot import torch "
         "(ModuleNotFoundError: No module named 'torch'; checked on this host, {host}; the "
         "compute nodes run it after the setup lines): install torch in it (pip install "
-        "torch), or set `python:` in the profile to an interpreter that has it"),
+        "torch), or set job.python (or the profile's `python:`) to an interpreter that has it"),
 }
 
 
@@ -166,7 +166,7 @@ PBS_PROBLEMS = {
         "/usr/bin/python3 (profile pbslab: python) cannot import torch "
         "(ModuleNotFoundError: No module named 'torch'; checked on this host, pbslab; the "
         "compute nodes run it after the setup lines): install torch in it (pip install "
-        "torch), or set `python:` in the profile to an interpreter that has it"),
+        "torch), or set job.python (or the profile's `python:`) to an interpreter that has it"),
 }
 
 

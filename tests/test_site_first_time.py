@@ -76,3 +76,63 @@ def test_a_spec_names_the_python_the_jobs_start(tmp_path: Path) -> None:
         plan.study, plan.system, plan.runs[0], tmp_path / "run")
     with pytest.raises(SpecError, match=r"job\.python"):
         make_plan(spec(tmp_path, text.replace("/eagle/p", "eagle/p")), tmp_path)
+
+
+def test_the_profiles_queue_rules_bound_the_jobs_and_say_the_wall_time(
+        tmp_path: Path) -> None:
+    from scalestudy.site import preflight as pf
+
+    # 16 runs into debug-scaling (Polaris' default queue): one job per user at a time.
+    text = ("name: s\nsystem: polaris\ngrid: {nodes: [1, 2, 4, 8], batch_size: [32, 64]}\n"
+            "repeats: 2\n" + ACCOUNTS)
+    plan = make_plan(spec(tmp_path, text), tmp_path)
+    facts = pf.Facts(user="u", host="polaris-login-01", queue_errors=["qstat: no answer"])
+    found = pf.check(plan, facts)
+    (line,) = [p.line() for p in found.problems if "lets one user" in p.text]
+    assert line == (
+        "preflight: warning: queue debug-scaling lets one user have 1 job(s) in it at once "
+        "(profile polaris, from the site's docs: ALCF Polaris queue table, "
+        "docs.alcf.anl.gov/polaris/running-jobs/): `run` keeps at most 1 of the study's 16 "
+        "jobs there (its --max-jobs default), so they run 1 at a time: at least 16 × "
+        "00:30:00 = 08:00:00 of walltime-long runs one after another, plus the queue waits; "
+        "use a queue that takes more jobs per user, or fewer runs (--only)")
+    assert found.job_limit is not None and found.job_limit[0] == 1
+    assert pf.profile_job_limit(plan)[0] == 1  # without asking: the same default
+    debug = make_plan(spec(tmp_path, text.replace(ACCOUNTS, "job: {account: A, queue: "
+                                                  "debug}\n")), tmp_path)
+    assert pf.profile_job_limit(debug)[0] == 2  # one running and one queued
+
+
+def test_job_limits_the_scheduler_states() -> None:
+    import json
+
+    from scalestudy.site import queues
+
+    # PBS Pro: `qmgr -c "set queue q max_queued = [u:PBS_GENERIC=1]"` shows as
+    qstat = {"Queue": {"debug-scaling": {"queue_type": "Execution",
+                                         "max_queued": "[u:PBS_GENERIC=1]",
+                                         "max_run": "[u:PBS_GENERIC=1]"},
+                       "workq": {"queue_type": "Execution"}}}
+    got = queues.parse_qstat_queues(json.dumps(qstat)).queues
+    assert (got["debug-scaling"].max_jobs, got["debug-scaling"].max_running) == (1, 1)
+    assert got["workq"].max_jobs is None
+    # Slurm: MaxJobsPU (running) and MaxSubmitPU (queued + running) of each QOS
+    qos = queues.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\nregular|2-00:00:00|||\n").qos
+    assert (qos["debug"].max_running, qos["debug"].max_jobs) == (2, 5)
+    assert qos["regular"].max_jobs is None
+
+
+def test_a_perlmutter_qos_limit_from_sacctmgr_bounds_the_jobs(tmp_path: Path) -> None:
+    from scalestudy.site import preflight as pf
+    from scalestudy.site import queues
+
+    text = ("name: s\nsystem: perlmutter\ngrid: {nodes: [1, 2, 4], batch_size: [32, 64]}\n"
+            "job: {account: m1234, qos: debug}\n")
+    plan = make_plan(spec(tmp_path, text), tmp_path)
+    facts = pf.Facts(user="u", host="login01")
+    facts.queues.merge(queues.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\n"))
+    found = pf.check(plan, facts)
+    assert found.job_limit == (5, "QOS debug's per-user limit (sacctmgr show qos)")
+    (line,) = [p.text for p in found.problems if "lets one user" in p.text]
+    assert "have 5 job(s) in it at once, 2 running (sacctmgr show qos)" in line
+    assert "3 × 00:30:00 = 01:30:00" in line

@@ -127,6 +127,8 @@ def run(
     if dry_run:
         selection = _chosen(uc.choose_runs(plan, only, rerun, max_attempts))
         uc.check_budget(plan, selection.todo, budget)  # as the real run would refuse
+        if plan.scheduler.queued:
+            _max_jobs(plan, max_jobs, None)  # what the real run would keep to
         todo = uc.dry_run(plan, selection, force)
         from scalestudy.core.grid import describe_run
 
@@ -137,9 +139,10 @@ def run(
         return
     with uc.lock(plan):
         if plan.scheduler.queued:
-            if not no_preflight:
-                _preflight(plan, hint=", or run again with --no-preflight to submit anyway")
-            _run_queued(plan, only, rerun, max_attempts, max_jobs, wait, budget)
+            found = None if no_preflight else _preflight(
+                plan, hint=", or run again with --no-preflight to submit anyway")
+            _run_queued(plan, only, rerun, max_attempts, _max_jobs(plan, max_jobs, found),
+                        wait, budget)
             return
         if not no_preflight:  # on this host: the cores against the ranks
             _preflight(plan, python=False, ok_line=False)
@@ -156,6 +159,22 @@ def run(
         with local_progress(err, plan, len(selection.todo)) as progress:
             states = uc.run_here(plan, selection, force, progress, budget)
         _report_and_exit(plan, states, failures_shown=True)
+
+
+def _max_jobs(plan: Any, given: int | None, found: Any) -> int | None:
+    """--max-jobs, or the study's queue's per-user job limit (as the scheduler said in
+    the preflight, else as the profile documents it), said when it applies."""
+    if given is not None:
+        return given
+    from scalestudy.site.preflight import profile_job_limit
+
+    limit = found.job_limit if found is not None and found.job_limit else \
+        profile_job_limit(plan)
+    if limit is None:
+        return None
+    err.print(f"note: --max-jobs {limit[0]}: {limit[1]}; jobs beyond it are submitted as "
+              "earlier ones end (with --wait) or by the next `run`", highlight=False)
+    return limit[0]
 
 
 def _chosen(selection: Any) -> Any:

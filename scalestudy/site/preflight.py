@@ -80,6 +80,9 @@ class Preflight:
 
     problems: list[Problem] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
+    #: The most jobs of one user the study's queue takes at once, and where that is said
+    #: (`run --max-jobs` defaults to it); None where no limit is known.
+    job_limit: tuple[int, str] | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -185,11 +188,26 @@ def _profile_limits(plan: Plan, name: str) -> QueueLimits | None:
         return None
     seconds = {k: walltime_seconds(v) if v else None
                for k, v in (("min", q.min_walltime), ("max", q.max_walltime))}
+    source = f"profile {plan.system.name}, from the site's docs"
     return QueueLimits(
-        name, f"profile {plan.system.name}, from the site's docs", q.min_nodes, q.max_nodes,
+        name, source, q.min_nodes, q.max_nodes,
         min_walltime_s=seconds["min"], max_walltime_s=seconds["max"],
         walltime_by_nodes=tuple((n, walltime_seconds(t))
-                                for n, t in sorted(q.walltime_by_nodes.items())))
+                                for n, t in sorted(q.walltime_by_nodes.items())),
+        max_jobs=q.max_jobs_per_user, max_running=q.max_running_per_user,
+        jobs_source=f"{source}: {q.limits_source}" if q.limits_source else None)
+
+
+def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
+    """The per-user job limit of the study's queue as its profile documents it (what
+    `run --max-jobs` defaults to when no preflight asked the scheduler)."""
+    key = plan.scheduler.queue_key
+    name = (getattr(plan.study.job, key) if key else None) or plan.system.scheduler_options.queue
+    limits = _profile_limits(plan, name) if name else None
+    if limits is None or not limits.max_jobs:
+        return None
+    return limits.max_jobs, (f"queue {name}'s per-user limit "
+                             f"({limits.jobs_source or limits.source})")
 
 
 def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
@@ -290,9 +308,33 @@ def _limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str, where
             out.add(WARNING, f"only {up} of the {limits.total_nodes} nodes of {kind} {name} "
                     f"take jobs now (sinfo: {down} down, drained or failing): the "
                     f"{', '.join(map(str, waiting))}-node runs wait until enough return")
+    _job_limits(plan, out, kind, name, limits.jobs_source or src, limits)
     if len(out.problems) == before:
         out.checked.append(f"{kind} {name} takes {limits.describe()}"
                            + (f" ({src})" if src.startswith("profile ") else ""))
+
+
+def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,
+                limits: QueueLimits) -> None:
+    """One user's jobs at once in the queue: `run` keeps within it (its --max-jobs
+    default), and what that means for the study's wall time."""
+    most = limits.max_jobs or limits.max_running
+    if not most:
+        return
+    if out.job_limit is None or most < out.job_limit[0]:
+        out.job_limit = (most, f"{kind} {name}'s per-user limit ({src})")
+    runs, running = len(plan.runs), limits.max_running or most
+    if runs <= running:
+        return
+    wall = walltime_seconds(plan.study.job.walltime)
+    rounds = -(-runs // running)
+    out.add(WARNING, f"{kind} {name} lets one user have {most} job(s) in it at once"
+            + (f", {running} running" if limits.max_running and limits.max_running < most
+               else "") + f" ({src}): `run` keeps at most {most} of the study's {runs} jobs "
+            f"there (its --max-jobs default), so they run {running} at a time: at least "
+            f"{rounds} × {plan.study.job.walltime} = {hms(rounds * wall)} of walltime-long "
+            "runs one after another, plus the queue waits; use a queue that takes more jobs "
+            "per user, or fewer runs (--only)")
 
 
 def _cores(plan: Plan, facts: Facts, out: Preflight) -> None:
@@ -325,14 +367,15 @@ def _python(plan: Plan, answer: PythonAnswer, out: Preflight) -> None:
     here = f"checked on this host, {answer.host}; the compute nodes run it after the setup lines"
     who = f"{answer.python} ({answer.where})"
     if answer.error or answer.record is None:
-        out.add(ERROR, f"{who} {answer.error or 'printed no answer'} ({here}): set `python:` "
-                "in the profile to an interpreter that has torch, or install torch in it")
+        out.add(ERROR, f"{who} {answer.error or 'printed no answer'} ({here}): set "
+                "job.python (or the profile's `python:`) to an interpreter that has torch, "
+                "or install torch in it")
         return
     rec = answer.record
     if rec.get("torch_error"):
         out.add(ERROR, f"{who} cannot import torch ({rec['torch_error']}; {here}): install "
-                "torch in it (pip install torch), or set `python:` in the profile to an "
-                "interpreter that has it")
+                "torch in it (pip install torch), or set job.python (or the profile's "
+                "`python:`) to an interpreter that has it")
         return
     bad = False
     for backend in plan.study.grid.backend:
@@ -349,7 +392,8 @@ def _python(plan: Plan, answer: PythonAnswer, out: Preflight) -> None:
         out.add(ERROR, f"{who} has torch {rec['torch']}, a CPU-only build ({here}), but system "
                 f"{plan.system.name} has {plan.system.gpus_per_node} GPUs per node and every "
                 "run of the benchmark asks for one (--device cuda): install a CUDA or ROCm "
-                "build of torch there, or set `python:` in the profile to one that has it")
+                "build of torch there, or set job.python (or the profile's `python:`) to "
+                "one that has it")
         return
     if not bad:
         out.checked.append(f"{answer.python} imports torch {rec['torch']} ({build}) on this "

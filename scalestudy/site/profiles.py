@@ -43,6 +43,12 @@ class QueueLimit(_Data):
     walltime_by_nodes: dict[Annotated[int, Field(ge=1)], Walltime] = Field(
         default_factory=dict, description="longest walltime of a job of up to N nodes, where "
         "it depends on the size (a routing queue's execution queues)")
+    max_jobs_per_user: int | None = Field(
+        None, ge=1, description="most jobs one user may have in it at once, running or "
+        "waiting (`run --max-jobs` defaults to it)")
+    max_running_per_user: int | None = Field(
+        None, ge=1, description="most of them running at once")
+    limits_source: str = Field("", description="where the job limits come from")
 
 
 class SchedulerOptions(_Data):

@@ -31,6 +31,9 @@ class QueueLimits:
     closed: str | None = None  # why it takes or runs no job, e.g. "State=DOWN"
     allow_accounts: frozenset[str] | None = None  # None: every account
     allow_qos: frozenset[str] | None = None  # None: every QOS
+    max_jobs: int | None = None  # one user's jobs in it at once, running or waiting
+    max_running: int | None = None  # one user's jobs running at once
+    jobs_source: str | None = None  # where the job limits come from (None: `source`)
 
     def longest(self, nodes: int) -> int | None:
         """The longest walltime (s) a job of `nodes` nodes may ask for (None: no limit)."""
@@ -181,15 +184,18 @@ def _tres_nodes(text: str) -> int | None:
 
 
 def parse_sacctmgr_qos(text: str, source: str = "sacctmgr show qos") -> QueueAnswer:
-    """`sacctmgr -n -P show qos format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob`."""
+    """`sacctmgr -n -P show qos format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob,
+    MaxJobsPU,MaxSubmitPU` (the per-user running and submitted job limits, where set)."""
     answer = QueueAnswer()
     for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) < 4 or not parts[0]:
             continue
+        extra = [*parts[4:6], "", ""][:2]
         answer.qos[parts[0].lower()] = QueueLimits(
             parts[0], source, min_nodes=_tres_nodes(parts[3]),
-            max_nodes=_tres_nodes(parts[2]), max_walltime_s=slurm_seconds(parts[1]))
+            max_nodes=_tres_nodes(parts[2]), max_walltime_s=slurm_seconds(parts[1]),
+            max_running=_int(extra[0]), max_jobs=_int(extra[1]))
     return answer
 
 
@@ -221,7 +227,16 @@ def _pbs_queue(name: str, attrs: dict[str, Any], source: str) -> QueueLimits:
         max_nodes=_int(get("resources_max", "nodect")),
         min_walltime_s=pbs_seconds(get("resources_min", "walltime")),
         max_walltime_s=pbs_seconds(get("resources_max", "walltime")),
-        closed=", ".join(closed) or None)
+        closed=", ".join(closed) or None,
+        max_jobs=_per_user(attrs.get("max_queued")),
+        max_running=_per_user(attrs.get("max_run")) or _int(attrs.get("max_user_run")))
+
+
+def _per_user(value: Any) -> int | None:
+    """PBS Pro's per-user limit in a limit attribute (`[u:PBS_GENERIC=1]`, the PBS
+    Professional Administrator's Guide, "Setting limits"); None where there is none."""
+    match = re.search(r"\[u:PBS_GENERIC=(\d+)\]", str(value or ""))
+    return int(match.group(1)) if match else None
 
 
 def parse_qstat_queues(text: str, source: str = "qstat -Q -f") -> QueueAnswer:

@@ -289,7 +289,7 @@ class Slurm(Scheduler):
         return [["scontrol", "-a", "-o", "show", "partition"],
                 ["sinfo", "-h", "-o", "%R|%T|%D"],
                 ["sacctmgr", "-n", "-P", "show", "qos",
-                 "format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob"]]
+                 "format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob,MaxJobsPU,MaxSubmitPU"]]
 
     def parse_limits(self, argv: Sequence[str], exit_code: int, stdout: str,
                      stderr: str) -> queues.QueueAnswer | None:

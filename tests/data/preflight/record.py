@@ -24,7 +24,8 @@ COMMANDS = {
                                       f"user={getpass.getuser()}",
                                       "format=Account,Partition,QOS"],
     "slurm-sacctmgr-show-qos.txt": ["sacctmgr", "-n", "-P", "show", "qos",
-                                    "format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob"],
+                                    "format=Name,MaxWall,MaxTRESPerJob,MinTRESPerJob,"
+                                    "MaxJobsPU,MaxSubmitPU"],
     "pbs-qstat-Q-f-F-json.json": [*PBS, "qstat", "-Q", "-f", "-F", "json"],
     "pbs-qstat-B-f-F-json.json": [*PBS, "qstat", "-B", "-f", "-F", "json"],
     "pbs-qmgr-list-queue.txt": [*PBS, "qmgr", "-c", "list queue @default"],
