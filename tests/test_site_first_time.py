@@ -136,3 +136,58 @@ def test_a_perlmutter_qos_limit_from_sacctmgr_bounds_the_jobs(tmp_path: Path) ->
     (line,) = [p.text for p in found.problems if "lets one user" in p.text]
     assert "have 5 job(s) in it at once, 2 running (sacctmgr show qos)" in line
     assert "3 × 00:30:00 = 01:30:00" in line
+
+
+def test_the_helpers_a_polaris_script_calls_are_looked_for(tmp_path: Path) -> None:
+    from scalestudy.site import needs
+
+    plan = make_plan(spec(tmp_path, "name: s\nsystem: polaris\n" + ACCOUNTS), tmp_path)
+    assert needs.helper_names(plan) == ["mpiexec", "set_affinity_gpu_polaris.sh"]
+    problems, checked = needs.helpers(
+        plan, {"mpiexec": "/opt/cray/pals/bin/mpiexec", "set_affinity_gpu_polaris.sh": None},
+        "polaris-login-01")
+    ((severity, text),) = problems
+    assert severity == "error" and text.startswith(
+        "set_affinity_gpu_polaris.sh (the per-rank GPU wrapper; the job script calls it) is "
+        "not on PATH on polaris-login-01: get it from ALCF's GettingStarted repository")
+    assert checked == ["mpiexec on PATH"]
+    # setup lines that extend PATH may bring it: a warning, not an error
+    later = make_plan(spec(tmp_path, "name: s\nsystem: polaris\njob: {account: A, setup: "
+                           "['export PATH=$HOME/bin:$PATH']}\n"), tmp_path)
+    problems, _ = needs.helpers(later, {"set_affinity_gpu_polaris.sh": None}, "login")
+    assert problems[0][0] == "warning" and "setup lines may add it" in problems[0][1]
+
+
+@pytest.mark.parametrize(("python", "home", "severity", "words"), [
+    ("/tmp/me/venv/bin/python", None, "error", "on a disk of this host only"),
+    ("/usr/local/venv/bin/python", None, "warning", "not under a filesystem that system "
+                                                    "polaris shares"),
+    ("/eagle/p/venv/bin/python", "/usr/bin", "warning", "a venv built on /usr/bin, which is "
+                                                        "not on a filesystem"),
+    ("/eagle/p/venv/bin/python", "/soft/applications/conda/2024-04-29/mconda3/bin", None,
+     "a venv built on /soft/applications"),
+])
+def test_the_jobs_python_must_be_one_the_compute_nodes_can_run(
+        tmp_path: Path, python: str, home: str | None, severity: str | None,
+        words: str) -> None:
+    from scalestudy.site import needs
+
+    plan = make_plan(spec(tmp_path, "name: s\nsystem: polaris\n" + ACCOUNTS), tmp_path)
+    problems, checked = needs.shared(plan, python, "job.python", "polaris-login-01", home)
+    if severity is None:
+        assert problems == [] and words in checked[0]
+    else:
+        ((got, text),) = problems
+        assert got == severity and words in text
+    if home == "/usr/bin":
+        assert "module load conda" in text  # the module the setup lines load
+
+
+def test_a_venvs_base_is_read_from_its_pyvenv_cfg(tmp_path: Path) -> None:
+    from scalestudy.execute.preflight import venv_home
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "pyvenv.cfg").write_text("home = /soft/conda/bin\ninclude-system-site-"
+                                         "packages = true\n")
+    assert venv_home(str(tmp_path / "bin" / "python")) == "/soft/conda/bin"
+    assert venv_home("/usr/bin/python3") is None

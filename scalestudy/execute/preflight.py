@@ -11,9 +11,11 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from scalestudy.core.errors import SubmitError
 from scalestudy.execute.commands import CommandRunner, run_command, run_retrying
+from scalestudy.site import needs
 from scalestudy.site import preflight as pf
 from scalestudy.site.plan import Plan
 from scalestudy.site.schedulers import Scheduler
@@ -41,10 +43,28 @@ def facts(plan: Plan, python: bool = True, runner: CommandRunner = run_command,
         if not found.missing:
             _accounts(scheduler, found, runner)
             _limits(scheduler, found, runner)
+    if scheduler.queued:
+        found.helpers = {name: which(name) for name in needs.helper_names(plan)}
     request = pf.python_request(plan) if python else None
     if request is not None:
         found.python = ask_python(*request, host=found.host)
+        found.venv_home = venv_home(request[0])
     return found
+
+
+def venv_home(python: str) -> str | None:
+    """The Python a venv's interpreter was built on (`home` in its pyvenv.cfg), or None
+    for an interpreter that is no venv's."""
+    cfg = Path(python).parent.parent / "pyvenv.cfg"
+    try:
+        text = cfg.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return value.strip()
+    return None
 
 
 def _user() -> str:

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalestudy.core.spec import walltime_seconds
+from scalestudy.site import needs
 from scalestudy.site.plan import Plan, backend_module
 from scalestudy.site.queues import QueueAnswer, QueueLimits, hms
 
-ERROR, WARNING, NOTE = "error", "warning", "note"
+ERROR, WARNING, NOTE = needs.ERROR, needs.WARNING, "note"
 #: What the Python probe prints before its JSON record.
 MARK = "SCALESTUDY-PREFLIGHT "
 #: The probe: imports torch and the modules named as arguments; prints one JSON line.
@@ -72,6 +73,10 @@ class Facts:
     queue_errors: list[str] = field(default_factory=list)
     python: PythonAnswer | None = None
     cores: int | None = None  # this host's, for a system whose ranks run here
+    #: the commands the job script calls by name -> where this host's PATH finds them
+    helpers: dict[str, str | None] = field(default_factory=dict)
+    #: the `home` of the jobs' Python's venv (pyvenv.cfg): the Python it was built on
+    venv_home: str | None = None
 
 
 @dataclass
@@ -120,9 +125,22 @@ def check(plan: Plan, facts: Facts) -> Preflight:
         _account(plan, facts, out)
         _queues(plan, facts, out)
     _cores(plan, facts, out)
+    if plan.scheduler.queued:
+        _found(out, needs.helpers(plan, facts.helpers, facts.host))
     if facts.python is not None:
         _python(plan, facts.python, out)
+        if plan.scheduler.queued:
+            answer = facts.python
+            _found(out, needs.shared(plan, answer.python, answer.where, facts.host,
+                                     facts.venv_home))
     return out
+
+
+def _found(out: Preflight, found: needs.Found) -> None:
+    problems, checked = found
+    for severity, text in problems:
+        out.add(severity, text)
+    out.checked.extend(checked)
 
 
 def _commands(plan: Plan, facts: Facts, out: Preflight) -> None:

@@ -126,6 +126,12 @@ class SystemProfile(_Data):
     python: str | None = Field(
         None, description="the Python on compute nodes; null: the one running scalestudy"
     )
+    shared_filesystems: list[str] = Field(
+        default_factory=list, description="path prefixes the login and compute nodes share "
+        "(preflight checks that the jobs' Python and its venv's base are under one)")
+    helpers: dict[str, str] = Field(
+        default_factory=dict, description="commands the job script calls that the site does "
+        "not install everywhere, each with where to get it (preflight looks for them)")
     peak_tflops: dict[Literal["fp32", "bf16", "fp16"], Annotated[
         float, Field(gt=0, allow_inf_nan=False)] | Literal["measure"]] = Field(
         default_factory=dict,
