@@ -191,3 +191,17 @@ def test_a_venvs_base_is_read_from_its_pyvenv_cfg(tmp_path: Path) -> None:
                                          "packages = true\n")
     assert venv_home(str(tmp_path / "bin" / "python")) == "/soft/conda/bin"
     assert venv_home("/usr/bin/python3") is None
+
+
+@pytest.mark.parametrize(("system", "python"), [
+    ("aurora", "/lus/flare/projects/p/venv/bin/python"),
+    ("perlmutter", "/global/common/software/m1234/venv/bin/python")])
+def test_aurora_and_perlmutter_know_their_shared_filesystems(tmp_path: Path, system: str,
+                                                             python: str) -> None:
+    from scalestudy.site import needs
+
+    plan = make_plan(spec(tmp_path, f"name: s\nsystem: {system}\n" + ACCOUNTS), tmp_path)
+    assert needs.shared(plan, python, "job.python", "login", None)[0] == []
+    ((severity, _),) = needs.shared(plan, "/opt/me/venv/bin/python", "job.python", "login",
+                                    None)[0]
+    assert severity == "warning"
