@@ -324,8 +324,8 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
         for _, r in rows.iterrows():
             x, y = r["time_s"] / 3600, r["node_hours"]
             face = "none" if r["predicted"] else (color if r["pareto"] else "0.75")
-            edge = color if r["pareto"] or r["predicted"] else "0.55"
-            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7, zorder=2)
+            edge = color  # a dominated point: grey, ringed in its group's colour
+            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7, mew=1.5, zorder=2)
             count, what = ((int(r["world_size"]), "GPU") if by_gpus
                            else (int(r["nodes"]), "node"))
             label = f"{count} {what}{'s' if count != 1 else ''}"
