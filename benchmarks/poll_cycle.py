@@ -67,20 +67,20 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix=".poll-", dir=args.dir))
     writes = diagnoses = 0
-    real_write, real_read_logs = ws.write_atomic, diagnose.read_logs
+    real_write, real_tail = ws.write_atomic, diagnose._tail
 
     def counting_write(*a: object, **k: object) -> None:
         nonlocal writes
         writes += 1
         real_write(*a, **k)  # type: ignore[arg-type]
 
-    def counting_read_logs(*a: object, **k: object) -> str:  # what every diagnosis reads
+    def counting_tail(*a: object, **k: object) -> str:  # what every diagnosis reads
         nonlocal diagnoses
         diagnoses += 1
-        return real_read_logs(*a, **k)  # type: ignore[arg-type]
+        return real_tail(*a, **k)  # type: ignore[arg-type]
 
     ws.write_atomic = counting_write  # type: ignore[assignment]
-    diagnose.read_logs = counting_read_logs  # type: ignore[assignment]
+    diagnose._tail = counting_tail  # type: ignore[assignment]
     try:
         (work / "fake.yaml").write_text(PROFILE)
         (work / "study.yaml").write_text(SPEC.format(profile=work / "fake.yaml",
@@ -112,7 +112,7 @@ def main() -> int:
             tracking.Tracker(plan, fake).refresh()
             fresh.append(time.perf_counter() - t0)
     finally:
-        ws.write_atomic, diagnose.read_logs = real_write, real_read_logs  # type: ignore[assignment]
+        ws.write_atomic, diagnose._tail = real_write, real_tail  # type: ignore[assignment]
         shutil.rmtree(work, ignore_errors=True)
     steady = cycles[2:]
     figures = {

@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from scalestudy.results.analyze import failures, group_keys, parse_baseline, scaling_table
+from scalestudy.core.choices import parse_baseline
+from scalestudy.results.analyze import failures, group_keys, scaling_table
 
 PARAMS = ("run_id", "study", "system", "scaling", "nodes", "ranks_per_node", "world_size",
           "batch_size", "global_batch", "backend", "tuning", "repeat", "workload", "model",

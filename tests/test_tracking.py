@@ -397,7 +397,8 @@ def test_a_poll_writes_only_what_changed_and_never_diagnoses(plan, monkeypatch) 
     def no_logs(*_: object, **__: object) -> str:
         raise AssertionError("a poll read logs to diagnose a run")
 
-    monkeypatch.setattr(diagnose, "read_logs", no_logs)
+    # What every diagnosis reads (settle's and status's alike): a log's tail.
+    monkeypatch.setattr(diagnose, "_tail", no_logs)
     for _ in range(3):
         views = tracker.refresh()
     assert writes == []  # nothing changed: nothing written

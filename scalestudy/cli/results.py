@@ -61,13 +61,12 @@ def _seconds(value: str | None) -> float | None:
 
 
 def _baseline(text: str) -> str | int:
-    from scalestudy.core.choices import BaselineKind
+    from scalestudy.core.choices import parse_baseline
 
-    if text in {b.value for b in BaselineKind}:
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise typer.BadParameter(f"{text!r}: use smallest, node or a world size (e.g. 8)")
+    try:
+        return parse_baseline(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @app.command()

@@ -32,3 +32,15 @@ class BaselineKind(str, Enum):
 
     SMALLEST = "smallest"
     NODE = "node"
+
+
+def parse_baseline(text: str) -> str | int:
+    """`smallest`, `node` or a world size (a positive integer) -> a baseline choice;
+    ValueError that names the forms otherwise."""
+    words = [b.value for b in BaselineKind]
+    if text in words:
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(f"baseline must be one of {', '.join(words)} or a world size "
+                     f"(a positive integer, e.g. 8), got {text!r}")

@@ -262,11 +262,6 @@ def _root_cause(text: str) -> str | None:
     return f"rank {rank} {how} without an error message (torchrun's first observed failure)"
 
 
-def read_logs(run_dir: Path, max_bytes: int = TAIL_BYTES) -> str:
-    """The tails of stderr.log then stdout.log ("" for a missing one)."""
-    return "\n".join(_tail(run_dir, name, max_bytes) for name in LOGS)
-
-
 def _tail(run_dir: Path, name: str, max_bytes: int = TAIL_BYTES) -> str:
     return tail_text(Path(run_dir) / name, lines=1 << 20, max_bytes=max_bytes)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -130,8 +129,3 @@ def _diagnosed(run_dir: Path, found: RunStatus) -> RunStatus:
 def read_state(run_dir: Path) -> RunState:
     """Just the state (cheap: status.json, and metrics.jsonl for a completed run)."""
     return read_status(run_dir).state
-
-
-def status_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """status.json's content with the state as its word (for writers)."""
-    return {k: (v.value if isinstance(v, RunState) else v) for k, v in data.items()}

@@ -64,16 +64,6 @@ BASELINES: tuple[str, ...] = tuple(c.value for c in BaselineKind)
 Baseline = str | int
 
 
-def parse_baseline(text: str) -> Baseline:
-    """`smallest`, `node` or a world size (a positive integer) -> a baseline choice."""
-    if text in BASELINES:
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise ValueError(f"baseline must be one of {', '.join(BASELINES)} or a world size "
-                     f"(a positive integer), got {text!r}")
-
-
 def unit_of(table: pd.DataFrame) -> str:
     """The throughput's unit: what the runs recorded (`tokens/s` for the transformers),
     img/s for records that say nothing (a `command` workload, older records)."""
