@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 Loc = tuple[str | int, ...]
 
-# Friendly words for the patterns names must follow (see scalestudy.spec).
+# Friendly words for the patterns names must follow (see core.spec).
 PATTERN_HELP = {
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$":
         "names use letters, digits, `.`, `_` and `-`, start with a letter or digit, "

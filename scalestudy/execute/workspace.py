@@ -122,7 +122,7 @@ def tail_text(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
 
 
 #: File descriptors of the study locks this process holds. Scheduler commands inherit
-#: them (scalestudy.submit): an sbatch left running by a `run` killed with SIGKILL keeps
+#: them (execute.commands): an sbatch left running by a `run` killed with SIGKILL keeps
 #: the study locked until it has ended, so no second `run` can submit meanwhile.
 HELD_LOCKS: set[int] = set()
 

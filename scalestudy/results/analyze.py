@@ -10,7 +10,7 @@ where throughput is the median over repeats of the images/s over all ranks. The
 baseline P0 is configurable (`baseline=`): "smallest" (default), "node" (the largest
 world size on one node) or a world size; a group that lacks the requested one falls
 back to its smallest world size and says so in `baseline_rule`. Runs are flagged by
-scalestudy.quality (stragglers, too few iterations, noise), never silently dropped.
+results.quality (stragglers, too few iterations, noise), never silently dropped.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ TRANSFORMER_COLUMNS: tuple[str, ...] = (
     "tokens_per_s_per_gpu", "model_tflops_per_gpu", "peak_tflops", "mfu",
     "attention_flops_share",
 )
-#: Quality columns after the diagnostics: see scalestudy.quality.
+#: Quality columns after the diagnostics: see results.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")
 BASELINES: tuple[str, ...] = tuple(c.value for c in BaselineKind)
 Baseline = str | int

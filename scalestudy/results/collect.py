@@ -2,7 +2,7 @@
 
 One row per planned run, in plan order: the run's parameters (the keys of run.json),
 then how it ended (`state`, `reason`, `exit_code`, `elapsed_s`, and for a failed run the
-`failure` class and its `failure_line`, see scalestudy.diagnose), then the flattened
+`failure` class and its `failure_line`, see execute.diagnose), then the flattened
 metric record (the last valid line of metrics.jsonl). See docs/results-layout.md.
 
 Nothing a job leaves behind (a missing, empty, truncated or garbled file, a NaN
