@@ -244,11 +244,15 @@ def test_model_names_match_the_model_registry():
     assert MODEL_NAMES == MODELS
 
 
-def test_defaults_follow_horovods_benchmark():
+def test_defaults_follow_horovods_benchmark_and_time_as_a_spec_does():
+    from scalestudy.core.spec import SyntheticWorkload
+
     args = parse_args([])
-    assert (args.model, args.batch_size, args.iters, args.batches_per_iter) == (
-        "resnet50", 32, 10, 10,
-    )  # fmt: skip
+    assert (args.model, args.batch_size) == ("resnet50", 32)
+    # one definition of the timing loop's defaults: a spec's and the flags' agree
+    spec = SyntheticWorkload()
+    assert (args.warmup_iters, args.iters, args.batches_per_iter) == (
+        spec.warmup_iters, spec.iters, spec.batches_per_iter) == (2, 10, 5)
     assert (args.precision, args.backend, args.dist_backend, args.num_classes) == (
         "fp32", "ddp", "auto", 1000,
     )  # fmt: skip

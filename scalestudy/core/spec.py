@@ -29,7 +29,7 @@ from pydantic import (
 from scalestudy.core.errors import Loc, where
 from scalestudy.core.target import Target
 from scalestudy.workload.names import MODEL_NAMES
-from scalestudy.workload.options import BACKENDS, OPTIONS, Option
+from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option
 
 LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
@@ -129,9 +129,11 @@ class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
     model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
     image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
     num_classes: int = Field(1000, ge=2, description="classifier outputs")
-    warmup_iters: int = Field(2, ge=0, description="untimed iterations first")
-    iters: int = Field(10, ge=1, description="timed iterations")
-    batches_per_iter: int = Field(5, ge=1, description="batches (steps) per timed iteration")
+    warmup_iters: int = Field(TIMING["warmup_iters"], ge=0,
+                              description="untimed iterations first")
+    iters: int = Field(TIMING["iters"], ge=1, description="timed iterations")
+    batches_per_iter: int = Field(TIMING["batches_per_iter"], ge=1,
+                                  description="batches (steps) per timed iteration")
     lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
 
     @field_validator("model")
@@ -265,9 +267,11 @@ class Tuning(Model):
         return self.options.model_dump(exclude_none=True)
 
 
+#: What a directive value may hold (it goes into `#SBATCH`/`#PBS` lines unquoted).
+TOKEN_PATTERN = r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$"
 Token = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$"),
+    StringConstraints(pattern=TOKEN_PATTERN),
     Field(description="a directive value: no spaces, quotes or newlines"),
 ]
 DirectiveLine = Annotated[

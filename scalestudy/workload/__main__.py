@@ -25,7 +25,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
 from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
-from scalestudy.workload.options import BACKENDS, OPTIONS, Option  # noqa: E402
+from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option  # noqa: E402
 
 SCHEMA = "scalestudy.metrics/1"
 PROG = "scalestudy.workload"
@@ -95,10 +95,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="per data-parallel replica and optimizer step (per rank without "
                    "tp/pp); transformers: sequences")
     p.add_argument(
-        "--warmup-iters", type=_count(0), default=1, help="untimed iterations before timing"
+        "--warmup-iters", type=_count(0), default=TIMING["warmup_iters"],
+        help="untimed iterations before timing"
     )
-    p.add_argument("--iters", type=_count(1), default=10, help="timed iterations")
-    p.add_argument("--batches-per-iter", type=_count(1), default=10, help="batches per iteration")
+    p.add_argument("--iters", type=_count(1), default=TIMING["iters"], help="timed iterations")
+    p.add_argument("--batches-per-iter", type=_count(1), default=TIMING["batches_per_iter"],
+                   help="batches per iteration")
     p.add_argument("--backend", default="ddp", help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="torch.distributed backend (ddp, deepspeed)")

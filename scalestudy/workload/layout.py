@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .names import TRANSFORMER_SHAPES
-
-PARALLEL_BACKENDS = ("ddp", "fsdp")  # the data-parallel wrappers tp and pp combine with
+from .options import MODEL_PARALLEL
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def plan(*, model: str, backend: str, world_size: int, batch_size: int, tp: int 
     if channels_last:
         raise ValueError("--channels-last is an image memory format; transformer models "
                          "have no images")
-    if (tp > 1 or pp > 1) and backend not in PARALLEL_BACKENDS:
+    if (tp > 1 or pp > 1) and backend not in MODEL_PARALLEL:
         raise ValueError(f"--tp/--pp need --backend ddp or fsdp; {backend} runs data "
                          "parallel only")
     if world_size % (tp * pp):

@@ -16,6 +16,8 @@ from typing import Any
 
 BACKENDS: tuple[str, ...] = ("ddp", "fsdp", "horovod", "deepspeed")
 MODEL_PARALLEL: tuple[str, ...] = ("ddp", "fsdp")  # the backends tp and pp combine with
+#: The timing loop's defaults, the same for a spec's `workload:` and the benchmark's flags.
+TIMING: dict[str, int] = {"warmup_iters": 2, "iters": 10, "batches_per_iter": 5}
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 
 

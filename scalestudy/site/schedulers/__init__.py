@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from scalestudy.core.errors import ScalestudyError, SubmitError
+from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
@@ -76,7 +77,7 @@ class JobState:
 
 # Directive values are written into `#SBATCH`/`#PBS` lines, where no shell quoting
 # applies: they must be plain tokens.
-_TOKEN = re.compile(r"^[A-Za-z0-9_.,:@%+=/&|!()*\[\]-]+$")
+_TOKEN = re.compile(TOKEN_PATTERN)
 
 
 def check_token(what: str, value: str) -> str:
