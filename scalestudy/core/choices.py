@@ -42,5 +42,4 @@ def parse_baseline(text: str) -> str | int:
         return text
     if text.isdigit() and int(text) > 0:
         return int(text)
-    raise ValueError(f"baseline must be one of {', '.join(words)} or a world size "
-                     f"(a positive integer, e.g. 8), got {text!r}")
+    raise ValueError(f"{text!r}: use {', '.join(words)} or a world size (e.g. 8)")

@@ -107,8 +107,9 @@ def run_counts(runs: pd.DataFrame) -> str:
 
 def _definitions(scaling: str, options: ReportOptions, cores: int | None,
                  one_host: bool, unit: str = "img/s") -> str:
-    fixed = ("per-GPU batch fixed, global batch grows with the GPUs" if scaling == "weak"
-             else "global batch fixed, per-GPU batch shrinks with the GPUs")
+    batch = "batch per data-parallel replica" if unit == "tokens/s" else "per-GPU batch"
+    fixed = (f"{batch} fixed, global batch grows with the GPUs" if scaling == "weak"
+             else f"global batch fixed, {batch} shrinks with the GPUs")
     hosts = (f"Oversubscription is checked against {cores} cores per host"
              + (" (every rank runs on this one host)" if one_host else "") if cores else
              "Oversubscription is not checked: the system profile gives no cores per node")

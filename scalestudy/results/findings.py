@@ -182,8 +182,11 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
             key = (" and ".join(f"{level:.0%}" for level in levels), int(r["world_size"]),
                    int(r["nodes"]), int(r["ranks_per_node"]))
             gb = f"global batch {format_value(r['global_batch'])}"
+            base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
+            own = f", against its own baseline at {gpus_text(base)}" if base > smallest else ""
             cross.setdefault(key, []).append(
-                f"{r['efficiency']:.1%} in {group}" + (f" ({gb})" if gb not in group else ""))
+                f"{r['efficiency']:.1%} in {group}" + (f" ({gb}{own})" if gb not in group
+                                                       else (f" ({own[2:]})" if own else "")))
         if rows["world_size"].nunique() < 2:  # one scale: 100 % by definition
             single.append(f"{group or 'the study'} ({gpus_text(rows['world_size'].iloc[0])})")
         elif not firsts:
