@@ -195,7 +195,7 @@ def test_parse_baseline() -> None:
     assert parse_baseline("node") == "node"
     assert parse_baseline("8") == 8
     for bad in ("0", "-2", "nodes", "2.5"):
-        with pytest.raises(ValueError, match="baseline must be one of smallest, node"):
+        with pytest.raises(ValueError, match="use smallest, node or a world size"):
             parse_baseline(bad)
 
 
