@@ -8,6 +8,7 @@ never run a command it does not spell out as a command (`job.setup`, `command`).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -40,13 +41,20 @@ def env_text(value: Any) -> str:
     return str(value)
 
 
+#: What sends a value down the careful path: a control character, DEL, a lone surrogate.
+_UNUSUAL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
 def quote(value: Any) -> str:
     """Shell-quote one value (numbers and booleans as their text).
 
     A value with control characters (a newline, ESC, ...) is written as bash's $'...'
     with escapes, so a value never starts a line of the script (no `#SBATCH` line can
-    be smuggled in); a NUL, which no argument or variable can hold, is refused."""
+    be smuggled in); a NUL, which no argument or variable can hold, is refused. Plain
+    text (nearly every value) is found plain by one regex scan, and its quoting cached."""
     text = env_text(value)
+    if _UNUSUAL.search(text) is None:
+        return _plain(text)
     if "\x00" in text:
         raise ScalestudyError(
             f"{text!r}: a NUL character cannot be part of a command argument or an "
@@ -62,6 +70,11 @@ def quote(value: Any) -> str:
         f"\\x{ord(ch):02x}" if ord(ch) < 32 or ord(ch) == 127 else ch
         for ch in text)
     return f"$'{escaped}'"
+
+
+@lru_cache(maxsize=65536)
+def _plain(text: str) -> str:
+    return shlex.quote(text)
 
 
 def shell_words(words: list[str]) -> str:
@@ -83,6 +96,7 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,  # templates do not change under a run: no stat() per script
     )
     env.filters["q"] = quote
     env.filters["words"] = shell_words
@@ -175,6 +189,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     python = python or study.job.python or system.python or sys.executable
     module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
                                          extra_args, system.peak_tflops)
+    program = ["-m", "scalestudy.workload", *module_args] if module_args else command
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
@@ -189,7 +204,8 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "workdir": str(workdir(study)),
         "python": python,
         "workload_kind": study.workload.kind,
-        "program": ["-m", "scalestudy.workload", *module_args] if module_args else command,
+        "program": program,
+        "program_words": shell_words(program),  # quoted once, not a filter per word
         "directives": scheduler.directives(job_request(study, system, run, run_dir)),
         # On this host the local template starts the ranks itself (torchrun agents).
         "launch": launch_words(launch) if scheduler.queued else [],
@@ -197,15 +213,34 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "setup": [*system.setup, *study.job.setup],
         "threads": threads,
         "walltime": study.job.walltime,
-        "system": system.model_dump(),
+        "system": _dumped(system),
     }
+
+
+_DUMPS: dict[int, tuple[SystemProfile, dict[str, Any]]] = {}
+
+
+def _dumped(system: SystemProfile) -> dict[str, Any]:
+    """The profile as a dict for the templates, made once per (frozen) profile."""
+    held = _DUMPS.get(id(system))
+    if held is None or held[0] is not system:
+        held = _DUMPS[id(system)] = (system, system.model_dump())
+    return held[1]
 
 
 def workdir(study: Study) -> Path:
     """Where a job's setup lines and program run: the spec file's directory (relative
     paths in `command` and `job.setup` resolve where the spec was written), or the
     current directory for a study without a file."""
-    return study.source.parent.resolve() if study.source else Path.cwd().resolve()
+    where = study.source.parent if study.source else Path.cwd()
+    return _resolved(where) if where.is_absolute() else where.resolve()
+
+
+@lru_cache(maxsize=64)
+def _resolved(path: Path) -> Path:
+    """An absolute path resolved once (a relative one depends on the current directory,
+    so it is never cached)."""
+    return path.resolve()
 
 
 def template_dir(study: Study) -> str | None:
