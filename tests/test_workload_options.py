@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from scalestudy.workload.__main__ import parse_args
-from scalestudy.workload.options import BY_NAME, DEFAULTS, OPTIONS, applicable, to_args
+from scalestudy.workload.options import DEFAULTS, OPTIONS, applicable, to_args
 
 
 def test_only_non_defaults_become_arguments_and_only_for_their_backend() -> None:
@@ -30,15 +28,3 @@ def test_every_option_round_trips_through_the_workload_command_line() -> None:
             args = parse_args(["--backend", backend,
                                *to_args({**DEFAULTS, option.name: value}, backend)])
             assert getattr(args, option.name) == value, option.name
-
-
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("zero_stage", 4, "above the maximum"),
-    ("bucket_cap_mb", 0, "below the minimum"),
-    ("comm_hook", "int8", "not one of"),
-    ("channels_last", 1, "not a bool"),
-    ("bucket_cap_mb", float("nan"), "not a finite number"),
-])
-def test_check_says_what_is_wrong(name: str, value: object, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        BY_NAME[name].check(value)

@@ -9,7 +9,6 @@ runs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,28 +43,6 @@ class Option:
     def applies(self, backend: str) -> bool:
         """Whether this option means anything to `backend`."""
         return backend in self.backends
-
-    def check(self, value: Any) -> Any:
-        """The value if it has the right type and range, else ValueError saying why."""
-        if self.keyword is not None and value == self.keyword:
-            return value
-        ok_type = (
-            isinstance(value, bool) if self.kind is bool
-            else isinstance(value, int) and not isinstance(value, bool) if self.kind is int
-            else isinstance(value, (int, float)) and not isinstance(value, bool)
-            if self.kind is float else isinstance(value, str)
-        )
-        if not ok_type:
-            raise ValueError(f"{self.name}: {value!r} is not a {self.kind.__name__}")
-        if self.choices is not None and value not in self.choices:
-            raise ValueError(f"{self.name}: {value!r} is not one of {', '.join(self.choices)}")
-        if self.kind is float and not math.isfinite(value):
-            raise ValueError(f"{self.name}: {value!r} is not a finite number")
-        if self.minimum is not None and value < self.minimum:
-            raise ValueError(f"{self.name}: {value!r} is below the minimum {self.minimum:g}")
-        if self.maximum is not None and value > self.maximum:
-            raise ValueError(f"{self.name}: {value!r} is above the maximum {self.maximum:g}")
-        return value
 
 
 OPTIONS: tuple[Option, ...] = (
