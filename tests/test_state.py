@@ -133,3 +133,30 @@ def test_a_scheduler_command_left_by_a_killed_run_keeps_the_study_locked(tmp_pat
     time.sleep(2.0)  # the orphan has ended: the lock is free
     with state.study_lock(tmp_path):
         pass
+
+
+def test_status_json_is_one_typed_record_and_the_previous_version_reads(tmp_path) -> None:
+    import json
+
+    from scalestudy.core.states import RunState
+    from scalestudy.execute.status import SCHEMA, RunStatus, read_status, write_status
+
+    written = write_status(tmp_path, RunStatus(
+        RunState.FAILED, reason="exit code 3", exit_code=3, failure="unknown",
+        failure_line="ValueError: x", job_id="41", scheduler_state="FAILED",
+        submitted_at="2026-11-25T10:00:00+00:00", ended_at="2026-11-25T10:05:00+00:00",
+        log_tail="--- stderr.log ---", job_energy_j=1000.0, job_elapsed_s=10.0,
+        job_power_w=100.0))
+    assert json.loads((tmp_path / "status.json").read_text()) == written
+    assert written["schema"] == SCHEMA and written["state"] == "failed"
+    back = read_status(tmp_path)
+    assert (back.exit_code, back.failure_line, back.job_power_w, back.submitted_at) == (
+        3, "ValueError: x", 100.0, "2026-11-25T10:00:00+00:00")
+    # an ended run's file always says its reason, code and class, even when empty
+    done = write_status(tmp_path, RunStatus(RunState.COMPLETED, exit_code=0))
+    assert {"reason", "exit_code", "failure", "failure_line"} <= set(done)
+    # version 1 (no schema key, written by the previous release) reads the same
+    (tmp_path / "status.json").write_text(json.dumps({
+        "state": "submitted", "job_id": "7", "submitted_at": "2026-11-01T00:00:00+00:00"}))
+    old = read_status(tmp_path)
+    assert (old.state, old.job_id) == (RunState.QUEUED, "7")

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
+from scalestudy.execute.status import RunStatus, write_status
 from scalestudy.site.plan import Plan
 
 GRACE_S = 10.0
@@ -77,9 +79,8 @@ def execute(
     """
     ws.archive_attempt(run_dir)
     started = time.monotonic()
-    status: dict[str, Any] = {"state": RunState.RUNNING.value, "started_at": _now(),
-                              "pid": os.getpid()}
-    ws.write_json_atomic(run_dir / ws.STATUS, status)
+    status = RunStatus(RunState.RUNNING, started_at=_now(), pid=os.getpid())
+    write_status(run_dir, status)
     env = {**os.environ, "SCALESTUDY_MASTER_PORT": str(free_port()), "PYTHONUNBUFFERED": "1"}
     reason: str | None = None
     with (run_dir / "stdout.log").open("wb") as out, (run_dir / "stderr.log").open("wb") as err:
@@ -95,11 +96,9 @@ def execute(
             reason = f"time limit of {timeout_s:.0f} s (job.walltime) exceeded; stopped"
         except BaseException:  # Ctrl-C (KeyboardInterrupt) or SIGTERM: stop the ranks
             _stop_group(proc)
-            status.pop("pid", None)
-            ws.write_json_atomic(run_dir / ws.STATUS, {
-                **status, "state": RunState.INTERRUPTED.value, "ended_at": _now(),
-                "exit_code": proc.returncode, "reason": "interrupted by the user",
-            })
+            write_status(run_dir, replace(
+                status, state=RunState.INTERRUPTED, pid=None, ended_at=_now(),
+                exit_code=proc.returncode, reason="interrupted by the user"))
             raise
     if code == 0 and command_regex is not None:
         reason = ws.record_command_throughput(run_dir, params, command_regex)
@@ -107,20 +106,12 @@ def execute(
         reason = _exit_reason(code) if code != 0 else ws.record_problem(
             ws.read_record(run_dir / ws.METRICS))
     failed = reason is not None
-    if failed:
-        found = diagnose(run_dir, code, None, reason)
-        status.update(failure=found.failure, failure_line=found.line)
-    status.update({
-        "state": (RunState.FAILED if failed else RunState.COMPLETED).value,
-        "exit_code": code,
-        "ended_at": _now(),
-        "elapsed_s": round(time.monotonic() - started, 3),
-        "reason": reason,
-        "log_tail": ws.log_tail(run_dir) if failed else None,
-    })
-    status.pop("pid", None)
-    ws.write_json_atomic(run_dir / ws.STATUS, status)
-    return status
+    found = diagnose(run_dir, code, None, reason) if failed else None
+    return write_status(run_dir, replace(
+        status, state=RunState.FAILED if failed else RunState.COMPLETED, pid=None,
+        exit_code=code, ended_at=_now(), elapsed_s=round(time.monotonic() - started, 3),
+        reason=reason, failure=found and found.failure, failure_line=found and found.line,
+        log_tail=ws.log_tail(run_dir) if failed else None))
 
 
 

@@ -11,18 +11,32 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from scalestudy.core.states import RunState, run_state
 from scalestudy.execute.diagnose import diagnose as classify
-from scalestudy.execute.workspace import METRICS, STATUS, read_record, record_problem
+from scalestudy.execute.workspace import (
+    METRICS,
+    STATUS,
+    read_record,
+    record_problem,
+    write_json_atomic,
+)
+
+#: The version of status.json this release writes (version 1, written before it, has
+#: no `schema` key and the same fields: it reads the same).
+SCHEMA = "scalestudy.status/2"
+#: Fields written even when empty once a run has ended, so that every ended run's file
+#: says the same things.
+_ENDED_KEYS = ("reason", "exit_code", "failure", "failure_line")
 
 
 @dataclass(frozen=True)
 class RunStatus:
-    """One run's state and how it ended (the fields of status.json scalestudy reads)."""
+    """One run's state and how it ended: status.json as a typed record, written by
+    `write_status` only and read by `read_status` only."""
 
     state: RunState
     reason: str | None = None
@@ -34,7 +48,25 @@ class RunStatus:
     scheduler_state: str | None = None
     #: the job's average power from the scheduler's energy accounting, where it has one
     job_power_w: float | None = None
+    submitted_at: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    #: the local executor's pid while a run runs on this machine
+    pid: int | None = None
+    #: of each log, the program's error-like and last lines, then the launcher's summary
+    log_tail: str | None = None
+    job_energy_j: float | None = None
+    job_elapsed_s: float | None = None
     record: dict[str, Any] | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """What status.json holds: the schema, the state and every field that is set."""
+        out: dict[str, Any] = {"schema": SCHEMA, "state": self.state.value}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if value is not None or (self.state.ended and name in _ENDED_KEYS):
+                out[name] = value
+        return out
 
     def columns(self) -> dict[str, Any]:
         """The status columns of runs.csv."""
@@ -78,6 +110,20 @@ def _as_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+#: The fields a status.json carries besides its schema and state, in writing order.
+_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(RunStatus) if f.name not in ("state", "record"))
+_INTS = frozenset({"exit_code", "pid"})
+_FLOATS = frozenset({"elapsed_s", "job_power_w", "job_energy_j", "job_elapsed_s"})
+
+
+def write_status(run_dir: Path, status: RunStatus) -> dict[str, Any]:
+    """Write a run's status.json (atomically); returns what was written."""
+    data = status.to_json()
+    write_json_atomic(Path(run_dir) / STATUS, data)
+    return data
+
+
 def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
     """The run's status; a `completed` one without a valid record is failed. With
     `diagnose`, a failed run without a known class is classified from its logs."""
@@ -89,17 +135,11 @@ def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
         found = RunStatus(RunState.FAILED, reason="status.json is unreadable")
         return _diagnosed(run_dir, found) if diagnose else found
     state = run_state(data.get("state"))
-    found = RunStatus(
-        state=state or RunState.FAILED,
-        reason=_as_text(data.get("reason")) if state else "status.json has no known state",
-        exit_code=_as_int(data.get("exit_code")),
-        elapsed_s=_as_float(data.get("elapsed_s")),
-        failure=_as_text(data.get("failure")),
-        failure_line=_as_text(data.get("failure_line")),
-        job_id=_as_text(data.get("job_id")),
-        scheduler_state=_as_text(data.get("scheduler_state")),
-        job_power_w=_as_float(data.get("job_power_w")),
-    )
+    known = {name: (_as_int if name in _INTS else _as_float if name in _FLOATS
+                    else _as_text)(data.get(name)) for name in _FIELDS}
+    if not state:
+        known["reason"] = "status.json has no known state"
+    found = RunStatus(state=state or RunState.FAILED, **known)
     if found.state is RunState.COMPLETED:
         record = read_record(run_dir / METRICS)
         problem = record_problem(record)

@@ -21,7 +21,7 @@ from scalestudy.core.states import RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Journal, now
-from scalestudy.execute.status import read_state
+from scalestudy.execute.status import RunStatus, read_state, write_status
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import render
 
@@ -130,8 +130,7 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
         book.record({"run_id": run.run_id, "job_id": job_id, "attempt": attempt,
                      "scheduler": scheduler.name, "via": submitter.via,
                      "submitted_at": now()})
-        ws.write_json_atomic(run_dir / ws.STATUS, {
-            "state": RunState.QUEUED.value, "job_id": job_id, "submitted_at": now()})
+        write_status(run_dir, RunStatus(RunState.QUEUED, job_id=job_id, submitted_at=now()))
         attempts[run.run_id] = attempt
         done.append((run, job_id))
     return Submission(done, active + len(done), later)

@@ -24,7 +24,7 @@ from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
 from scalestudy.execute.journal import now
-from scalestudy.execute.status import read_status
+from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.execute.submit import Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
 from scalestudy.site.schedulers import JobState
@@ -113,9 +113,9 @@ class Tracker:
             current = job.state.run_state
             said = (current.value, job.raw, job.reason or "")
             if self.written.get(run.run_id) != said:
-                ws.write_json_atomic(run_dir / ws.STATUS, {
-                    "state": current.value, "job_id": job_id, "scheduler_state": job.raw,
-                    "reason": job.reason, "submitted_at": entry.get("submitted_at")})
+                write_status(run_dir, RunStatus(
+                    current, job_id=job_id, scheduler_state=job.raw, reason=job.reason,
+                    submitted_at=entry.get("submitted_at")))
                 self.written[run.run_id] = said
             return RunView(run, current, job_id, job.reason)
         workload = self.plan.study.workload
@@ -151,18 +151,15 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
     failure = None if reason is None else diagnose(
         run_dir, exit_code, job.raw, said, scheduler_class=job.failure,
         scheduler_log=scheduler_log)
-    status = {
-        "state": (RunState.COMPLETED if reason is None else RunState.FAILED).value,
-        "failure": failure and failure.failure, "failure_line": failure and failure.line,
-        "job_id": job.job_id, "scheduler_state": job.raw, "exit_code": exit_code,
-        "ended_at": now(), "reason": reason,
-        "log_tail": None if reason is None else ws.log_tail(run_dir),
-    }
-    if job.energy_j and job.elapsed_s:  # the site's energy accounting (whole job)
-        status.update(job_energy_j=job.energy_j, job_elapsed_s=job.elapsed_s,
-                      job_power_w=round(job.energy_j / job.elapsed_s, 3))
-    ws.write_json_atomic(run_dir / ws.STATUS, status)
-    return status
+    energy = job.energy_j and job.elapsed_s  # the site's energy accounting (whole job)
+    return write_status(run_dir, RunStatus(
+        RunState.COMPLETED if reason is None else RunState.FAILED,
+        failure=failure and failure.failure, failure_line=failure and failure.line,
+        job_id=job.job_id, scheduler_state=job.raw, exit_code=exit_code, ended_at=now(),
+        reason=reason, log_tail=None if reason is None else ws.log_tail(run_dir),
+        job_energy_j=job.energy_j if energy else None,
+        job_elapsed_s=job.elapsed_s if energy else None,
+        job_power_w=round(job.energy_j / job.elapsed_s, 3) if energy else None))
 
 
 def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | None:
@@ -223,9 +220,8 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
             book.record({"run_id": run_id, "job_id": job_id, "attempt": intent.get("attempt"),
                          "scheduler": scheduler.name, "submitted_at": intent.get("at"),
                          "adopted": True})
-            ws.write_json_atomic(plan.run_dir(run) / ws.STATUS, {
-                "state": RunState.QUEUED.value, "job_id": job_id,
-                "submitted_at": intent.get("at")})
+            write_status(plan.run_dir(run), RunStatus(
+                RunState.QUEUED, job_id=job_id, submitted_at=intent.get("at")))
             adopted.append((run_id, job_id))
         else:
             book.record({"run_id": run_id, "resolved": True, "at": now()})
