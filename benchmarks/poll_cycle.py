@@ -93,8 +93,8 @@ def main() -> int:
         for i, job_id in enumerate(sorted(fake.states)):
             if i >= args.running:
                 fake.states[job_id] = "COMPLETED|0:0"
-                run_id = next(e["run_id"] for e in tracking.journal(plan).entries()
-                              if e["job_id"] == job_id)
+                run_id = next(e.run_id for e in tracking.journal(plan).entries()
+                              if e.job_id == job_id)
                 (plan.run_dir(next(r for r in plan.runs if r.run_id == run_id))
                  / ws.METRICS).write_text('{"throughput": 1.0}\n')
             else:

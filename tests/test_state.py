@@ -160,3 +160,26 @@ def test_status_json_is_one_typed_record_and_the_previous_version_reads(tmp_path
         "state": "submitted", "job_id": "7", "submitted_at": "2026-11-01T00:00:00+00:00"}))
     old = read_status(tmp_path)
     assert (old.state, old.job_id) == (RunState.QUEUED, "7")
+
+
+def test_the_journal_is_typed_and_reads_its_previous_version(tmp_path) -> None:
+    import json
+
+    from scalestudy.execute.journal import SCHEMA, Intent, Job, Journal, Resolved
+
+    book = Journal(tmp_path / "jobs.jsonl")
+    book.path.write_text(  # version 1: no schema key
+        '{"attempt": 1, "at": "t0", "intent": true, "run_id": "a"}\n'
+        '{"attempt": 1, "job_id": "7", "run_id": "a", "scheduler": "slurm", '
+        '"submitted_at": "t1", "via": "native"}\n'
+        '{"attempt": 1, "at": "t2", "intent": true, "run_id": "b"}\n'
+        '{"at": "t3", "resolved": true, "run_id": "b"}\n'
+        '{"attempt": 1, "at": "t4", "intent": true, "run_id": "c"}\n'
+        '{"run_id": "torn", "job_i')
+    assert book.entries() == [Job("a", "7", 1, "slurm", "native", "t1")]
+    assert book.unresolved_intents() == {"c": Intent("c", 1, "t4")}
+    book.record(Job("c", "9", 1, "slurm", submitted_at="t5", adopted=True))
+    book.record(Resolved("d", "t6"))
+    last = [json.loads(line) for line in book.path.read_text().splitlines()[-2:]]
+    assert last[0]["schema"] == SCHEMA and last[0]["adopted"] is True
+    assert book.unresolved_intents() == {} and book.latest()["c"].adopted

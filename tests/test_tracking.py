@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.states import RunState
+from scalestudy.execute.journal import Intent
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, follow, refresh, submit_runs
 from scalestudy.site.schedulers import SubmitError
@@ -82,8 +83,8 @@ def plan(tmp_path: Path):
 def finish(plan, fake: FakeSlurm, job_id: str, state: str, throughput: float | None) -> None:
     fake.states[job_id] = state
     if throughput is not None:
-        entry = next(e for e in journal(plan).entries() if e["job_id"] == job_id)
-        run_dir = plan.directory / "runs" / entry["run_id"]
+        entry = next(e for e in journal(plan).entries() if e.job_id == job_id)
+        run_dir = plan.directory / "runs" / entry.run_id
         (run_dir / "metrics.jsonl").write_text(json.dumps({"throughput": throughput}) + "\n")
 
 
@@ -91,7 +92,7 @@ def test_submit_records_each_job_and_a_rerun_submits_nothing_twice(plan) -> None
     fake = FakeSlurm()
     done = submit_runs(plan, plan.runs, runner=fake)
     assert [job for _, job in done.submitted] == ["101", "102", "103", "104"]
-    assert [e["job_id"] for e in journal(plan).entries()] == ["101", "102", "103", "104"]
+    assert [e.job_id for e in journal(plan).entries()] == ["101", "102", "103", "104"]
     assert all((plan.run_dir(r) / "job.sh").is_file() for r in plan.runs)
     again = submit_runs(plan, plan.runs, runner=fake)
     assert again.submitted == [] and again.active == 4
@@ -106,7 +107,7 @@ def test_a_failing_sbatch_keeps_what_was_submitted(plan) -> None:
     fake.fail_after = None
     done = submit_runs(plan, plan.runs, runner=fake)
     assert len(done.submitted) == 2
-    assert sorted(e["run_id"] for e in journal(plan).entries()) == sorted(
+    assert sorted(e.run_id for e in journal(plan).entries()) == sorted(
         r.run_id for r in plan.runs)
 
 
@@ -145,7 +146,7 @@ def test_ended_jobs_are_settled_with_their_reasons(plan) -> None:
     assert fake.calls[0][fake.calls[0].index("-j") + 1] == "104"
     done = submit_runs(plan, plan.runs, runner=fake)
     assert len(done.submitted) == 2
-    run_102 = next(e["run_id"] for e in journal(plan).entries() if e["job_id"] == "102")
+    run_102 = next(e.run_id for e in journal(plan).entries() if e.job_id == "102")
     assert (plan.directory / "runs" / run_102 / "attempts" / "1" / "status.json").is_file()
 
 
@@ -225,7 +226,7 @@ def test_a_command_workloads_throughput_is_read_from_its_log_on_a_scheduler(
 def test_settled_failures_are_classified_from_state_and_log(plan) -> None:
     fake = FakeSlurm()
     submit_runs(plan, plan.runs[:2], runner=fake)
-    run_ids = {e["job_id"]: e["run_id"] for e in journal(plan).entries()}
+    run_ids = {e.job_id: e.run_id for e in journal(plan).entries()}
     (plan.directory / "runs" / run_ids["102"] / "stderr.log").write_text(
         "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=102.0. Some of the step "
         "tasks have been OOM Killed.\n")
@@ -257,7 +258,7 @@ def test_a_lost_run_is_rerun_on_request_and_rerun_all_resubmits_completed(
     lost_dir = plan.run_dir(plan.runs[0])
     kept = json.loads((lost_dir / "attempts" / "1" / "status.json").read_text())
     assert "lost" in kept["reason"]
-    assert [e["attempt"] for e in journal(plan).entries() if e["run_id"] == plan.runs[0].run_id] \
+    assert [e.attempt for e in journal(plan).entries() if e.run_id == plan.runs[0].run_id] \
         == [1, 2]
     # --rerun all: the completed run is submitted again too; nothing queued twice.
     everything = choose_runs(plan, None, "all",
@@ -305,7 +306,7 @@ def test_a_job_queued_by_a_killed_run_is_adopted_not_submitted_again(plan) -> No
     fake.die_on = None
     done = submit_runs(plan, plan.runs, runner=fake)
     assert len(done.submitted) == 2 and fake.submitted() == 4
-    by_run = {e["run_id"]: e["job_id"] for e in journal(plan).entries()}
+    by_run = {e.run_id: e.job_id for e in journal(plan).entries()}
     assert sorted(by_run.values()) == ["101", "102", "103", "104"]
     assert by_run[plan.runs[1].run_id] == "102"
     # Resolved once: later submissions do not ask again.
@@ -316,8 +317,7 @@ def test_a_job_queued_by_a_killed_run_is_adopted_not_submitted_again(plan) -> No
 
 def test_an_interrupted_submission_that_queued_nothing_is_submitted(plan) -> None:
     fake = NamedSlurm()
-    journal(plan).record({"run_id": plan.runs[0].run_id, "intent": True, "attempt": 1,
-                          "at": "2026-11-23T00:00:00+00:00"})
+    journal(plan).record(Intent(plan.runs[0].run_id, 1, "2026-11-23T00:00:00+00:00"))
     done = submit_runs(plan, plan.runs[:1], runner=fake)
     assert [j for _, j in done.submitted] == ["101"] and fake.submitted() == 1
 
@@ -326,7 +326,7 @@ def test_no_submission_while_an_interrupted_one_cannot_be_checked(plan) -> None:
     def down(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
         return 1, "", "slurm_load_jobs error: Unable to contact slurm controller"
 
-    journal(plan).record({"run_id": plan.runs[0].run_id, "intent": True, "attempt": 1})
+    journal(plan).record(Intent(plan.runs[0].run_id, 1))
     import scalestudy.execute.commands as submit_module
 
     original = submit_module.RETRY_DELAYS_S
@@ -406,14 +406,14 @@ def test_a_poll_writes_only_what_changed_and_never_diagnoses(plan, monkeypatch) 
     finish(plan, fake, "103", "RUNNING|0:0", None)
     tracker.refresh()
     assert [p.parent.name for p in writes] == [
-        next(e["run_id"] for e in journal(plan).entries() if e["job_id"] == "103")]
+        next(e.run_id for e in journal(plan).entries() if e.job_id == "103")]
 
 
 def test_a_held_job_is_held_with_its_reason_and_following_stops(plan) -> None:
     # sacct says PENDING with no reason; the live queue says an administrator holds it.
     fake = FakeSlurm()
     submit_runs(plan, plan.runs[:2], runner=fake)
-    run_ids = {e["job_id"]: e["run_id"] for e in journal(plan).entries()}
+    run_ids = {e.job_id: e.run_id for e in journal(plan).entries()}
     fake.reasons["101"] = "JobHeldAdmin"
     fake.states["102"] = "COMPLETED|0:0"
     views = refresh(plan, fake)

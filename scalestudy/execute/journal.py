@@ -1,20 +1,25 @@
 """The study's journal of submitted jobs (`results/<study>/jobs.jsonl`): append-only,
 one JSON line per event, each fsynced before the next submission starts.
 
-Lines: an intent `{run_id, intent: true, attempt, at}` written just before a submit
-command; a job `{run_id, job_id, attempt, scheduler, via, submitted_at[, adopted]}`
-once the command answered (or a restart found the job by name); a resolution
-`{run_id, resolved: true, at}` when a restart found no job for an intent. A torn last
-line (a crash mid-write) is ignored. See docs/reliability.md.
+Lines, each a typed entry: an `Intent` `{run_id, intent: true, attempt, at}` written
+just before a submit command; a `Job` `{run_id, job_id, attempt, scheduler, via,
+submitted_at[, adopted]}` once the command answered (or a restart found the job by
+name); a `Resolved` `{run_id, resolved: true, at}` when a restart found no job for an
+intent. Each line carries `schema` (`scalestudy.journal/2`); lines written before it
+(version 1, no `schema`) read the same. A torn last line (a crash mid-write) is
+ignored. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+SCHEMA = "scalestudy.journal/2"
 
 
 def now() -> str:
@@ -22,25 +27,104 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class Intent:
+    """A submit command is about to run for this run (its attempt)."""
+
+    run_id: str
+    attempt: int | None = None
+    at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The line's JSON object."""
+        return {"schema": SCHEMA, "run_id": self.run_id, "intent": True,
+                "attempt": self.attempt, "at": self.at}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job the scheduler queued for this run (or that a restart adopted by name)."""
+
+    run_id: str
+    job_id: str
+    attempt: int | None = None
+    scheduler: str | None = None
+    via: str | None = None
+    submitted_at: str | None = None
+    adopted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The line's JSON object (`adopted` only where it is true)."""
+        out: dict[str, Any] = {"schema": SCHEMA, "run_id": self.run_id,
+                               "job_id": self.job_id, "attempt": self.attempt,
+                               "scheduler": self.scheduler, "via": self.via,
+                               "submitted_at": self.submitted_at}
+        return {**out, "adopted": True} if self.adopted else out
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A restart found no job for this run's open intent: it may be submitted again."""
+
+    run_id: str
+    at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The line's JSON object."""
+        return {"schema": SCHEMA, "run_id": self.run_id, "resolved": True, "at": self.at}
+
+
+Entry = Intent | Job | Resolved
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse(data: Any) -> Entry | None:
+    """The entry a journal line holds (either version), or None for a line that is none."""
+    if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
+        return None
+    run_id = data["run_id"]
+    if data.get("job_id") is not None:
+        return Job(run_id, str(data["job_id"]), _int(data.get("attempt")),
+                   _text(data.get("scheduler")), _text(data.get("via")),
+                   _text(data.get("submitted_at")), data.get("adopted") is True)
+    if data.get("intent"):
+        return Intent(run_id, _int(data.get("attempt")), _text(data.get("at")))
+    if data.get("resolved"):
+        return Resolved(run_id, _text(data.get("at")))
+    return None
+
+
 class Journal:
-    """Append-only record of the jobs a study submitted."""
+    """Append-only record of the jobs a study submitted: its one writer and reader."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def record(self, entry: dict[str, Any]) -> None:
-        """Append one line and make it durable before returning."""
+    def record(self, entry: Entry) -> None:
+        """Append one line and make it durable before returning. After a torn last line
+        (a crash mid-write) the entry starts a line of its own, not glued to the torn
+        one (which would make both unreadable)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry, sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = json.dumps(entry.to_json(), sort_keys=True) + "\n"
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
 
-    def lines(self) -> list[dict[str, Any]]:
-        """Every readable line with a run id, oldest first."""
+    def lines(self) -> list[Entry]:
+        """Every readable entry, oldest first."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -48,35 +132,35 @@ class Journal:
         out = []
         for line in text.splitlines():
             try:
-                entry = json.loads(line)
+                entry = parse(json.loads(line))
             except ValueError:
                 continue
-            if isinstance(entry, dict) and isinstance(entry.get("run_id"), str):
+            if entry is not None:
                 out.append(entry)
         return out
 
-    def entries(self) -> list[dict[str, Any]]:
-        """The job lines (a job id came back, or was adopted), oldest first."""
-        return [e for e in self.lines() if "job_id" in e]
+    def entries(self) -> list[Job]:
+        """The jobs (a job id came back, or was adopted), oldest first."""
+        return [e for e in self.lines() if isinstance(e, Job)]
 
-    def latest(self) -> dict[str, dict[str, Any]]:
+    def latest(self) -> dict[str, Job]:
         """run id -> its most recent job."""
-        return {e["run_id"]: e for e in self.entries()}
+        return {e.run_id: e for e in self.entries()}
 
     def jobs_per_run(self) -> dict[str, int]:
         """run id -> how many jobs it has had (its attempts on the scheduler)."""
         counts: dict[str, int] = {}
         for entry in self.entries():
-            counts[entry["run_id"]] = counts.get(entry["run_id"], 0) + 1
+            counts[entry.run_id] = counts.get(entry.run_id, 0) + 1
         return counts
 
-    def unresolved_intents(self) -> dict[str, dict[str, Any]]:
+    def unresolved_intents(self) -> dict[str, Intent]:
         """run id -> an intent to submit that no job id followed: the submitting process
         died while the command ran, so the job may exist."""
-        open_intents: dict[str, dict[str, Any]] = {}
+        open_intents: dict[str, Intent] = {}
         for entry in self.lines():
-            if entry.get("intent"):
-                open_intents[entry["run_id"]] = entry
-            elif "job_id" in entry or entry.get("resolved"):
-                open_intents.pop(entry["run_id"], None)
+            if isinstance(entry, Intent):
+                open_intents[entry.run_id] = entry
+            else:
+                open_intents.pop(entry.run_id, None)
         return open_intents

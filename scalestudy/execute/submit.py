@@ -20,7 +20,7 @@ from scalestudy.core.grid import Run
 from scalestudy.core.states import RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.journal import Journal, now
+from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_state, write_status
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import render
@@ -118,7 +118,7 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
         ws.archive_attempt(run_dir)
         script = run_dir / ws.SCRIPT
         attempt = attempts.get(run.run_id, 0) + 1
-        book.record({"run_id": run.run_id, "intent": True, "attempt": attempt, "at": now()})
+        book.record(Intent(run.run_id, attempt, now()))
         try:
             job_id = commands.submit(scheduler, script, runner,
                                      plan.system.scheduler_options.submit_args)
@@ -127,9 +127,7 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "
                 f"{book.path}; run the same command again to submit the rest"
             ) from None
-        book.record({"run_id": run.run_id, "job_id": job_id, "attempt": attempt,
-                     "scheduler": scheduler.name, "via": submitter.via,
-                     "submitted_at": now()})
+        book.record(Job(run.run_id, job_id, attempt, scheduler.name, submitter.via, now()))
         write_status(run_dir, RunStatus(RunState.QUEUED, job_id=job_id, submitted_at=now()))
         attempts[run.run_id] = attempt
         done.append((run, job_id))

@@ -23,7 +23,7 @@ from scalestudy.core.states import JobStatus, RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
-from scalestudy.execute.journal import now
+from scalestudy.execute.journal import Job, Resolved, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.execute.submit import Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
@@ -43,9 +43,9 @@ class RunView:
     reason: str | None = None
 
 
-def _age_s(entry: dict[str, Any]) -> float:
+def _age_s(entry: Job) -> float:
     try:
-        submitted = datetime.fromisoformat(entry["submitted_at"])
+        submitted = datetime.fromisoformat(entry.submitted_at or "")
     except (KeyError, ValueError, TypeError):
         return float("inf")
     return (datetime.now(timezone.utc) - submitted).total_seconds()
@@ -74,7 +74,7 @@ class Tracker:
         plan = self.plan
         latest = journal(plan).latest()
         views: dict[str, RunView] = {}
-        unsettled: dict[str, tuple[Run, dict[str, Any]]] = {}
+        unsettled: dict[str, tuple[Run, Job]] = {}
         scheduler = plan.scheduler
         for run in plan.runs:
             if run.run_id in self.settled:
@@ -83,14 +83,14 @@ class Tracker:
             status = read_status(plan.run_dir(run))
             entry = latest.get(run.run_id)
             if entry is None or status.state.ended or status.state is RunState.INTERRUPTED:
-                view = RunView(run, status.state, entry and entry["job_id"], status.reason)
+                view = RunView(run, status.state, entry and entry.job_id, status.reason)
                 views[run.run_id] = view
                 if status.state.ended:
                     self.settled[run.run_id] = view
             else:
-                unsettled[scheduler.short_id(entry["job_id"])] = (run, entry)
+                unsettled[scheduler.short_id(entry.job_id)] = (run, entry)
         if unsettled:
-            asked = [entry["job_id"] for _, entry in unsettled.values()]
+            asked = [entry.job_id for _, entry in unsettled.values()]
             found = {scheduler.short_id(k): v for k, v in
                      commands.query(scheduler, asked, self.runner).items()}
             for key, (run, entry) in unsettled.items():
@@ -100,9 +100,9 @@ class Tracker:
                     self.settled[run.run_id] = view
         return views
 
-    def _update(self, run: Run, entry: dict[str, Any], job: JobState | None) -> RunView:
+    def _update(self, run: Run, entry: Job, job: JobState | None) -> RunView:
         run_dir = self.plan.run_dir(run)
-        job_id = entry["job_id"]
+        job_id = entry.job_id
         if job is None:
             if _age_s(entry) < GRACE_S:
                 return RunView(run, RunState.QUEUED, job_id)
@@ -115,7 +115,7 @@ class Tracker:
             if self.written.get(run.run_id) != said:
                 write_status(run_dir, RunStatus(
                     current, job_id=job_id, scheduler_state=job.raw, reason=job.reason,
-                    submitted_at=entry.get("submitted_at")))
+                    submitted_at=entry.submitted_at))
                 self.written[run.run_id] = said
             return RunView(run, current, job_id, job.reason)
         workload = self.plan.study.workload
@@ -209,7 +209,7 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
         raise SubmitError(
             f"{exc}\na submission was interrupted and scalestudy cannot tell whether its job "
             "was queued; run again when the scheduler answers") from None
-    known = {scheduler.short_id(e["job_id"]) for e in book.entries()}
+    known = {scheduler.short_id(e.job_id) for e in book.entries()}
     adopted = []
     for run_id, intent in intents.items():
         run = runs.get(run_id)
@@ -217,14 +217,13 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
                          key=lambda j: (len(j), j)) if run is not None else []
         if orphans:
             job_id = orphans[-1]
-            book.record({"run_id": run_id, "job_id": job_id, "attempt": intent.get("attempt"),
-                         "scheduler": scheduler.name, "submitted_at": intent.get("at"),
-                         "adopted": True})
+            book.record(Job(run_id, job_id, intent.attempt, scheduler.name,
+                            submitted_at=intent.at, adopted=True))
             write_status(plan.run_dir(run), RunStatus(
-                RunState.QUEUED, job_id=job_id, submitted_at=intent.get("at")))
+                RunState.QUEUED, job_id=job_id, submitted_at=intent.at))
             adopted.append((run_id, job_id))
         else:
-            book.record({"run_id": run_id, "resolved": True, "at": now()})
+            book.record(Resolved(run_id, now()))
     return adopted
 
 
