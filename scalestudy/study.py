@@ -9,7 +9,6 @@ stays instant.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -313,10 +312,7 @@ def _refuse_an_empty_report(plan: Plan) -> None:
     for run_json in sorted((plan.directory / "runs").glob("*/run.json")):
         if run_json.parent.name in planned:
             continue
-        try:
-            system = str(json.loads(run_json.read_text(encoding="utf-8")).get("system", "?"))
-        except (OSError, ValueError, AttributeError):
-            system = "?"
+        system = str((ws.read_run(run_json.parent) or {}).get("system", "?"))
         key = (Path(system).stem, read_state(run_json.parent).value)
         held[key] = held.get(key, 0) + 1
     if not held and not (plan.directory / "report" / "index.html").exists():

@@ -61,7 +61,7 @@ def prepare(plan: Plan, min_batch: int, max_batch: int,
     extra = ["--probe-batch", "--min-batch", str(min_batch), "--max-batch", str(max_batch)]
     if memory_limit_gb is not None:
         extra += ["--memory-limit-gb", repr(memory_limit_gb)]
-    ws.write_json_atomic(directory / ws.RUN_JSON, run.params())
+    ws.write_run(directory, run.params())
     script = render(plan.study, plan.system, run, directory, extra_args=extra)
     ws.write_text_atomic(directory / ws.SCRIPT, script, mode=0o755)
     return run, directory

@@ -81,7 +81,7 @@ def prepare(plan: Plan, runs: Sequence[Run], force: bool = False) -> list[Run]:
         if not force and read_state(directory) is RunState.COMPLETED:
             continue
         directory.mkdir(parents=True, exist_ok=True)
-        ws.write_json_atomic(directory / ws.RUN_JSON, run.params())
+        ws.write_run(directory, run.params())
         submitter.write_script(plan, run, directory.resolve())
         todo.append(run)
     return todo

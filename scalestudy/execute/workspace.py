@@ -33,6 +33,28 @@ BAD_THROUGHPUT = "throughput is not a finite positive number"
 ATTEMPT_FILES = ("stdout.log", "stderr.log", STATUS, METRICS, "env.txt", "hosts.txt")
 
 
+#: The version of run.json this release writes (version 1 has no `schema` key).
+RUN_SCHEMA = "scalestudy.run/2"
+
+
+def write_run(directory: Path, params: Mapping[str, Any]) -> None:
+    """run.json: the run's parameters (core.grid.Run.params), with its schema."""
+    write_json_atomic(Path(directory) / RUN_JSON, {"schema": RUN_SCHEMA, **params})
+
+
+def read_run(directory: Path) -> dict[str, Any] | None:
+    """The parameters run.json holds (either version), or None where it is missing or
+    unreadable."""
+    try:
+        data = json.loads((Path(directory) / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data.pop("schema", None)
+    return data
+
+
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """Write a file so that readers see the old or the new content, never a part: a
     temporary file in the same directory, fsynced, then renamed over `path`."""
