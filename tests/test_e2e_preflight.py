@@ -97,7 +97,7 @@ def test_slurm_clean_study_passes_with_one_line(slurm_cluster, tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
         "preflight: ok: slurm answers; account scalestudy known; partition short takes 1-2 "
-        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; "
+        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; srun on PATH; "
         f"{sys.executable} imports torch {_torch()} (CPU-only) on this host, "
         f"{socket.gethostname()}"]
 
@@ -132,7 +132,7 @@ def test_slurm_run_stops_before_submitting_and_runs_when_clean(slurm_cluster,
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr.splitlines()[0] == (
         "preflight: ok: slurm answers; account scalestudy known; partition short takes 1-2 "
-        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores")
+        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; srun on PATH")
     assert "2 job(s) submitted" in done.stdout
 
 
@@ -183,8 +183,8 @@ def test_pbs_clean_study_passes_with_one_line(pbs_cluster, pbs_tmp_path: Path) -
     assert done.stderr.splitlines() == [
         "preflight: ok: pbs answers; account SomeAccount not checked (pbs keeps no list of "
         "accounts to ask); queue debug-scaling takes 1-2 nodes and 01:00:00; at most 1 "
-        f"rank(s) on a pbslab node's 2 cores; {pbs_cluster.python} imports torch {_torch()} "
-        "(CPU-only) on this host, pbslab"]
+        f"rank(s) on a pbslab node's 2 cores; mpirun on PATH; {pbs_cluster.python} imports "
+        f"torch {_torch()} (CPU-only) on this host, pbslab"]
 
 
 @pytest.mark.pbs
