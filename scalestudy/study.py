@@ -208,9 +208,9 @@ def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
     views = Tracker(plan).refresh()
     selection = choose_runs(plan, only, rerun, max_attempts,
                             {k: v.state for k, v in views.items()})
-    check_budget(plan, [r for r in selection.todo if not views[r.run_id].state.active
-                        and (rerun is Rerun.ALL or views[r.run_id].state
-                             is not RunState.COMPLETED)], budget)
+    # choose_runs decided what still needs submitting (not queued, held or running; not
+    # complete unless --rerun all): the budget and the submission take the same runs.
+    check_budget(plan, selection.todo, budget)
     done = submit_runs(plan, selection.todo, max_jobs, views=views, force=rerun is Rerun.ALL)
     return Queued(adopted, done.submitted, done.active, done.waiting, selection)
 
