@@ -432,3 +432,23 @@ def test_recorded_batch_sigkill_defers_to_the_runs_exit_code(tmp_path: Path) -> 
     (tmp_path / "stderr.log").write_text((STATES / "batch-sigkill.err").read_text())
     status = settle(tmp_path, job, {})
     assert (status["exit_code"], status["failure"]) == (137, "cancelled")
+
+
+@pytest.mark.parametrize(("log", "failure"), [
+    # Slurm's task/cgroup plugin
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks "
+     "have been OOM Killed.\n", "oom"),
+    ("Some of your processes may have been killed by the cgroup out-of-memory handler.\n",
+     "oom"),
+    # Intel GPUs (Aurora) through Level Zero
+    ("RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n", "oom"),
+    # Torque's MoM when a sister node dies
+    ("=>> PBS: job killed: node 1 (n12) requested job terminate, 'EOF' (code 1099) - "
+     "received SISTER_EOF attempting to communicate with sister MOM's\n", "node_failure"),
+    # torch's watchdog tearing a communicator down; gloo's rendezvous
+    ("RuntimeError: NCCL communicator was aborted on rank 3.\n", "comm"),
+    ("RuntimeError: Gloo connectFullMesh failed with [../gloo/transport/tcp/pair.cc:144] "
+     "no error\n", "comm"),
+])
+def test_more_site_messages(log: str, failure: str) -> None:
+    assert classify(1, None, log).failure == failure

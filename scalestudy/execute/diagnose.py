@@ -50,8 +50,11 @@ CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, PREEMPTED, REQUEUED, CANCELL
                                 BAD_ARGUMENTS, COMM, UNKNOWN)
 
 _PATTERNS: dict[str, re.Pattern[str]] = {
+    # Torque's MoM: "=>> PBS: job killed: node 1 (n12) requested job terminate, 'EOF'
+    # ... received SISTER_EOF attempting to communicate with sister MOM's"
     NODE_FAILURE: re.compile(
-        r"NODE[ _]FAIL|DUE TO NODE FAILURE|node failure", re.I),
+        r"NODE[ _]FAIL|DUE TO NODE FAILURE|node failure|requested job (?:terminate|die)|"
+        r"SISTER_EOF", re.I),
     WALLTIME: re.compile(
         r"DUE TO TIME LIMIT|walltime \S* ?exceeded|exceeded (?:resource )?walltime|"
         r"job killed: walltime|"
@@ -65,7 +68,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"Job step creation temporarily disabled|pbs_tmrsh|tm_init failed|"
         r"cannot connect to server", re.I),
     OOM: re.compile(
-        r"out of memory|OutOfMemoryError|\bOOM\b|oom[-_]kill|OUT_OF_MEMORY|MemoryError|"
+        # Slurm's cgroup: "...killed by the cgroup out-of-memory handler"; Intel's Level
+        # Zero: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+        r"out[ -]of[ -]memory|OutOfMemoryError|\bOOM\b|oom[-_]kill|"
+        r"OUT_OF_(?:DEVICE_|HOST_)?MEMORY|MemoryError|"
         r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|job killed: v?mem\b|"
         r"Exceeded job memory limit|Killed process \d+", re.I),
     # PBS MoM: "=>> PBS: job killed: cput 61 exceeded limit 60"; the kernel's RLIMIT_CPU.
@@ -86,7 +92,8 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     # ("ncclCommInitRank failed: ..."), gloo, rendezvous.
     COMM: re.compile(
         r"NCCL (?:error|WARN)|nccl\w*Error|ncclInternalError|ncclSystemError|ncclRemoteError|"
-        r"\bnccl[A-Z]\w* failed|HorovodInternalError|"
+        r"\bnccl[A-Z]\w* failed|HorovodInternalError|NCCL communicator was aborted|"
+        r"connectFullMesh failed|"
         r"DistBackendError|DistNetworkError|Connection closed by peer|"
         r"Connection reset by peer|ProcessGroupGloo|ProcessGroupNCCL|"
         r"Watchdog caught collective operation timeout|"
