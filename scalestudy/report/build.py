@@ -167,12 +167,13 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
     return out
 
 
-def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int) -> list[Block]:
+def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int,
+                 unit: str = "img/s") -> list[Block]:
     """The predictions with the rule they passed, or why there are none (per group)."""
     reach = f" (up to {max_nodes:,} nodes)" if len(preds) else ""  # none: no reach
     b: list[Block] = [("h3", f"Predictions{reach}"), ("note", PREDICTION_RULE)]
     if len(preds):
-        b.append(("table", prediction_table(preds)))
+        b.append(("table", prediction_table(preds, unit)))
     why = [(str(f.group), str(f.withheld)) for f in fits.itertuples() if f.withheld]
     reasons = list(dict.fromkeys(w for _, w in why))
     if len(reasons) == 1:
@@ -222,13 +223,13 @@ def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataF
         b += [("h2", "Communication model"),
               ("note", MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
                                          else "extra rank (P − 1)")),
-              ("table", fit_table(parts["fits"]))]
+              ("table", fit_table(parts["fits"], unit_of(table)))]
         if len(parts["points"]):
             b += [("h3", "Residuals"), ("table", residual_table(parts["points"]))]
         if len(parts["bounds"]):
             b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
                   ("table", bound_table(parts["bounds"]))]
-        b += _predictions(parts["fits"], parts["preds"], options.max_nodes)
+        b += _predictions(parts["fits"], parts["preds"], options.max_nodes, unit_of(table))
     b += parallelism_blocks(table)
     b += cost_blocks(parts["costs"], runs, parts["target"], parts["picks"])
     b.append(("h2", "Plots"))

@@ -280,7 +280,7 @@ def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str,
     """Left: throughput of A (solid) and B (dashed) vs GPUs; right: B / A ratio."""
     left, right = axes
     left.set_title(f"Throughput: {names[0]} (solid) vs {names[1]} (dashed)")
-    left.set_ylabel("Throughput (img/s, all GPUs)")
+    left.set_ylabel(f"Throughput ({unit_of(frame)}, all GPUs)")
     right.set_title(f"Throughput ratio {names[1]} / {names[0]}")
     right.set_ylabel("ratio (B / A)")
     for ax in axes:

@@ -140,8 +140,9 @@ def flags_table(flagged: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def fit_table(fits: pd.DataFrame) -> Table:
-    """One row per group: fitted terms and parameters, residual, hold-out error."""
+def fit_table(fits: pd.DataFrame, unit: str = "img/s") -> Table:
+    """One row per group: fitted terms and parameters, residual, hold-out error (the
+    hold-out's throughput in `unit`)."""
     headers = ["group", "fit", "compute per step", "bandwidth B", "probe busbw",
                "latency α (per unit of L)", "rms residual", "hold-out: predicted / measured",
                "hold-out error", "predictions"]
@@ -151,7 +152,7 @@ def fit_table(fits: pd.DataFrame) -> Table:
         if f.status != "fitted":
             rows.append([str(f.group), str(f.status), *["n/a"] * 7, shown])
             continue
-        hold = (f"{num(f.holdout_predicted)} / {num(f.holdout_measured)} img/s at "
+        hold = (f"{num(f.holdout_predicted)} / {num(f.holdout_measured)} {unit} at "
                 f"{int(f.holdout_world_size)} GPUs" if math.isfinite(f.holdout_error)
                 else "too few points to hold one out")
         bw = (f"{f.bandwidth_GBps:.3g} GB/s ({'fitted' if f.bandwidth_from == 'fit' else 'probe'})"
@@ -175,11 +176,11 @@ def residual_table(points: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def prediction_table(preds: pd.DataFrame) -> Table:
+def prediction_table(preds: pd.DataFrame, unit: str = "img/s") -> Table:
     """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale; an
     efficiency above the one measured at the largest scale says so."""
     headers = ["group", "scale", "nodes", "GPUs", "per-GPU batch", "global batch",
-               "predicted img/s", "predicted efficiency", "comm share"]
+               f"predicted {unit}", "predicted efficiency", "comm share"]
     rows = [[str(p.group), f"{p.factor}×", str(p.nodes), str(p.world_size),
              format_value(p.batch_size), format_value(p.global_batch),
              num(p.throughput_predicted), pct(p.efficiency_predicted)
