@@ -14,9 +14,7 @@ import time
 _STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
-import platform  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -26,8 +24,8 @@ from typing import Any, NoReturn  # noqa: E402
 
 from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
 from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option  # noqa: E402
+from scalestudy.workload.record import SCHEMA, append_record  # noqa: E402, F401
 
-SCHEMA = "scalestudy.metrics/1"
 PROG = "scalestudy.workload"
 
 
@@ -137,19 +135,6 @@ def _log(line: str) -> None:
     print(line, flush=True)
 
 
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line, flushed and fsynced; a torn last line is ended first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+b") as fh:
-        if fh.tell() > 0:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) != b"\n":
-                fh.write(b"\n")
-        fh.write(json.dumps(record).encode() + b"\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
@@ -182,59 +167,6 @@ def _config(args: argparse.Namespace, layout: Any = None) -> Any:
         seq_len=args.seq_len, activation_checkpointing=args.activation_checkpointing,
         **({"layout": layout} if layout is not None else {}),
     )
-
-
-def _start(args: argparse.Namespace, options: dict[str, Any], layout: Any,
-           run_dir: Path) -> tuple[Any, Any, Any, str]:
-    """Join the job's ranks with the chosen backend: (backend, DistEnv, device,
-    dist backend name). WorkloadError/ValueError for settings this machine cannot run."""
-    from . import ddp
-    from .env import discover
-
-    if args.backend == "horovod":
-        from . import hvd as hvd_backend
-
-        hvd = hvd_backend.load()
-        hvd_backend.prepare_environment(os.environ, run_dir)
-        hvd.init()
-        env = hvd_backend.dist_env(hvd)
-        device = ddp.select_device(env, args.device)
-        ddp.check_precision(args.precision, device)
-        if device.type == "cuda":
-            import torch
-
-            torch.cuda.set_device(device)
-        backend: Any = hvd_backend.HorovodBackend(hvd, options)
-        return backend, env, device, "mpi" if hvd.mpi_enabled() else "gloo"
-    env = discover(os.environ)
-    device = ddp.select_device(env, args.device)
-    dist_backend = ddp.resolve_dist_backend(args.dist_backend, device)
-    ddp.check_precision(args.precision, device)
-    timeout = ddp.dist_timeout(os.environ)
-    if args.backend == "deepspeed":
-        from . import ds
-
-        deepspeed = ds.load()
-        ds.export_rank_environment(env, os.environ)
-        if env.local_rank == 0:
-            for lock in ds.clear_stale_build_locks(os.environ):
-                print(f"{PROG}: removed a stale build lock left by a killed DeepSpeed "
-                      f"start: {lock}", file=sys.stderr)
-        ddp.init_process_group(env, dist_backend, timeout, device)
-        backend = ds.DeepSpeedBackend(deepspeed, options, run_dir,
-                                      env.world_size, env.rank == 0)
-    elif args.backend == "fsdp" or layout.model_parallel > 1:
-        from .parallel import ParallelBackend
-
-        ddp.init_process_group(env, dist_backend, timeout, device)
-        backend = ParallelBackend(args.backend, options, layout, env.rank)
-        if backend.ignored() and env.rank == 0:
-            print(f"{PROG}: note: {backend.ignored()}", file=sys.stderr)
-    else:
-        ddp.check_comm_hook(args.comm_hook, device)
-        ddp.init_process_group(env, dist_backend, timeout, device)
-        backend = ddp.DDPBackend(options)
-    return backend, env, device, dist_backend
 
 
 def probe_main(args: argparse.Namespace) -> int:
@@ -283,129 +215,138 @@ def probe_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; returns the exit status."""
+    """Run the benchmark; returns the exit status. The steps: check the arguments and the
+    layout (before torch loads), join the ranks, train and time, report on rank 0, leave."""
     args = parse_args(argv)
-    from .env import discover
-
-    try:  # the layout is checked here with the launcher's world size, before torch loads
-        world = 1 if args.backend == "horovod" else discover(os.environ).world_size
-        layout = _layout(args, world)
-    except ValueError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    layout = _checked_layout(args)
+    if layout is None:
         return 2
     if args.probe_batch:
         return probe_main(args)
-    import torch
+    from . import train
+    from .session import start
 
-    from . import ddp, energy, mfu, output, train
-    from .timing import aggregate
-
-    run_dir = args.metrics.parent if args.metrics is not None else Path.cwd()
     cfg = _config(args, layout)
     try:
-        backend, env, device, dist_backend = _start(args, cfg.options, layout, run_dir)
-        cfg = replace(cfg, layout=_layout(args, env.world_size))  # Horovod's, known now
+        session = start(args, cfg.options, layout, _run_dir(args))
+        cfg = replace(cfg, layout=_layout(args, session.env.world_size))  # Horovod's, now
     except (train.WorkloadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    lead = env.rank == 0
-    lm = is_transformer(cfg.model)
-    if device.type == "cpu":
-        ddp.set_cpu_threads(env, os.environ)
+    cfg = _settle(args, cfg, session)
+    peak = _peak(args, cfg, session)
+    _announce(cfg, session)
+    backend, lead = session.backend, session.env.rank == 0
+    results = backend.gather(train.run(backend, cfg, session.device, _on_iter(cfg, lead)))
+    hosts = _distinct(backend.gather(socket.gethostname()))
+    status = _report(args, cfg, session, results, hosts, peak) if lead else 0
+    backend.shutdown(session.device)
+    return status
+
+
+def _checked_layout(args: argparse.Namespace) -> Any:
+    """The parallel layout with the launcher's world size, checked before torch loads;
+    None (said on stderr) when it cannot work."""
+    from .env import discover
+
+    try:
+        world = 1 if args.backend == "horovod" else discover(os.environ).world_size
+        return _layout(args, world)
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return None
+
+
+def _run_dir(args: argparse.Namespace) -> Path:
+    return args.metrics.parent if args.metrics is not None else Path.cwd()
+
+
+def _settle(args: argparse.Namespace, cfg: Any, session: Any) -> Any:
+    """What the joined job changes in the config: CPU threads, no diagnostics under
+    tp/pp (they are for data parallelism), a --peak-tflops a CNN cannot use."""
+    from . import ddp
+
+    lead = session.env.rank == 0
+    if session.device.type == "cpu":
+        ddp.set_cpu_threads(session.env, os.environ)
     if cfg.layout.model_parallel > 1 and cfg.diagnostics:
         cfg = replace(cfg, diagnostics=False)
         if lead:
             _log("Diagnostics (compute-only timing, allreduce probe) are for data "
                  "parallelism only: skipped with tp or pp > 1")
-    if lead and args.peak_tflops not in (0, "0") and not lm:
+    if lead and args.peak_tflops not in (0, "0") and not is_transformer(cfg.model):
         print(f"{PROG}: note: --peak-tflops ignored: MFU needs a transformer's FLOPs per "
               "token", file=sys.stderr)
-    peak = mfu.resolve_peak(args.peak_tflops, cfg.precision, device, backend.gather) \
-        if lm else (None, None)
+    return cfg
 
+
+def _peak(args: argparse.Namespace, cfg: Any, session: Any) -> tuple[Any, Any]:
+    """MFU's denominator (every rank takes part when it is measured)."""
+    from . import mfu
+
+    if not is_transformer(cfg.model):
+        return None, None
+    return mfu.resolve_peak(args.peak_tflops, cfg.precision, session.device,
+                            session.backend.gather)
+
+
+def _announce(cfg: Any, session: Any) -> None:
+    """Rank 0's opening lines, as Horovod's synthetic benchmark prints them."""
+    if session.env.rank != 0:
+        return
+    _log(f"Model: {cfg.model}")
+    _log(f"Batch size: {cfg.batch_size}")
+    _log(f"Number of GPUs: {session.env.world_size}")
+    _log(f"Backend: {session.backend.name}, device: {session.device.type}, dist backend: "
+         f"{session.dist_backend}, precision: {cfg.precision}")
+    if is_transformer(cfg.model):
+        _log(f"Sequence length: {cfg.seq_len}; dp {cfg.layout.dp} x tp {cfg.layout.tp} "
+             f"x pp {cfg.layout.pp}, micro-batches {cfg.layout.microbatches}"
+             + (f" ({cfg.layout.pp_schedule})" if cfg.layout.pp > 1 else ""))
+    _log("Running warmup...")
+
+
+def _on_iter(cfg: Any, lead: bool) -> Callable[[int, float], None]:
     def on_iter(i: int, seconds: float) -> None:
         if i == 0 and lead:
             _log("Running benchmark...")
         if lead:
             _log(f"Iter #{i}: {cfg.units_per_iter / seconds:.1f} {cfg.unit}/sec per GPU")
+    return on_iter
 
-    if lead:
-        _log(f"Model: {cfg.model}")
-        _log(f"Batch size: {cfg.batch_size}")
-        _log(f"Number of GPUs: {env.world_size}")
-        _log(f"Backend: {backend.name}, device: {device.type}, dist backend: {dist_backend}, "
-             f"precision: {cfg.precision}")
-        if lm:
-            _log(f"Sequence length: {cfg.seq_len}; dp {cfg.layout.dp} x tp {cfg.layout.tp} "
-                 f"x pp {cfg.layout.pp}, micro-batches {cfg.layout.microbatches}"
-                 + (f" ({cfg.layout.pp_schedule})" if cfg.layout.pp > 1 else ""))
-        _log("Running warmup...")
-    result = train.run(backend, cfg, device, on_iter)
-    results = backend.gather(result)
-    hosts = _distinct(backend.gather(socket.gethostname()))
-    status = 0
-    if lead:
-        stats = aggregate([r.iter_times for r in results], cfg.units_per_step,
-                          cfg.batches_per_iter)
-        total, ci = stats["throughput"], stats["throughput_ci"]
-        for line in output.horovod_lines(total, ci, env.world_size, cfg.unit):
+
+def _report(args: argparse.Namespace, cfg: Any, session: Any, results: list[Any],
+            hosts: list[str], peak: tuple[Any, Any]) -> int:
+    """Rank 0: the statistics, the lines other harnesses read, the record; 1 when the
+    record cannot be written."""
+    from . import output
+    from .record import build
+    from .timing import aggregate
+
+    stats = aggregate([r.iter_times for r in results], cfg.units_per_step,
+                      cfg.batches_per_iter)
+    total = stats["throughput"]
+    for line in output.horovod_lines(total, stats["throughput_ci"], session.env.world_size,
+                                     cfg.unit):
+        _log(line)
+    if not is_transformer(cfg.model):
+        _log(output.tf_cnn_line(total))
+    record = build(cfg, session, stats, results, hosts, peak,
+                   time.perf_counter() - _STARTED, os.environ)
+    for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
+                 output.energy_line(record)]:
+        _log(line)
+    if args.mllog:
+        for line in output.mllog_summary(record):
             _log(line)
-        if not lm:
-            _log(output.tf_cnn_line(total))
-        global_batch = cfg.batch_size * cfg.layout.dp
-        record = {
-            "schema": SCHEMA,
-            "source": "workload",
-            **stats,
-            "throughput_unit": f"{cfg.unit}/s",
-            "world_size": env.world_size,
-            "local_world_size": env.local_world_size,
-            "nodes": max(len(hosts), env.num_nodes),
-            "batch_size": cfg.batch_size,
-            "global_batch": global_batch,
-            "model": cfg.model,
-            "image_size": cfg.image_size,
-            "precision": cfg.precision,
-            "channels_last": cfg.channels_last,
-            "compile": cfg.compile,
-            "backend": backend.name,
-            "dist_backend": dist_backend,
-            "device": device.type,
-            "warmup_iters": cfg.warmup_iters,
-            "iters": cfg.iters,
-            "batches_per_iter": cfg.batches_per_iter,
-            "lr": cfg.lr,
-            "base_lr": cfg.base_lr if cfg.base_lr is not None else cfg.lr,
-            "lr_warmup_iters": cfg.lr_warmup_iters,
-            **train.summarize(results, cfg, env.world_size),
-            **backend.describe(),
-            **(mfu.transformer_fields(cfg, results, total,
-                                      env.world_size, peak) if lm else {}),
-            **energy.combine([r.energy for r in results],
-                             global_batch * cfg.batches_per_iter * cfg.iters),
-            "env": output.tuning_env(os.environ),
-            "hosts": hosts,
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "elapsed_s": round(time.perf_counter() - _STARTED, 3),
-        }
-        for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
-                     output.energy_line(record)]:
-            _log(line)
-        if args.mllog:
-            for line in output.mllog_summary(record):
-                _log(line)
-        if args.metrics is not None:
-            try:
-                append_record(args.metrics, record)
-            except OSError as exc:  # still shut down with the others, then fail
-                print(f"{PROG}: error: cannot write {args.metrics}: {exc}", file=sys.stderr)
-                status = 1
-    if hasattr(backend, "shutdown"):
-        backend.shutdown()
-    else:
-        ddp.shutdown(device)
-    return status
+    if args.metrics is None:
+        return 0
+    try:
+        append_record(args.metrics, record)
+    except OSError as exc:  # still shut down with the others, then fail
+        print(f"{PROG}: error: cannot write {args.metrics}: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -151,6 +151,10 @@ class DDPBackend:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
 
+    def shutdown(self, device: torch.device) -> None:
+        """Barrier, garbage collected, the process group destroyed."""
+        shutdown(device)
+
     def describe(self) -> dict[str, Any]:
         """The DDP settings in effect."""
         return {"ddp": {k: self.options[k] for k in _DDP_KEYS if k in self.options}}

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .ddp import allreduce_buffer, gather
+from .ddp import shutdown as ddp_shutdown
 from .env import DistEnv
 from .train import AMP_DTYPES, Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler
 
@@ -140,6 +141,10 @@ class DeepSpeedBackend:
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
+
+    def shutdown(self, device: torch.device) -> None:
+        """Barrier, garbage collected, the process group destroyed (as DDP's)."""
+        ddp_shutdown(device)
 
     def describe(self) -> dict[str, Any]:
         """DeepSpeed's version and the config it ran with."""

@@ -151,7 +151,7 @@ class HorovodBackend:
             "adasum": bool(self.options.get("adasum", False)),
         }}
 
-    def shutdown(self) -> None:
+    def shutdown(self, device: Any = None) -> None:
         """Wait for every rank, then shut Horovod down (before interpreter exit)."""
         self.hvd.join()
         gc.collect()

@@ -46,6 +46,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from .ddp import allreduce_buffer, gather
+from .ddp import shutdown as ddp_shutdown
 from .layout import Layout
 from .train import Batch, TrainConfig, make_optimizer, make_scheduler, plain_step
 from .transformer import GPT
@@ -263,6 +264,10 @@ class ParallelBackend:
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
+
+    def shutdown(self, device: torch.device) -> None:
+        """Barrier, garbage collected, the process group destroyed (as DDP's)."""
+        ddp_shutdown(device)
 
     def describe(self) -> dict[str, Any]:
         """The data-parallel wrapper and its settings."""

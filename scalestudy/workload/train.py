@@ -208,6 +208,11 @@ class Backend(Protocol):
         """What the record says about this backend (versions, settings in effect)."""
         ...
 
+    def shutdown(self, device: torch.device) -> None:
+        """Wait for every rank, then leave the job's process group (before the
+        interpreter exits: gloo aborts otherwise)."""
+        ...
+
 
 @dataclass
 class TrainResult:
