@@ -154,7 +154,7 @@ def run(
         if not selection.todo:
             err.print(f"nothing to run: the {len(uc.selected(plan, only))} selected runs are "
                       "complete or left as they are", highlight=False)
-        from scalestudy.report.terminal import local_progress
+        from scalestudy.cli.words import local_progress
 
         with local_progress(err, plan, len(selection.todo)) as progress:
             states = uc.run_here(plan, selection, force, progress, budget)
@@ -179,7 +179,7 @@ def _max_jobs(plan: Any, given: int | None, found: Any) -> int | None:
 
 def _chosen(selection: Any) -> Any:
     """Say which failed runs a `run` leaves, and why."""
-    from scalestudy.report.terminal import selection_notes
+    from scalestudy.cli.words import selection_notes
 
     for line in selection_notes(selection):
         err.print(line, highlight=False, markup=False)
@@ -191,7 +191,7 @@ def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: 
     from scalestudy import study as uc
 
     queued = uc.submit(plan, only, rerun, max_attempts, max_jobs, budget)
-    from scalestudy.report.terminal import queued_lines
+    from scalestudy.cli.words import queued_lines
 
     _chosen(queued.selection)
     for line in queued_lines(queued, plan.study):
@@ -203,7 +203,7 @@ def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: 
             out.print("run again (or with --wait) to submit the rest")
         out.print(f"follow with: scalestudy status {plan.study.source}", highlight=False)
         return
-    from scalestudy.report.terminal import queue_progress
+    from scalestudy.cli.words import queue_progress
 
     chosen = uc.selected(plan, only)
     with queue_progress(err, [r.run_id for r in chosen]) as progress:
@@ -215,7 +215,8 @@ def _report_and_exit(plan: Any, states: list[Any], failures_shown: bool = False)
     """Report; say how the runs just done ended (each failure's line unless the progress
     already printed it); exit 1 when any failed."""
     from scalestudy import study as uc
-    from scalestudy.report.terminal import failure_lines, scaling_rich_table
+    from scalestudy.cli.words import failure_lines
+    from scalestudy.report.terminal import scaling_rich_table
 
     built = uc.report(plan)
     out.print(scaling_rich_table(built.table, plan.study.name, out.width))
@@ -298,7 +299,7 @@ def probe(
     if as_json:
         print_json({**record, "suggested_batch_sizes": got.suggested})
     else:
-        from scalestudy.report.terminal import probe_lines
+        from scalestudy.cli.words import probe_lines
 
         for line in probe_lines(record, got.suggested, plan.study.scaling):
             out.print(line, highlight=False)

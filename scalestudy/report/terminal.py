@@ -1,5 +1,5 @@
-"""What people see in a terminal: rich tables that fit its width and progress bars (the
-`--json` forms are for machines).
+"""What people see in a terminal: rich tables that fit its width (the `--json` forms are
+for machines; the CLI's own lines and progress bars are cli/words.py).
 
 A table never cuts a number: when its columns do not fit, headers break between words,
 then ranges of numbers between their numbers, then the least important columns are
@@ -9,19 +9,15 @@ columns (groups, variants, reasons) wrap instead.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from scalestudy.core.grid import describe_run
 from scalestudy.results.analyze import unit_of
 
 #: Width a wrapping text column keeps at least, and what it gets of spare room before
@@ -285,118 +281,3 @@ def text_table(title: str, headers: list[str], rows: list[list[str]],
     columns = [Column(h, [row[i] for row in rows], priority=0 if i < 2 else i,
                       right=i > 0) for i, h in enumerate(headers)]
     return fit_table(title, columns, width, caption)
-
-
-def failure_lines(plan: Any, states_only_failed: bool = True) -> list[str]:
-    """One line per failed run: its id, class and decisive line, and its stderr.log."""
-    from scalestudy.execute.status import read_status
-
-    lines = []
-    for run in plan.runs:
-        found = read_status(plan.run_dir(run), diagnose=True)
-        if found.state.value != "failed":
-            continue
-        decisive = found.failure_line or found.reason or "no reason recorded"
-        lines.append(f"failed {run.run_id} ({found.failure or 'unknown'}): {decisive}  "
-                     f"[{plan.run_dir(run) / 'stderr.log'}]")
-    return lines
-
-
-@contextlib.contextmanager
-def local_progress(console: Console, plan: Any, total: int
-                   ) -> Iterator[Callable[[Any, dict[str, Any] | None], None] | None]:
-    """A progress bar for runs executed here; yields the executor's progress callback."""
-    if not total:
-        yield None
-        return
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("runs", total=total)
-
-        def progress(r: Any, status: dict[str, Any] | None) -> None:
-            if status is None:
-                bar.update(task, description=f"{r.run_id} {describe_run(plan.study, r, True)}"
-                           f" rep {r.repeat}")
-                return
-            bar.advance(task)
-            if status["state"] != "completed":
-                line = status.get("failure_line") or status.get("reason")
-                bar.console.print(f"failed {r.run_id} ({status.get('failure') or 'unknown'}):"
-                                  f" {line}  [{plan.run_dir(r) / 'stderr.log'}]",
-                                  markup=False, highlight=False, soft_wrap=True)
-
-        yield progress
-
-
-@contextlib.contextmanager
-def queue_progress(console: Console, run_ids: list[str]
-                   ) -> Iterator[Callable[[dict[str, Any]], None]]:
-    """A progress bar over the states of submitted runs; yields the follower's callback."""
-    ids = set(run_ids)
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("jobs", total=len(ids))
-
-        def progress(views: dict[str, Any]) -> None:
-            counts: dict[str, int] = {}
-            for i in ids:
-                counts[str(views[i].state)] = counts.get(str(views[i].state), 0) + 1
-            ended = counts.get("completed", 0) + counts.get("failed", 0)
-            bar.update(task, completed=ended, description=", ".join(
-                f"{n} {s}" for s, n in sorted(counts.items())))
-
-        yield progress
-
-
-def selection_notes(selection: Any) -> list[str]:
-    """Which runs a `run` leaves as they are (completed, in the queue, failed), and how
-    to run them again."""
-    def some(runs: list[Any]) -> str:
-        return ", ".join(r.run_id for r in runs[:5]) + (", ..." if len(runs) > 5 else "")
-
-    notes = []
-    if selection.done:  # a resume: say what it skips, so that M/M is not all there was
-        notes.append(f"{len(selection.done)} run(s) completed already, skipped "
-                     f"({some(selection.done)}); --rerun all runs them again")
-    if selection.active:
-        notes.append(f"{len(selection.active)} run(s) queued or running already, not "
-                     f"submitted again ({some(selection.active)})")
-    if selection.failed_kept:
-        notes.append(f"{len(selection.failed_kept)} failed run(s) left as they are "
-                     f"({some(selection.failed_kept)}): run again with --rerun failed to "
-                     "retry them")
-    if selection.exhausted:
-        notes.append(f"{len(selection.exhausted)} run(s) failed every allowed attempt and are "
-                     f"left ({some(selection.exhausted)}): see `scalestudy status`; raise "
-                     "--max-attempts to try again")
-    return notes
-
-
-def probe_lines(record: dict[str, Any], suggested: list[int], scaling: str = "weak"
-                ) -> list[str]:
-    """The batch-size probe's answer for people (it measures the per-GPU batch)."""
-    lines = []
-    for point in record["points"]:
-        shown = (f"{point['throughput']:.1f} img/s on 1 GPU" if point["fits"]
-                 else "does not fit")
-        lines.append(f"  per-GPU batch {point['batch_size']:>6}: {shown}")
-    best = record["largest_batch_that_fits"]
-    lines.append(f"largest per-GPU batch that fits: {best if best else 'none'} "
-                 f"({record['model']}, {record['image_size']}px, {record['precision']}, "
-                 f"{record['device']})")
-    if suggested and scaling == "weak":
-        lines.append("for the grid (weak scaling, per-GPU batch): batch_size: "
-                     f"[{', '.join(map(str, suggested))}]")
-    elif suggested:
-        lines.append(f"for the grid (strong scaling): a global_batch G runs on P GPUs when "
-                     f"G / P <= {best}, e.g. global_batch: [{best * 8}] up to 8 GPUs")
-    return lines
-
-
-def queued_lines(queued: Any, study: Any) -> list[str]:
-    """What `run` did on a scheduler: adopted and submitted jobs."""
-    lines = [f"found job {job_id} of {run_id}, queued by an interrupted run: recorded"
-             for run_id, job_id in queued.adopted]
-    lines += [f"submitted {r.run_id} as job {job_id}: {describe_run(study, r)}"
-              for r, job_id in queued.submitted]
-    return lines
