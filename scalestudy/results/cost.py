@@ -57,21 +57,6 @@ class CostBasis:
         return "to the target" if self.target is not None else f"per million {self.units}"
 
 
-def _per_sample(rows: pd.DataFrame) -> pd.Series:
-    """Units per sample of each row: its sequence length where it counted tokens/s."""
-    one = pd.Series(1.0, index=rows.index)
-    if "seq_len" not in rows.columns or "throughput_unit" not in rows.columns:
-        return one
-    seq = pd.to_numeric(rows["seq_len"], errors="coerce").astype(float)
-    tokens = rows["throughput_unit"].astype(str).eq("tokens/s") & (seq > 0)
-    return seq.where(tokens, one)
-
-
-def _rate(rows: pd.DataFrame, column: str) -> pd.Series:
-    """Samples per second: the throughput, or tokens/s divided by the sequence length."""
-    return pd.to_numeric(rows[column], errors="coerce").astype(float) / _per_sample(rows)
-
-
 def cost_table(table: pd.DataFrame, basis: CostBasis,
                predictions: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured point (and per qualified prediction, `predicted` True): the
@@ -119,16 +104,21 @@ def _work(point: dict[str, object]) -> str:
     return ", ".join(str(v) if c == "model" else f"{c} {v}" for c, v in known.items())
 
 
+def _point_per_sample(point: dict[str, object]) -> float:
+    """Units per sample of one point: its sequence length where it counted tokens/s."""
+    seq = _number(point.get("seq_len"))
+    return seq if point.get("throughput_unit") == "tokens/s" and seq and seq > 0 else 1.0
+
+
 def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
     global_batch = float(point["global_batch"])  # type: ignore[arg-type]
-    frame = pd.DataFrame([point])
-    per = float(_per_sample(frame).iloc[0])
+    per = _point_per_sample(point)
     samples = basis.samples(global_batch, per)
-    rate = float(_rate(frame, "throughput_median").iloc[0])
+    rate = (_number(point.get("throughput_median")) or 0.0) / per
     if samples is None or not rate > 0:
         return None
-    fast = float(_rate(frame, "throughput_max").iloc[0]) if "throughput_max" in frame else rate
-    slow = float(_rate(frame, "throughput_min").iloc[0]) if "throughput_min" in frame else rate
+    fast = (_number(point.get("throughput_max")) or rate * per) / per
+    slow = (_number(point.get("throughput_min")) or rate * per) / per
     nodes, gpus = float(point["nodes"]), float(point["world_size"])  # type: ignore[arg-type]
     time_s = samples / rate
     low = samples / fast if fast > 0 else time_s
