@@ -183,6 +183,17 @@ def test_the_jobs_python_must_be_one_the_compute_nodes_can_run(
         assert "module load conda" in text  # the module the setup lines load
 
 
+def test_a_profile_that_names_no_shared_filesystem_is_not_judged(tmp_path: Path) -> None:
+    """A generic profile (or a one-host testbed, whose nodes see this host's /tmp) says
+    nothing of what its nodes share: a venv under /tmp is not called node-local there."""
+    from scalestudy.site import needs
+
+    plan = make_plan(spec(tmp_path, "name: s\nsystem: generic-slurm\n"), tmp_path)
+    assert plan.system.shared_filesystems == []
+    assert needs.shared(plan, "/tmp/me/venv/bin/python", "job.python", "login",
+                        None) == ([], [])
+
+
 def test_a_venvs_base_is_read_from_its_pyvenv_cfg(tmp_path: Path) -> None:
     from scalestudy.execute.preflight import venv_home
 

@@ -65,15 +65,17 @@ def shared(plan: Plan, python: str, named: str, host: str, home: str | None) -> 
     """The jobs' Python must be visible from the compute nodes (not on this host's own
     disk; under a filesystem the profile says they share), and so must the Python its
     venv is built on (`home`, from its pyvenv.cfg); a venv on another base than the
-    module the setup lines load may not run there."""
+    module the setup lines load may not run there. Judged only where the profile says
+    what its nodes share: a profile that does not (a generic one, a one-host testbed
+    whose "nodes" see this host's /tmp) gives nothing to judge against."""
     filesystems = plan.system.shared_filesystems
     who = f"{python} ({named})"
+    if not filesystems:
+        return [], []
     if python.startswith(NODE_LOCAL):
         return [(ERROR, f"{who} is on a disk of this host only ({host}): the compute nodes "
                  "cannot run it; build the venv on a shared filesystem and set job.python "
                  "to it")], []
-    if not filesystems:
-        return [], []
     if _under(python, filesystems) is None:
         return [(WARNING, f"{who} is not under a filesystem that system {plan.system.name} "
                  f"shares with its compute nodes ({', '.join(filesystems)}): the jobs would "
