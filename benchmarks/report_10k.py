@@ -72,7 +72,7 @@ def record(p: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     sizes = [2 ** k for k in range(10, 27, 4)]
     times = [30e-6 + s / 20e9 for s in sizes]
     return {
-        "schema": "scalestudy.metrics/1", "source": "workload", "throughput": thr,
+        "schema": "scalestudy.metrics/2", "source": "workload", "throughput": thr,
         "throughput_ci": 0.01 * thr, "throughput_per_rank_min": per_rank * 0.97,
         "throughput_per_rank_mean": per_rank, "throughput_per_rank_max": per_rank * 1.02,
         "iter_time_mean": step, "iter_time_std": 0.01 * step, "world_size": size,

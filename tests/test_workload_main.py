@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.workload.__main__ import MODEL_NAMES, append_record, parse_args
+from scalestudy.workload.record import MetricsRecord
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [
@@ -81,7 +82,8 @@ def read_record(path: Path) -> dict:
     record = json.loads(lines[0])
     assert set(record) >= RECORD_KEYS and set(record) - RECORD_KEYS in ENERGY_KEYS
     assert record["throughput_unit"] == "img/s"
-    assert record["schema"] == "scalestudy.metrics/1" and record["source"] == "workload"
+    assert record["schema"] == "scalestudy.metrics/2" and record["source"] == "workload"
+    assert set(record) <= set(MetricsRecord.__annotations__)  # the typed record's keys
     assert record["global_batch"] == record["batch_size"] * record["world_size"]
     assert record["throughput"] > 0 and record["throughput_ci"] >= 0
     assert (

@@ -22,6 +22,7 @@ from scalestudy.workload import transformer
 from scalestudy.workload.layout import Layout, bubble_fraction, plan
 from scalestudy.workload.models import MODELS
 from scalestudy.workload.names import MODEL_NAMES, TRANSFORMER_MODELS, TRANSFORMER_SHAPES
+from scalestudy.workload.record import MetricsRecord
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -188,6 +189,7 @@ def test_single_process_transformer_record(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(metrics.read_text())
     assert record["throughput_unit"] == "tokens/s" and record["model"] == "gpt-tiny"
+    assert set(record) <= set(MetricsRecord.__annotations__)  # the typed record's keys
     assert (record["dp"], record["tp"], record["pp"], record["microbatches"]) == (1, 1, 1, 1)
     assert record["bubble_fraction"] == 0 and record["pp_schedule"] is None
     assert record["activation_checkpointing"] is False

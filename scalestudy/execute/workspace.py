@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.workload import record as metrics_record
+from scalestudy.workload.record import MetricsRecord
 
 METRICS = "metrics.jsonl"
 STATUS = "status.json"
@@ -97,8 +99,8 @@ def _read_tail(path: Path, max_bytes: int) -> bytes:
     return b"" if cut < 0 else data[cut + 1 :]
 
 
-def read_record(path: Path, max_bytes: int = METRICS_TAIL_BYTES) -> dict[str, Any] | None:
-    """The last line of a JSON-lines file that parses as a JSON object, else None.
+def read_record(path: Path, max_bytes: int = METRICS_TAIL_BYTES) -> MetricsRecord | None:
+    """The last line of metrics.jsonl that parses as a JSON object, else None.
 
     Only the last `max_bytes` are read; a missing or unreadable file gives None.
     """
@@ -114,8 +116,9 @@ def read_record(path: Path, max_bytes: int = METRICS_TAIL_BYTES) -> dict[str, An
             obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             continue
-        if isinstance(obj, dict):
-            return obj
+        record = metrics_record.parse(obj)
+        if record is not None:
+            return record
     return None
 
 
@@ -123,6 +126,9 @@ def record_problem(record: Mapping[str, Any] | None) -> str | None:
     """Why a metric record cannot count as a completed run, or None when it can."""
     if record is None:
         return NO_RECORD
+    newer = metrics_record.problem(record)
+    if newer:
+        return newer
     value = record.get("throughput")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return BAD_THROUGHPUT
@@ -228,8 +234,7 @@ def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: st
     value = extract_throughput(run_dir / "stdout.log", pattern)
     if value is None:
         return f"the throughput pattern {pattern!r} matched nothing in stdout.log"
-    record = {"schema": "scalestudy.metrics/1", "source": "command", "throughput": value,
-              **{k: params[k] for k in ("world_size", "batch_size", "global_batch", "nodes")}}
+    record = metrics_record.command_record(value, params)
     write_text_atomic(run_dir / METRICS, json.dumps(record, sort_keys=True) + "\n")
     return None
 

@@ -1,6 +1,8 @@
-"""The benchmark's metrics record: built once, by rank 0, from every rank's measurements,
-and appended to metrics.jsonl (one JSON line, fsynced). torch-free at import: the
-results side reads the same keys (docs/results-layout.md lists them)."""
+"""The metrics record, one typed line of metrics.jsonl: built by the workload's rank 0
+from every rank's measurements (`build`) or by scalestudy from a user program's output
+(`command_record`), appended fsynced, and read back by the results side through
+`parse`. torch-free and pydantic-free at import, so the compute nodes and the analysis
+share one definition (docs/results-layout.md says what each key means)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,124 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-#: The record's format (its keys: docs/results-layout.md).
-SCHEMA = "scalestudy.metrics/1"
+#: The record's format. Version 2: `throughput` is work over time (each rank's units
+#: over its summed iteration seconds, summed over ranks); version 1 summed each rank's
+#: mean rate (version 2 keeps that as `throughput_mean_of_rates`). Both read alike.
+SCHEMA = "scalestudy.metrics/2"
+#: Every format `parse` reads; a record without `schema` predates the key.
+READS = ("scalestudy.metrics/1", SCHEMA)
+
+
+class MetricsRecord(TypedDict, total=False):
+    """One run's record. A `command` record carries the first seven keys only."""
+
+    schema: str
+    source: str  # "workload" or "command"
+    throughput: float  # units/s over all ranks
+    world_size: int
+    batch_size: int  # per rank
+    global_batch: int
+    nodes: int
+    throughput_ci: float
+    throughput_mean_of_rates: float
+    throughput_estimator: str
+    throughput_per_rank_min: float
+    throughput_per_rank_mean: float
+    throughput_per_rank_max: float
+    rank_seconds: list[float]
+    units_per_rank: float
+    iter_time_mean: float
+    iter_time_std: float
+    throughput_unit: str
+    local_world_size: int
+    model: str | None
+    image_size: int | None
+    precision: str | None
+    channels_last: bool
+    compile: bool
+    backend: str
+    dist_backend: str
+    device: str
+    warmup_iters: int
+    iters: int
+    batches_per_iter: int
+    lr: float
+    base_lr: float
+    lr_warmup_iters: int
+    num_params: int
+    grad_bytes: int
+    diagnostics: bool
+    step_time_s: float
+    compute_time_s: float
+    compute_throughput: float
+    comm_overhead: float
+    compute_iters: int
+    allreduce_probe: dict[str, list[float]]
+    allreduce_busbw_GBps: float
+    allreduce_latency_s: float
+    ddp: dict[str, Any]
+    horovod: dict[str, Any]
+    deepspeed: dict[str, Any]
+    fsdp: dict[str, Any]
+    dp: int
+    tp: int
+    pp: int
+    microbatches: int
+    pp_schedule: str | None
+    bubble_fraction: float
+    activation_checkpointing: bool
+    seq_len: int
+    samples_per_s: float
+    tokens_per_s_per_gpu: float
+    flops_per_token: float
+    model_tflops_per_gpu: float
+    peak_tflops: float
+    peak_source: str
+    mfu: float
+    attention_flops_share: float
+    final_loss: float | None
+    params_per_rank_max: int | None
+    energy_j: float
+    energy_gpus: int
+    energy_j_per_sample: float | None
+    energy_source: str
+    energy_unavailable: str
+    env: dict[str, str]
+    hosts: list[str]
+    torch_version: str
+    python_version: str
+    elapsed_s: float
+
+
+def command_record(throughput: float, params: Mapping[str, Any]) -> MetricsRecord:
+    """A user program's record: the throughput its pattern found, and the run's size
+    from its parameters (run.json)."""
+    return MetricsRecord(schema=SCHEMA, source="command", throughput=throughput,
+                         world_size=params["world_size"], batch_size=params["batch_size"],
+                         global_batch=params["global_batch"], nodes=params["nodes"])
+
+
+def parse(obj: object) -> MetricsRecord | None:
+    """A decoded JSON line as a record (None when it is not a JSON object); which
+    version it is, and whether its throughput counts, `problem` says."""
+    return obj if isinstance(obj, dict) else None  # type: ignore[return-value]
+
+
+def problem(record: Mapping[str, Any]) -> str | None:
+    """Why a record of a known shape cannot be read by this release (None when it can):
+    a format newer than it reads."""
+    schema = record.get("schema")
+    if schema is None or schema in READS:
+        return None
+    return (f"metrics record of format {schema!r}, which this scalestudy does not read "
+            f"(it reads {', '.join(READS)}): upgrade scalestudy")
 
 
 def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[Any],
           hosts: list[str], peak: tuple[float | None, str | None], elapsed_s: float,
-          environ: Mapping[str, str]) -> dict[str, Any]:
+          environ: Mapping[str, str]) -> MetricsRecord:
     """The record of one run: the throughput statistics (timing.aggregate), what ran
     (model, batch, backend, layout), the diagnostics, MFU and energy where measured, the
     tuning environment and the software."""
@@ -28,7 +139,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
 
     env, backend = session.env, session.backend
     global_batch = cfg.batch_size * cfg.layout.dp
-    return {
+    return {  # type: ignore[return-value]  # the keys of MetricsRecord, from the parts
         "schema": SCHEMA,
         "source": "workload",
         **stats,
@@ -66,7 +177,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
     }
 
 
-def append_record(path: Path, record: dict[str, Any]) -> None:
+def append_record(path: Path, record: MetricsRecord) -> None:
     """Append one JSON line, flushed and fsynced; a torn last line is ended first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+b") as fh:
