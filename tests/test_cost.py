@@ -190,8 +190,10 @@ def test_one_front_across_groups_that_do_the_same_work(tmp_path) -> None:
     # the plot: batch-8 points grey (dominated), batch-16 points filled in their colour
     ax = Figure().add_subplot()
     plot_cost(costs, ax)
-    faces = [line.get_markerfacecolor() for line in ax.lines if line.get_marker() == "o"]
-    assert faces[:2] == ["0.75", "0.75"] and "0.75" not in faces[2:]
+    faces = [(line.get_markerfacecolor(), len(line.get_xdata())) for line in ax.lines
+             if line.get_marker() == "o"]
+    assert faces[0] == ("0.75", 2) and len(faces) == 2 and faces[1][0] != "0.75"
+    assert faces[1][1] == 2
     labels = [t.get_text() for t in ax.texts]
     assert labels == ["1 node", "2 nodes", "1 node", "2 nodes"]
 
@@ -226,3 +228,21 @@ def test_a_transformer_is_priced_per_million_tokens() -> None:
     target = Target(total_samples=1e5)
     timed = cost_table(gpt, CostBasis(target, 32, "tokens"))
     assert timed["time_s"].tolist() == pytest.approx([1e5 * 1024 / 8192, 1e5 * 1024 / 16000])
+
+
+def test_a_dense_cost_plot_labels_the_front_only_and_says_so() -> None:
+    from matplotlib.figure import Figure
+
+    from scalestudy.report.plots import LABEL_EVERY_POINT, plot_cost
+
+    nodes = [2 ** k for k in range(11)]
+    frame = pd.concat([table({n: b * n * 0.97 ** i for i, n in enumerate(nodes)}, per_gpu=b)
+                       .assign(group=f"batch_size={b}", batch_size=b)
+                       for b in (8, 16, 32, 64, 128, 256)], ignore_index=True)
+    costs = cost_table(frame, CostBasis(None, 32))
+    assert len(costs) > LABEL_EVERY_POINT
+    ax = Figure().add_subplot()
+    plot_cost(costs, ax)
+    assert 0 < len(ax.texts) == int(costs["pareto"].sum()) < len(costs)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"{len(costs)} points: only those on the front are labelled" in legend

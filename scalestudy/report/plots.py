@@ -297,11 +297,16 @@ def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str,
         ax.legend(fontsize=8, loc="best")
 
 
+#: The most points the cost plot labels one by one; past it, only the front's points.
+LABEL_EVERY_POINT = 60
+
+
 def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """Time to solution vs node-hours: the front across every alternative joined in
     black, each group's own front thin in its colour, points on the front filled,
     dominated points grey, predictions hollow; each point labelled with its nodes (or
-    its GPUs, where node counts do not tell a group's points apart)."""
+    its GPUs, where node counts do not tell a group's points apart); past
+    LABEL_EVERY_POINT points, only the points on the front, and the legend says so."""
     ax.set_title(title or "Time to solution vs node-hours")
     ax.set_xlabel("Time to solution (hours)")
     ax.set_ylabel("Node-hours")
@@ -312,6 +317,7 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     ax.set_xscale("log")
     log_y(ax)
     by_gpus = any(rows["nodes"].duplicated().any() for _, rows in costs.groupby("group"))
+    every_label = len(costs) <= LABEL_EVERY_POINT  # beyond, labels would be an ink blot
     for _, rows in costs.groupby("work", sort=False):
         front = rows[rows["pareto"]].sort_values("time_s")
         ax.plot(front["time_s"] / 3600, front["node_hours"], "-", color="black", lw=2,
@@ -321,19 +327,28 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
         own = rows[rows["pareto_group"]].sort_values("time_s")
         ax.plot(own["time_s"] / 3600, own["node_hours"], "--", color=color, lw=1, alpha=0.6,
                 label=f"{group} (its own front)")
-        for _, r in rows.iterrows():
-            x, y = r["time_s"] / 3600, r["node_hours"]
-            face = "none" if r["predicted"] else (color if r["pareto"] else "0.75")
-            edge = color  # a dominated point: grey, ringed in its group's colour
-            ax.plot([x], [y], "o", mfc=face, mec=edge, ms=7, mew=1.5, zorder=2)
-            count, what = ((int(r["world_size"]), "GPU") if by_gpus
-                           else (int(r["nodes"]), "node"))
-            label = f"{count} {what}{'s' if count != 1 else ''}"
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
-                        color=edge)
+        x, y = rows["time_s"] / 3600, rows["node_hours"]
+        predicted, on_front = rows["predicted"].astype(bool), rows["pareto"].astype(bool)
+        # a dominated point: grey, ringed in its group's colour; one line per kind
+        for face, kind in (("none", predicted), (color, ~predicted & on_front),
+                           ("0.75", ~predicted & ~on_front)):
+            if kind.any():
+                ax.plot(x[kind], y[kind], "o", ls="none", mfc=face, mec=color, ms=7,
+                        mew=1.5, zorder=2)
+        counts = rows["world_size"] if by_gpus else rows["nodes"]
+        what = "GPU" if by_gpus else "node"
+        shown = slice(None) if every_label else on_front.to_numpy()
+        for xi, yi, count in zip(x[shown], y[shown], counts.astype(int)[shown],
+                                     strict=True):
+            label = ax.annotate(f"{count} {what}{'s' if count != 1 else ''}", (xi, yi),
+                                textcoords="offset points", xytext=(6, 4), fontsize=7,
+                                color=color)
+            label.set_in_layout(False)  # inside the axes: the layout need not measure it
     _legend(ax, Line2D([], [], ls="none", marker="o", color="0.75", label="dominated"),
             Line2D([], [], ls="none", marker="o", mfc="none", mec="0.3",
-                   label="predicted (model)"))
+                   label="predicted (model)"),
+            *([] if every_label else [Line2D([], [], ls="none", label=(
+                f"{len(costs)} points: only those on the front are labelled"))]))
 
 
 def render_png(draw: Draw, frame: pd.DataFrame, title: str, size: tuple[float, float] = (8, 5)
