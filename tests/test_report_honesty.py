@@ -199,8 +199,9 @@ def test_the_report_says_which_system_its_numbers_describe() -> None:
 
 def test_no_reach_is_claimed_over_no_predictions() -> None:
     from scalestudy.report.build import _predictions
+    from scalestudy.report.page import Heading, Para
 
     fits = pd.DataFrame({"group": ["g"], "withheld": ["too few points"]})
     blocks = _predictions(fits, pd.DataFrame(), 1024)
-    assert blocks[0] == ("h3", "Predictions")
-    assert ("p", "Predictions: none, because too few points.") in blocks
+    assert blocks[0] == Heading("Predictions", level=3)
+    assert Para("Predictions: none, because too few points.") in blocks

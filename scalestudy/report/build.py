@@ -20,7 +20,19 @@ import pandas as pd
 
 from scalestudy.core.spec import Reference
 from scalestudy.core.target import Target
-from scalestudy.report.page import Block, Link, html_page, markdown
+from scalestudy.report.page import (
+    Block,
+    Heading,
+    Headline,
+    Image,
+    Items,
+    Link,
+    Note,
+    Para,
+    Table,
+    html_page,
+    markdown,
+)
 from scalestudy.report.plots import (
     Draw,
     heatmap_data,
@@ -171,16 +183,16 @@ def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int,
                  unit: str = "img/s") -> list[Block]:
     """The predictions with the rule they passed, or why there are none (per group)."""
     reach = f" (up to {max_nodes:,} nodes)" if len(preds) else ""  # none: no reach
-    b: list[Block] = [("h3", f"Predictions{reach}"), ("note", PREDICTION_RULE)]
+    b: list[Block] = [Heading(level=3, text=f"Predictions{reach}"), Note(PREDICTION_RULE)]
     if len(preds):
-        b.append(("table", prediction_table(preds, unit)))
+        b.append(Table.of(prediction_table(preds, unit)))
     why = [(str(f.group), str(f.withheld)) for f in fits.itertuples() if f.withheld]
     reasons = list(dict.fromkeys(w for _, w in why))
     if len(reasons) == 1:
         who = "" if len(why) == len(fits) else " for " + ", ".join(g for g, _ in why)
-        b.append(("p", f"Predictions{who}: none, because {reasons[0]}."))
+        b.append(Para(f"Predictions{who}: none, because {reasons[0]}."))
     elif reasons:
-        b += [("p", "Predictions withheld:"), ("ul", [f"{g}: {w}." for g, w in why])]
+        b += [Para("Predictions withheld:"), Items([f"{g}: {w}." for g, w in why])]
     return b
 
 
@@ -199,47 +211,47 @@ def measured_on(system: str | None, runs: pd.DataFrame, cores: int | None,
 
 def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
             table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
-    b: list[Block] = [("h1", f"Scaling study: {name}"),
-                      ("note", f"Generated {date}. {run_counts(runs)}. {parts['measured_on']}")]
-    b += [("p", p.strip()) for p in description.split("\n\n") if p.strip()]
-    b.append(("note", _definitions(scaling, options, *parts["hosts"], unit_of(table))))
+    b: list[Block] = [Heading(level=1, text=f"Scaling study: {name}"),
+                      Note(f"Generated {date}. {run_counts(runs)}. {parts['measured_on']}")]
+    b += [Para(p.strip()) for p in description.split("\n\n") if p.strip()]
+    b.append(Note(_definitions(scaling, options, *parts["hosts"], unit_of(table))))
     found = parts["found"]
-    b.append(("h2", "Findings"))
-    b += [("headline", parts["headline"])] if parts["headline"] else []
-    b.append(("ul", found.items or ["No completed runs yet."]))
+    b.append(Heading("Findings"))
+    b += [Headline(parts["headline"])] if parts["headline"] else []
+    b.append(Items(found.items or ["No completed runs yet."]))
     if found.more:
-        b.append(("note", f"{len(found.more)} more finding(s) in summary.json."))
+        b.append(Note(f"{len(found.more)} more finding(s) in summary.json."))
     if table.empty:
-        b.append(("p", "No completed runs yet: nothing to analyse."))
+        b.append(Para("No completed runs yet: nothing to analyse."))
     for group, note, tab in group_tables(table):
-        b += [("h2", group), ("note", note), ("table", tab)]
+        b += [Heading(group), Note(note), Table.of(tab)]
     checks = parts["checks"]
     if len(checks):
         failed = int((checks["result"] == "fail").sum())
-        b += [("h2", "References"),
-              ("p", f"{len(checks) - failed} passed, {failed} failed."),
-              ("table", reference_table(checks))]
+        b += [Heading("References"),
+              Para(f"{len(checks) - failed} passed, {failed} failed."),
+              Table.of(reference_table(checks))]
     if not table.empty:
-        b += [("h2", "Communication model"),
-              ("note", MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
+        b += [Heading("Communication model"),
+              Note(MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
                                          else "extra rank (P − 1)")),
-              ("table", fit_table(parts["fits"], unit_of(table)))]
+              Table.of(fit_table(parts["fits"], unit_of(table)))]
         if len(parts["points"]):
-            b += [("h3", "Residuals"), ("table", residual_table(parts["points"]))]
+            b += [Heading(level=3, text="Residuals"), Table.of(residual_table(parts["points"]))]
         if len(parts["bounds"]):
-            b += [("h3", "Ring allreduce bound"), ("note", BOUND_TEXT),
-                  ("table", bound_table(parts["bounds"]))]
+            b += [Heading(level=3, text="Ring allreduce bound"), Note(BOUND_TEXT),
+                  Table.of(bound_table(parts["bounds"]))]
         b += _predictions(parts["fits"], parts["preds"], options.max_nodes, unit_of(table))
     b += parallelism_blocks(table)
     b += cost_blocks(parts["costs"], runs, parts["target"], parts["picks"])
-    b.append(("h2", "Plots"))
-    b += [("img", (fname, title)) for fname, title, *_ in parts["plots"]]
+    b.append(Heading("Plots"))
+    b += [Image(fname, title) for fname, title, *_ in parts["plots"]]
     flagged = parts["flagged"]
-    b += [("h2", "Quality flags"),
-          ("table", flags_table(flagged)) if len(flagged) else ("p", "None.")]
+    b += [Heading("Quality flags"),
+          Table.of(flags_table(flagged)) if len(flagged) else Para("None.")]
     failed_tab = failure_table(runs)
-    b += [("h2", "Failed runs"), ("table", failed_tab) if failed_tab[1] else ("p", "None.")]
-    b += [("h2", "Data"), ("ul", [Link(f, f, f": {what}") for f, what in DATA_FILES
+    b += [Heading("Failed runs"), Table.of(failed_tab) if failed_tab[1] else Para("None.")]
+    b += [Heading("Data"), Items([Link(f, f, f": {what}") for f, what in DATA_FILES
                                   if f in parts["files"]]
                            + [Link("../runs.csv", "../runs.csv", ": one row per run")])]
     return b

@@ -7,15 +7,10 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import jinja2
 
 from scalestudy.report.tables import markdown_table
-
-#: (kind, value): h1/h2/h3 text, note/p text, headline [lines], ul [items],
-#: table (headers, rows), img (file, title).
-Block = tuple[str, Any]
 
 
 @dataclass(frozen=True)
@@ -27,27 +22,88 @@ class Link:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class Heading:
+    """A section heading, level 1 (the title) to 3."""
+
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Note:
+    """A paragraph of small print (definitions, methods, what a table means)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    """A paragraph."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The findings' first lines, set apart."""
+
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class Items:
+    """A bulleted list of sentences or links."""
+
+    items: list[str | Link]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: its headers and its rows of cells (text)."""
+
+    headers: list[str]
+    rows: list[list[str]]
+
+    @classmethod
+    def of(cls, cells: tuple[list[str], list[list[str]]]) -> Table:
+        """From the (headers, rows) pair the table builders return."""
+        return cls(*cells)
+
+
+@dataclass(frozen=True)
+class Image:
+    """A plot: its PNG file next to the page, and its title."""
+
+    file: str
+    title: str
+
+
+Block = Heading | Note | Para | Headline | Items | Table | Image
+_KINDS = (Link, Heading, Note, Para, Headline, Items, Table, Image)
+
+
 def markdown(blocks: list[Block]) -> str:
     """The blocks as Markdown (images as links to the PNG files next to it)."""
     out = []
-    for kind, value in blocks:
-        if kind in ("h1", "h2", "h3"):
-            out.append("#" * int(kind[1]) + " " + value)
-        elif kind == "note":
-            out.append(f"_{value}_" if value.startswith("Generated") else value)
-        elif kind == "p":
-            out.append(value)
-        elif kind == "headline":
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append("#" * block.level + " " + block.text)
+        elif isinstance(block, Note):
+            out.append(f"_{block.text}_" if block.text.startswith("Generated") else block.text)
+        elif isinstance(block, Para):
+            out.append(block.text)
+        elif isinstance(block, Headline):
             # a hard line break (two spaces) keeps the headline's three lines apart
             out.append("  \n".join(f"> **{line}**" if i == 0 else f"> {line}"
-                                   for i, line in enumerate(value)))
-        elif kind == "ul":
+                                   for i, line in enumerate(block.lines)))
+        elif isinstance(block, Items):
             out.append("\n".join(f"- [{i.label}]({i.target}){i.text}" if isinstance(i, Link)
-                                 else f"- {i}" for i in value))
-        elif kind == "table":
-            out.append(markdown_table(*value))
-        elif kind == "img":
-            out.append(f"![{value[1]}]({value[0]})")
+                                 else f"- {i}" for i in block.items))
+        elif isinstance(block, Table):
+            out.append(markdown_table(block.headers, block.rows))
+        else:
+            out.append(f"![{block.title}]({block.file})")
         out.append("")
     return "\n".join(out)
 
@@ -58,7 +114,8 @@ def _template() -> jinja2.Template:
         loader=jinja2.PackageLoader("scalestudy.report", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True)
-    env.tests["link"] = lambda item: isinstance(item, Link)
+    for kind in _KINDS:  # `block is table`: the template asks the block's type
+        env.tests[kind.__name__.lower()] = lambda item, kind=kind: isinstance(item, kind)
     return env.get_template("report.html.j2")
 
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from scalestudy.core.target import Target
-from scalestudy.report.page import Block
-from scalestudy.report.tables import Table, num, pct
+from scalestudy.report.page import Block, Heading, Image, Items, Note, Para, Table
+from scalestudy.report.tables import Cells, num, pct
 from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.cost import (
     CostBasis,
@@ -124,7 +124,7 @@ def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
     return out
 
 
-def cost_cells(costs: pd.DataFrame) -> Table:
+def cost_cells(costs: pd.DataFrame) -> Cells:
     """The cost table as text cells."""
     energy = costs["energy_kwh"].notna().any() if len(costs) else False
     units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
@@ -164,7 +164,7 @@ def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
     units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
     what = (f"one training run to the target: {target.describe()}" if target is not None
             else f"a million {units} (add `target:` to the spec to price one training run)")
-    blocks: list[Block] = [("h2", "Cost"), ("note", (
+    blocks: list[Block] = [Heading("Cost"), Note(
         f"Priced per {what}. Time = samples / measured throughput (median; [band] = the "
         "fastest and slowest repeat); node-hours = nodes × time; GPU-hours = GPUs × time. "
         "A point is on the front when no alternative that does the same work (the same "
@@ -172,13 +172,13 @@ def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
         "layout) is both faster and cheaper; the time includes the target's extra epochs "
         "at a larger global batch. \"group's front\" says whether it is on its own "
         "group's front (the plot's thin lines). Predictions (marked) come from the "
-        "communication model, only where it qualifies."))]
+        "communication model, only where it qualifies.")]
     if costs.empty:
-        return [*blocks, ("p", "No point could be priced (no completed runs, or global "
+        return [*blocks, Para("No point could be priced (no completed runs, or global "
                                "batches outside the target's table).")]
-    blocks += [("ul", [*picks, *front_sentences(costs)]), ("table", cost_cells(costs)),
-               ("note", energy_note(runs, costs)),
-               ("img", ("cost.png", "Time to solution vs node-hours"))]
+    blocks += [Items([*picks, *front_sentences(costs)]), Table.of(cost_cells(costs)),
+               Note(energy_note(runs, costs)),
+               Image("cost.png", "Time to solution vs node-hours")]
     return blocks
 
 
@@ -224,7 +224,7 @@ def parallelism_blocks(table: pd.DataFrame) -> list[Block]:
                + (f" ({rows['peak_source'].dropna().iloc[0]})"
                   if "peak_source" in rows and rows["peak_source"].notna().any() else "")
                + "." if len(peak) else " No peak was given: MFU is n/a."))
-    return [("h2", "Parallelism"), ("note", note),
-            ("ul", factorisation_findings(rows, unit) or [
+    return [Heading("Parallelism"), Note(note),
+            Items(factorisation_findings(rows, unit) or [
                 "Each scale has one factorisation: nothing to compare."]),
-            ("table", (headers, cells))]
+            Table(headers, cells)]

@@ -13,7 +13,8 @@ import pandas as pd
 
 from scalestudy.results.analyze import failures, format_value, groups, unit_of
 
-Table = tuple[list[str], list[list[str]]]
+#: A table's text: (headers, rows of cells).
+Cells = tuple[list[str], list[list[str]]]
 TABLE_HEADERS: tuple[str, ...] = (
     "GPUs", "nodes × ranks/node", "{batch}", "global batch",
     "throughput {unit}: median [min–max]", "per-GPU {unit}", "speedup", "efficiency", "repeats",
@@ -64,7 +65,7 @@ def batch_header(unit: str) -> str:
     return "batch per replica (sequences)" if unit == "tokens/s" else "per-GPU batch"
 
 
-def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Table]]:
+def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
     """(group label, baseline note, (headers, rows)) for each group, cells as text.
     Comm overhead and flags get a column when any point of the group has one (comm
     overhead is "—" at 1 GPU: no sync there), ranks per host / cores when a point of
@@ -121,7 +122,7 @@ def own_baseline_note(table: pd.DataFrame, rows: pd.DataFrame) -> str:
             "equal GPUs.")
 
 
-def failure_table(runs: pd.DataFrame) -> Table:
+def failure_table(runs: pd.DataFrame) -> Cells:
     """Failed runs as text cells (run id, configuration, exit code, reason)."""
     failed = failures(runs)
     rows = [["" if pd.isna(v) else format_value(v) for v in rec]
@@ -129,7 +130,7 @@ def failure_table(runs: pd.DataFrame) -> Table:
     return [str(c) for c in failed.columns], rows
 
 
-def flags_table(flagged: pd.DataFrame) -> Table:
+def flags_table(flagged: pd.DataFrame) -> Cells:
     """Flagged runs with the numbers that flagged them."""
     headers = ["run id", "nodes × ranks/node", "per-GPU batch", "repeat", "flags",
                "slowest rank below mean", "iteration-time CV", "timed iterations"]
@@ -140,7 +141,7 @@ def flags_table(flagged: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def fit_table(fits: pd.DataFrame, unit: str = "img/s") -> Table:
+def fit_table(fits: pd.DataFrame, unit: str = "img/s") -> Cells:
     """One row per group: fitted terms and parameters, residual, hold-out error (the
     hold-out's throughput in `unit`)."""
     headers = ["group", "fit", "compute per step", "bandwidth B", "probe busbw",
@@ -165,7 +166,7 @@ def fit_table(fits: pd.DataFrame, unit: str = "img/s") -> Table:
     return headers, rows
 
 
-def residual_table(points: pd.DataFrame) -> Table:
+def residual_table(points: pd.DataFrame) -> Cells:
     """Measured vs fitted step time at each measured point."""
     headers = ["group", "GPUs", "per-GPU batch", "global batch", "step time measured",
                "step time fitted", "residual", "comm share (model)"]
@@ -176,7 +177,7 @@ def residual_table(points: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def prediction_table(preds: pd.DataFrame, unit: str = "img/s") -> Table:
+def prediction_table(preds: pd.DataFrame, unit: str = "img/s") -> Cells:
     """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale; an
     efficiency above the one measured at the largest scale says so."""
     headers = ["group", "scale", "nodes", "GPUs", "per-GPU batch", "global batch",
@@ -190,7 +191,7 @@ def prediction_table(preds: pd.DataFrame, unit: str = "img/s") -> Table:
     return headers, rows
 
 
-def reference_table(checks: pd.DataFrame) -> Table:
+def reference_table(checks: pd.DataFrame) -> Cells:
     """Each reference check: where, measured, accepted range, pass/fail."""
     headers = ["result", "metric", "where", "point", "global batch", "reference",
                "accepted", "measured", "deviation", "declared at"]
@@ -205,7 +206,7 @@ def reference_table(checks: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def bound_table(bounds: pd.DataFrame) -> Table:
+def bound_table(bounds: pd.DataFrame) -> Cells:
     """Ring allreduce time from the probe and the efficiency it allows (no overlap)."""
     headers = ["group", "GPUs", "gradient bytes", "probe busbw", "ring allreduce time",
                "compute time", "efficiency bound (no overlap)", "measured efficiency"]
@@ -216,7 +217,7 @@ def bound_table(bounds: pd.DataFrame) -> Table:
     return headers, rows
 
 
-def compare_table(frame: pd.DataFrame) -> Table:
+def compare_table(frame: pd.DataFrame) -> Cells:
     """Two studies aligned point by point (results.compare.align), with B / A ratios:
     each throughput with its repeat band and count, a ratio within both bands marked,
     an efficiency above 100 % flagged."""
