@@ -100,10 +100,24 @@ def run_options(study: Study, run: Run) -> dict[str, Any]:
     return _options(study, run.backend, run.tuning, dict(run.axes), run.precision)
 
 
+#: The last workload's option values (the spec models are frozen: it cannot change).
+_BASE: list[Any] = [None, {}]
+
+
+def _base_values(study: Study) -> dict[str, Any]:
+    """Every option's value from the workload, else its default (once per workload: a
+    model_dump per run was a tenth of planning 10,000 runs)."""
+    workload = study.workload
+    if _BASE[0] is not workload:
+        base = workload.model_dump() if workload.kind == "synthetic" else {}
+        _BASE[:] = [workload, {name: base.get(name, default)
+                               for name, default in DEFAULTS.items()}]
+    return _BASE[1]
+
+
 def _options(study: Study, backend: str, tuning: str, axes: dict[str, Any],
              precision: str | None) -> dict[str, Any]:
-    base = study.workload.model_dump() if study.workload.kind == "synthetic" else {}
-    values = {name: base.get(name, default) for name, default in DEFAULTS.items()}
+    values = dict(_base_values(study))
     variant = study.tuning.get(tuning)
     if variant is not None:
         values.update(variant.option_values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 BACKENDS: tuple[str, ...] = ("ddp", "fsdp", "horovod", "deepspeed")
@@ -95,9 +96,14 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
 
 
+@cache
+def _names_for(backend: str) -> tuple[str, ...]:
+    return tuple(o.name for o in OPTIONS if o.applies(backend))
+
+
 def applicable(options: Mapping[str, Any], backend: str) -> dict[str, Any]:
     """The options that mean something to `backend`, in table order."""
-    return {o.name: options[o.name] for o in OPTIONS if o.applies(backend) and o.name in options}
+    return {name: options[name] for name in _names_for(backend) if name in options}
 
 
 def to_args(options: Mapping[str, Any], backend: str) -> list[str]:
