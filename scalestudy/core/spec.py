@@ -136,6 +136,12 @@ class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
                                   description="batches (steps) per timed iteration")
     lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
 
+    @property
+    def record_pattern(self) -> str | None:
+        """The regex scalestudy reads a throughput with: none, the benchmark writes its
+        own record."""
+        return None
+
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
@@ -161,6 +167,11 @@ class CommandWorkload(Model):
     lr: LRPolicy | None = Field(
         None, description="learning-rate policy, passed as {lr}, {base_lr}, {lr_warmup_iters}"
     )
+
+    @property
+    def record_pattern(self) -> str | None:
+        """The regex scalestudy reads the program's throughput from stdout.log with."""
+        return self.throughput_regex
 
     @field_validator("command", mode="before")
     @classmethod

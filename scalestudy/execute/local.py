@@ -123,8 +123,7 @@ def execute_runs(plan: Plan, runs: Sequence[Run], progress: Progress | None = No
     """Execute the runs one after the other (they would share this host's cores);
     `progress(run, None)` before each, `progress(run, status)` after."""
     timeout = walltime_seconds(plan.study.job.walltime)
-    workload = plan.study.workload
-    regex = workload.throughput_regex if workload.kind == "command" else None
+    regex = plan.study.workload.record_pattern
     statuses = []
     for run in runs:
         if progress:

@@ -118,8 +118,7 @@ class Tracker:
                     submitted_at=entry.submitted_at))
                 self.written[run.run_id] = said
             return RunView(run, current, job_id, job.reason)
-        workload = self.plan.study.workload
-        regex = workload.throughput_regex if workload.kind == "command" else None
+        regex = self.plan.study.workload.record_pattern
         status = settle(run_dir, job, run.params(), regex, self.plan.scheduler.log_name)
         return RunView(run, RunState(status["state"]), job_id, status["reason"])
 
