@@ -1,5 +1,5 @@
 """Collect, analyse and report 10,000 runs' records; print the times and peak memory
-(target: under 10 s for collect + analyze + report).
+(target: under 6 s for collect + analyze + report).
 
     python benchmarks/report_10k.py [--runs 10000] [--keep DIR]
 
@@ -130,7 +130,7 @@ def main() -> None:
         print(f"collect:                    {t2 - t1:6.2f} s")
         print(f"analyze (scaling table):    {t3 - t2:6.2f} s")
         print(f"report (model, plots, html):{t4 - t3:6.2f} s")
-        print(f"collect + analyze + report: {t4 - t1:6.2f} s (target < 10 s)")
+        print(f"collect + analyze + report: {t4 - t1:6.2f} s (target < 6 s)")
         print(f"peak memory (max RSS):      {peak_mib:6.0f} MiB")
         print(f"report: {rep.html} ({rep.html.stat().st_size / 1e6:.1f} MB)")
 
