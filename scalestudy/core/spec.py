@@ -138,8 +138,7 @@ class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
 
     @property
     def record_pattern(self) -> str | None:
-        """The regex scalestudy reads a throughput with: none, the benchmark writes its
-        own record."""
+        """None: the benchmark writes its own record (no regex reads its output)."""
         return None
 
     @field_validator("model")
