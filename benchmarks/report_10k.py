@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.report.build import build_report
-from scalestudy.results.analyze import scaling_table
+from scalestudy.results.analysis import Where, analyse
 from scalestudy.results.collect import collect
 
 NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -117,10 +117,10 @@ def main() -> None:
         t1 = time.perf_counter()
         runs = collect(root, planned)
         t2 = time.perf_counter()
-        table = scaling_table(runs, "weak")
+        analysis = analyse("bench", "weak", runs, where=Where("polaris"))
+        table = analysis.table
         t3 = time.perf_counter()
-        rep = build_report(root, "bench", "10,000 synthetic runs", "weak", runs, table,
-                           system="polaris")
+        rep = build_report(root, analysis, "10,000 synthetic runs")
         t4 = time.perf_counter()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         peak_mib = peak / 1024 if sys.platform != "darwin" else peak / 2**20
@@ -128,8 +128,8 @@ def main() -> None:
         print(f"{len(runs)} runs, {groups} groups, {len(table)} points")
         print(f"write run dirs (not timed): {t1 - t0:6.2f} s")
         print(f"collect:                    {t2 - t1:6.2f} s")
-        print(f"analyze (scaling table):    {t3 - t2:6.2f} s")
-        print(f"report (model, plots, html):{t4 - t3:6.2f} s")
+        print(f"analyse (table, model, ...):{t3 - t2:6.2f} s")
+        print(f"report (plots, csv, html):  {t4 - t3:6.2f} s")
         print(f"collect + analyze + report: {t4 - t1:6.2f} s (target < 6 s)")
         print(f"peak memory (max RSS):      {peak_mib:6.0f} MiB")
         print(f"report: {rep.html} ({rep.html.stat().st_size / 1e6:.1f} MB)")

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from scalestudy.execute.tracking import RunView
-    from scalestudy.report.build import Report, ReportOptions
+    from scalestudy.report.build import Report
+    from scalestudy.results.analysis import AnalysisOptions
     from scalestudy.site.preflight import Preflight
 
 __all__ = ["MAX_ATTEMPTS", "Plan", "Selection", "choose_runs", "make_plan"]
@@ -277,27 +278,25 @@ def collect(plan: Plan) -> pd.DataFrame:
     return collect_runs(plan.directory, [r.params() for r in plan.runs])
 
 
-def report(plan: Plan, options: ReportOptions | None = None,
+def report(plan: Plan, options: AnalysisOptions | None = None,
            references_file: Path | None = None) -> Report:
-    """Collect, analyse and write the report; the references are the study's own
+    """Collect, analyse once and draw the report; the references are the study's own
     `references:` plus those of `references_file`."""
-    from scalestudy.report.build import ReportOptions, build_report
-    from scalestudy.results.analyze import scaling_table
+    from scalestudy.report.build import build_report
+    from scalestudy.results.analysis import Where, analyse
     from scalestudy.results.references import load_references
 
-    options = options or ReportOptions()
     study = plan.study
     _refuse_an_empty_report(plan)
     refs: list[Any] = [(study.references, study.line_of)]
     if references_file is not None:
         refs.append(load_references(references_file))
-    runs = collect(plan)
-    table = scaling_table(runs, study.scaling, options.baseline, options.thresholds)
     one_host = plan.scheduler.one_host  # the same core count the job scripts use
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
-    return build_report(plan.directory, study.name, study.description, study.scaling, runs,
-                        table, options=options, references=refs, system=study.system,
-                        cores_per_host=cores, one_host=one_host, target=study.target)
+    analysis = analyse(study.name, study.scaling, collect(plan), options=options,
+                       where=Where(study.system, cores, one_host), references=refs,
+                       target=study.target)
+    return build_report(plan.directory, analysis, study.description)
 
 
 def _refuse_an_empty_report(plan: Plan) -> None:

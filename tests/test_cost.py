@@ -212,7 +212,8 @@ def test_points_on_one_node_are_labelled_by_their_gpus() -> None:
 
 
 def test_a_transformer_is_priced_per_million_tokens() -> None:
-    from scalestudy.report.sections import cost_basis, cost_cells
+    from scalestudy.report.sections import cost_cells
+    from scalestudy.results.cost import cost_basis
 
     gpt = table({1: 8192.0, 2: 16000.0}, per_gpu=8).assign(throughput_unit="tokens/s",
                                                             seq_len=1024)

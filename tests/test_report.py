@@ -12,11 +12,22 @@ from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
 from scalestudy.report import build as report
-from scalestudy.report.build import plot_efficiency, plot_throughput, write_report
+from scalestudy.report.build import build_report, plot_efficiency, plot_throughput
+from scalestudy.results.analysis import analyse
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.collect import collect, read_runs
+from scalestudy.results.quality import host_view
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def write_report(root: Path, name: str, description: str, scaling: str, runs: pd.DataFrame,
+                 table: pd.DataFrame) -> Path:
+    """Analyse the runs and draw the report; the table the test built must be the one
+    the analysis builds (default baseline and thresholds)."""
+    analysis = analyse(name, scaling, runs)
+    pd.testing.assert_frame_equal(analysis.table, host_view(table))
+    return build_report(root, analysis, description).html
 
 
 def params(nodes: int, rpn: int, repeat: int = 0, model: str = "small_cnn") -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from scalestudy.report.build import build_report
+from scalestudy.results.analysis import Where, analyse
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.commmodel import PREDICTION_RULE
 from scalestudy.results.findings import MAX_FINDINGS
@@ -36,10 +37,9 @@ def example_runs() -> pd.DataFrame:
 
 
 def build(tmp_path: Path, runs: pd.DataFrame, **kw: object) -> tuple[str, dict]:
-    rep = build_report(tmp_path, "example", "", "weak", runs, scaling_table(runs, "weak"),
-                       **kw)
+    rep = build_report(tmp_path, analyse("example", "weak", runs, **kw))
     md = (tmp_path / "report" / "index.md").read_text()
-    return md, rep.summary
+    return md, rep.analysis.summary
 
 
 def findings_section(md: str) -> tuple[list[str], list[str]]:
@@ -51,7 +51,7 @@ def findings_section(md: str) -> tuple[list[str], list[str]]:
 
 
 def test_the_example_report_is_honest_and_short(tmp_path: Path) -> None:
-    md, summary = build(tmp_path, example_runs(), cores_per_host=2, one_host=True)
+    md, summary = build(tmp_path, example_runs(), where=Where("local", 2, True))
     head, items = findings_section(md)
     assert [h.split(":")[0].strip("*") for h in head] == ["Scaling", "Main cause",
                                                            "Try next"]
@@ -115,10 +115,10 @@ def test_some_groups_predict_and_the_others_say_why(tmp_path: Path) -> None:
 
 def test_report_table_carries_the_host_view(tmp_path: Path) -> None:
     runs = example_runs()
-    rep = build_report(tmp_path, "example", "", "weak", runs, scaling_table(runs, "weak"),
-                       cores_per_host=2, one_host=True)
-    assert rep.table.loc[rep.table["world_size"] == 1, "comm_overhead"].isna().all()
-    assert set(rep.table.loc[rep.table["world_size"] == 4, "flags"]) == {"oversubscribed"}
+    table = build_report(tmp_path, analyse("example", "weak", runs,
+                                           where=Where("local", 2, True))).analysis.table
+    assert table.loc[table["world_size"] == 1, "comm_overhead"].isna().all()
+    assert set(table.loc[table["world_size"] == 4, "flags"]) == {"oversubscribed"}
     json.loads((tmp_path / "report" / "summary.json").read_text())  # strict JSON
 
 
@@ -187,13 +187,13 @@ def test_a_report_with_no_completed_runs_never_replaces_a_real_one(tmp_path: Pat
 
 
 def test_the_report_says_which_system_its_numbers_describe() -> None:
-    from scalestudy.report.build import measured_on
+    from scalestudy.results.analysis import measured_on
 
     runs = pd.DataFrame({"device": ["cpu", "cpu"]})
-    line = measured_on("local", runs, 2, True)
+    line = measured_on(Where("local", 2, True), runs)
     assert line.startswith("Measured on system local, this one machine (2 cores, CPUs)")
     assert "answers no question about another" in line
-    assert measured_on("/x/polaris.yaml", pd.DataFrame({"device": ["cuda"]}), 64, False) \
+    assert measured_on(Where("/x/polaris.yaml", 64, False), pd.DataFrame({"device": ["cuda"]})) \
         .startswith("Measured on system polaris, its nodes (GPUs)")
 
 

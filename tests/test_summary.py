@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.report.build import build_report
-from scalestudy.results.analyze import scaling_table
+from scalestudy.results.analysis import analyse
 from scalestudy.results.summary import dump, records
 from tests.test_analyze import frame, run
 
@@ -25,12 +25,12 @@ def test_records_are_plain_json() -> None:
 def test_summary_of_a_report(tmp_path: Path) -> None:
     runs = frame([run(1, p, 100.0 * p * 0.9 ** (p - 1)) for p in (1, 2, 4)]
                  + [run(1, 8, float("nan"), state="failed", reason="boom")])
-    table = scaling_table(runs, "weak")
-    rep = build_report(tmp_path, "s", "", "weak", runs, table)
+    rep = build_report(tmp_path, analyse("s", "weak", runs))
     text = (tmp_path / "report" / "summary.json").read_text()
     assert "NaN" not in text
     summary = json.loads(text)
-    assert summary == rep.summary
+    assert summary == rep.analysis.summary
+    assert summary["schema"] == "scalestudy.summary/2"
     assert summary["runs"] == {"planned": 4, "completed": 3, "failed": 1}
     points = summary["groups"][0]["points"]
     assert [(p["world_size"], p["batch_size"], p["global_batch"]) for p in points] == [

@@ -108,32 +108,33 @@ def report(
     Collects first; --check exits 1 when a reference check fails."""
     from scalestudy import study as uc
     from scalestudy.core.errors import ReferenceFailed
-    from scalestudy.report.build import ReportOptions
     from scalestudy.report.terminal import scaling_rich_table
+    from scalestudy.results.analysis import AnalysisOptions
     from scalestudy.results.quality import Thresholds
     from scalestudy.results.references import failed_lines
     from scalestudy.results.summary import dump
 
-    options = ReportOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
+    options = AnalysisOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
                                                                       min_iters),
                             latency=latency, bandwidth=bandwidth, max_nodes=max_nodes,
                             deadline_s=_seconds(deadline), budget_node_hours=budget)
     plan = uc.make_plan(study, results)
     rep = uc.report(plan, options, references)
+    got = rep.analysis
     if as_json:
-        sys.stdout.write(dump(rep.summary))
+        sys.stdout.write(dump(got.summary))
     else:
-        out.print(scaling_rich_table(rep.table, plan.study.name, out.width))
-        if len(rep.checks):
-            out.print(f"references: {len(rep.checks) - rep.failed_checks} passed, "
-                      f"{rep.failed_checks} failed")
-        for line in rep.summary["cost"]["picks"]:
+        out.print(scaling_rich_table(got.table, plan.study.name, out.width))
+        if len(got.checks):
+            out.print(f"references: {len(got.checks) - got.failed_checks} passed, "
+                      f"{got.failed_checks} failed")
+        for line in got.picks:
             out.print(line, highlight=False)
         out.print(f"report: {rep.html}", highlight=False)
-    if check and rep.failed_checks:
-        raise ReferenceFailed(f"{rep.failed_checks} reference check(s) failed:\n"
-                              + "\n".join(failed_lines(rep.checks)))
-    if check and not len(rep.checks):
+    if check and got.failed_checks:
+        raise ReferenceFailed(f"{got.failed_checks} reference check(s) failed:\n"
+                              + "\n".join(failed_lines(got.checks)))
+    if check and not len(got.checks):
         err.print("note: --check: the study declares no references and none were given "
                   "(--references FILE); nothing was checked", markup=False)
 

@@ -219,7 +219,7 @@ def _report_and_exit(plan: Any, states: list[Any], failures_shown: bool = False)
     from scalestudy.report.terminal import scaling_rich_table
 
     built = uc.report(plan)
-    out.print(scaling_rich_table(built.table, plan.study.name, out.width))
+    out.print(scaling_rich_table(built.analysis.table, plan.study.name, out.width))
     held = sum(1 for s in states if s == "held")
     failed = sum(1 for s in states if s not in ("completed", "held"))
     if states:

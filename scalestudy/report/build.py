@@ -1,8 +1,9 @@
-"""The study report: analyse a scaling table, then write Markdown, self-contained HTML,
-PNG plots, CSV of the data and a JSON summary into results/<study>/report/.
+"""The study report: draw one `Analysis` (results.analysis) as Markdown, self-contained
+HTML, PNG plots, CSV of the data and summary.json in results/<study>/report/.
 
-`build_report` writes everything in a temporary directory and swaps it in at the end,
-so a crash never leaves half a report. See docs/report.md for what each section means.
+Nothing here analyses: `build_report` writes everything in a temporary directory and
+swaps it in at the end, so a crash never leaves half a report. See docs/report.md for
+what each section means.
 """
 
 from __future__ import annotations
@@ -10,16 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from scalestudy.core.spec import Reference
-from scalestudy.core.target import Target
 from scalestudy.report.page import (
     Block,
     Heading,
@@ -46,12 +42,7 @@ from scalestudy.report.plots import (
     plot_variants,
     render_png,
 )
-from scalestudy.report.sections import (
-    cost_blocks,
-    costs_of,
-    parallelism_blocks,
-    pick_sentences,
-)
+from scalestudy.report.sections import cost_blocks, parallelism_blocks
 from scalestudy.report.tables import (
     bound_table,
     failure_table,
@@ -62,50 +53,21 @@ from scalestudy.report.tables import (
     reference_table,
     residual_table,
 )
-from scalestudy.results.analyze import Baseline, completed_runs, failures, unit_of
+from scalestudy.results.analysis import Analysis
+from scalestudy.results.analyze import failures
 from scalestudy.results.collect import STATES
-from scalestudy.results.commmodel import (
-    MAX_NODES,
-    PREDICTION_RULE,
-    model_study,
-    qualified,
-    ring_bounds,
-)
-from scalestudy.results.findings import findings
-from scalestudy.results.quality import Thresholds, flagged_runs, host_view
-from scalestudy.results.references import Locate, check_references
-from scalestudy.results.summary import dump, headline, summary_dict
+from scalestudy.results.commmodel import PREDICTION_RULE
+from scalestudy.results.summary import dump
 
-__all__ = ["Report", "ReportOptions", "build_report", "plot_efficiency", "plot_throughput",
-           "render_png", "write_report"]
+__all__ = ["Report", "build_report", "plot_efficiency", "plot_throughput", "render_png"]
 
 
 @dataclass(frozen=True)
-class ReportOptions:
-    """How the report analyses: baseline, flag thresholds, the model's terms and reach."""
-
-    baseline: Baseline = "smallest"
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    latency: str = "log"
-    bandwidth: str = "fit"
-    max_nodes: int = MAX_NODES
-    deadline_s: float | None = None  # `--deadline`: the cheapest point that meets it
-    budget_node_hours: float | None = None  # `--budget`: the fastest point within it
-
-
-@dataclass
 class Report:
-    """What a report build produced: where, the tables, the checks and the summary."""
+    """What a report build produced: where its page is, and the analysis it drew."""
 
     html: Path
-    table: pd.DataFrame
-    checks: pd.DataFrame
-    summary: dict[str, Any]
-
-    @property
-    def failed_checks(self) -> int:
-        """How many reference checks failed."""
-        return int((self.checks["result"] == "fail").sum()) if len(self.checks) else 0
+    analysis: Analysis
 
 
 def run_counts(runs: pd.DataFrame) -> str:
@@ -117,8 +79,9 @@ def run_counts(runs: pd.DataFrame) -> str:
     return f"{len(runs)} runs planned" + (f": {parts}" if parts else "")
 
 
-def _definitions(scaling: str, options: ReportOptions, cores: int | None,
-                 one_host: bool, unit: str = "img/s") -> str:
+def _definitions(a: Analysis) -> str:
+    scaling, options, unit = a.scaling, a.options, a.unit
+    cores, one_host = a.where.cores_per_host, a.where.one_host
     batch = "batch per data-parallel replica" if unit == "tokens/s" else "per-GPU batch"
     fixed = (f"{batch} fixed, global batch grows with the GPUs" if scaling == "weak"
              else f"global batch fixed, {batch} shrinks with the GPUs")
@@ -151,9 +114,12 @@ BOUND_TEXT = ("At each group's largest scale: a ring allreduce of S gradient byt
               "overlaps compute (DDP overlaps it with the backward pass).")
 
 
-def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
-           ) -> list[tuple[str, str, Draw, pd.DataFrame, str]]:
+Plot = tuple[str, str, Draw, pd.DataFrame, str]
+
+
+def _plots(a: Analysis) -> list[Plot]:
     """(file, title, draw, frame, data csv) of each plot the data supports."""
+    table, fits = a.table, a.fits
     out: list[tuple[str, str, Draw, pd.DataFrame, str]] = [
         ("throughput.png", "Throughput vs GPUs", plot_throughput, table, "scaling.csv"),
         ("efficiency.png", "Parallel efficiency vs GPUs", plot_efficiency, table,
@@ -175,7 +141,10 @@ def _plots(table: pd.DataFrame, model_frame: pd.DataFrame, fits: pd.DataFrame
                     table, "scaling.csv"))
     if (fits["status"] == "fitted").any():
         out.append(("model.png", "Step time: measured, fit and prediction", plot_model,
-                    model_frame, "model_points.csv"))
+                    a.model_frame, "model_points.csv"))
+    if len(a.costs):
+        out.append(("cost.png", "Time to solution vs node-hours", plot_cost, a.costs,
+                    "cost.csv"))
     return out
 
 
@@ -196,65 +165,54 @@ def _predictions(fits: pd.DataFrame, preds: pd.DataFrame, max_nodes: int,
     return b
 
 
-def measured_on(system: str | None, runs: pd.DataFrame, cores: int | None,
-                one_host: bool) -> str:
-    """Which system the numbers describe, in the report's first lines."""
-    name = Path(system).stem if system else "unknown"
-    devices = sorted({str(d) for d in runs.get("device", pd.Series(dtype=str)).dropna()})
-    on = ("CPUs" if devices == ["cpu"] else "GPUs" if devices == ["cuda"]
-          else " and ".join(devices) if devices else "")
-    where = (f"this one machine ({cores} cores" + (f", {on}" if on else "") + ")"
-             if one_host else "its nodes" + (f" ({on})" if on else ""))
-    return (f"Measured on system {name}, {where}: every throughput, cost and prediction "
-            "here prices training on that system and answers no question about another.")
-
-
-def _blocks(name: str, description: str, scaling: str, date: str, runs: pd.DataFrame,
-            table: pd.DataFrame, options: ReportOptions, parts: dict[str, Any]) -> list[Block]:
-    b: list[Block] = [Heading(level=1, text=f"Scaling study: {name}"),
-                      Note(f"Generated {date}. {run_counts(runs)}. {parts['measured_on']}")]
+def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
+    """The page, top to bottom."""
+    table, runs = a.table, a.runs
+    b: list[Block] = [Heading(level=1, text=f"Scaling study: {a.name}"),
+                      Note(f"Generated {a.generated}. {run_counts(runs)}. {a.measured_on}")]
     b += [Para(p.strip()) for p in description.split("\n\n") if p.strip()]
-    b.append(Note(_definitions(scaling, options, *parts["hosts"], unit_of(table))))
-    found = parts["found"]
-    b.append(Heading("Findings"))
-    b += [Headline(parts["headline"])] if parts["headline"] else []
-    b.append(Items(found.items or ["No completed runs yet."]))
-    if found.more:
-        b.append(Note(f"{len(found.more)} more finding(s) in summary.json."))
+    b += [Note(_definitions(a)), Heading("Findings")]
+    b += [Headline(a.headline)] if a.headline else []
+    b.append(Items(a.found.items or ["No completed runs yet."]))
+    if a.found.more:
+        b.append(Note(f"{len(a.found.more)} more finding(s) in summary.json."))
     if table.empty:
         b.append(Para("No completed runs yet: nothing to analyse."))
     for group, note, tab in group_tables(table):
         b += [Heading(group), Note(note), Table.of(tab)]
-    checks = parts["checks"]
-    if len(checks):
-        failed = int((checks["result"] == "fail").sum())
+    if len(a.checks):
         b += [Heading("References"),
-              Para(f"{len(checks) - failed} passed, {failed} failed."),
-              Table.of(reference_table(checks))]
+              Para(f"{len(a.checks) - a.failed_checks} passed, {a.failed_checks} failed."),
+              Table.of(reference_table(a.checks))]
     if not table.empty:
-        b += [Heading("Communication model"),
-              Note(MODEL_TEXT.format(lat="log2 P" if options.latency == "log"
-                                         else "extra rank (P − 1)")),
-              Table.of(fit_table(parts["fits"], unit_of(table)))]
-        if len(parts["points"]):
-            b += [Heading(level=3, text="Residuals"), Table.of(residual_table(parts["points"]))]
-        if len(parts["bounds"]):
-            b += [Heading(level=3, text="Ring allreduce bound"), Note(BOUND_TEXT),
-                  Table.of(bound_table(parts["bounds"]))]
-        b += _predictions(parts["fits"], parts["preds"], options.max_nodes, unit_of(table))
+        b += _model_blocks(a)
     b += parallelism_blocks(table)
-    b += cost_blocks(parts["costs"], runs, parts["target"], parts["picks"])
+    b += cost_blocks(a.costs, runs, a.target, a.picks)
     b.append(Heading("Plots"))
-    b += [Image(fname, title) for fname, title, *_ in parts["plots"]]
-    flagged = parts["flagged"]
+    b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
     b += [Heading("Quality flags"),
-          Table.of(flags_table(flagged)) if len(flagged) else Para("None.")]
+          Table.of(flags_table(a.flagged)) if len(a.flagged) else Para("None.")]
     failed_tab = failure_table(runs)
     b += [Heading("Failed runs"), Table.of(failed_tab) if failed_tab[1] else Para("None.")]
     b += [Heading("Data"), Items([Link(f, f, f": {what}") for f, what in DATA_FILES
-                                  if f in parts["files"]]
+                                  if f in files]
                            + [Link("../runs.csv", "../runs.csv", ": one row per run")])]
     return b
+
+
+def _model_blocks(a: Analysis) -> list[Block]:
+    """The Communication model section: fits, residuals, the ring bound, predictions."""
+    b: list[Block] = [
+        Heading("Communication model"),
+        Note(MODEL_TEXT.format(lat="log2 P" if a.options.latency == "log"
+                               else "extra rank (P − 1)")),
+        Table.of(fit_table(a.fits, a.unit))]
+    if len(a.points):
+        b += [Heading(level=3, text="Residuals"), Table.of(residual_table(a.points))]
+    if len(a.bounds):
+        b += [Heading(level=3, text="Ring allreduce bound"), Note(BOUND_TEXT),
+              Table.of(bound_table(a.bounds))]
+    return b + _predictions(a.fits, a.predictions, a.options.max_nodes, a.unit)
 
 
 DATA_FILES: tuple[tuple[str, str], ...] = (
@@ -290,88 +248,45 @@ def _swap_in(tmp: Path, final: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-RefSet = tuple[Sequence[Reference], Locate]
-
-
-def _check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
-               ) -> pd.DataFrame:
-    frames = [check_references(refs, table, system, locate) for refs, locate in references
-              if refs]
-    frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else check_references(
-        [], table, system, lambda loc: "")
-
-
-def build_report(study_dir: Path, name: str, description: str, scaling: str,
-                 runs: pd.DataFrame, table: pd.DataFrame, *,
-                 options: ReportOptions | None = None, references: Sequence[RefSet] = (),
-                 system: str = "", cores_per_host: int | None = None,
-                 one_host: bool = False, target: Target | None = None) -> Report:
-    """Analyse, check references and write `report/` atomically. `cores_per_host`:
-    the cores of one host (None: unknown, oversubscription is not checked); `one_host`:
-    every rank of every run ran on one host (the local system)."""
-    options = options or ReportOptions()
-    table = host_view(table, cores_per_host, one_host)
-    study_dir = Path(study_dir)
-    study_dir.mkdir(parents=True, exist_ok=True)
-    date = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
-    fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
-                                      options.max_nodes)
-    preds = qualified(fits, preds)  # only what passes the rule is shown
-    model_frame = pd.concat([points.assign(kind="measured"), preds.assign(kind="predicted")],
-                            ignore_index=True)
-    checks = _check_all(references, table, system)  # with no runs, every reference fails
-    bounds = ring_bounds(table, fits)
-    parts: dict[str, Any] = {
-        "fits": fits, "points": points, "preds": preds, "checks": checks, "bounds": bounds,
-        "flagged": flagged_runs(completed_runs(runs), options.thresholds),
-        "found": findings(table, runs, scaling, fits, points, bounds),
-        "headline": headline(table, scaling, fits, points, preds),
-        "hosts": (cores_per_host, one_host), "plots": _plots(table, model_frame, fits),
-        "costs": costs_of(table, target, preds), "target": target,
-        "measured_on": measured_on(system, runs, cores_per_host, one_host)}
-    parts["picks"] = pick_sentences(parts["costs"], options.deadline_s,
-                                    options.budget_node_hours)
-    parts["findings"] = [*parts["picks"], *parts["found"].all]
+def _data(a: Analysis, plots: list[Plot]) -> dict[str, pd.DataFrame]:
+    """The CSV files of the report, by name."""
     csvs: dict[str, pd.DataFrame] = {
-        "scaling.csv": table, "failures.csv": failures(runs), "model_fit.csv": fits,
-        "model_points.csv": model_frame, "model_predictions.csv": preds,
-        "flags.csv": parts["flagged"], "ring_bound.csv": parts["bounds"],
-        "cost.csv": parts["costs"]}
-    if any(p[0] == "heatmap.png" for p in parts["plots"]):
-        csvs["heatmap.csv"] = heatmap_data(table).reset_index()
-    if len(checks):
-        csvs["references.csv"] = checks
-    parts["files"] = {*csvs, "summary.json"}
-    summary = summary_dict(name, scaling, date, runs, table, parts)
+        "scaling.csv": a.table, "failures.csv": failures(a.runs), "model_fit.csv": a.fits,
+        "model_points.csv": a.model_frame, "model_predictions.csv": a.predictions,
+        "flags.csv": a.flagged, "ring_bound.csv": a.bounds, "cost.csv": a.costs}
+    if any(p[0] == "heatmap.png" for p in plots):
+        csvs["heatmap.csv"] = heatmap_data(a.table).reset_index()
+    if len(a.checks):
+        csvs["references.csv"] = a.checks
+    return csvs
+
+
+def build_report(study_dir: Path, analysis: Analysis, description: str = "") -> Report:
+    """Draw an analysis into `study_dir/report/`: plots, CSV, summary.json, Markdown and
+    HTML, written aside and swapped in whole (a crash never leaves half a report)."""
+    a, study_dir = analysis, Path(study_dir)
+    study_dir.mkdir(parents=True, exist_ok=True)
+    plots = _plots(a)
+    csvs = _data(a, plots)
     tmp = Path(tempfile.mkdtemp(prefix="report.tmp", dir=study_dir))
     try:
         tmp.chmod(0o755)
-        images = {fname: render_png(draw, frame, f"{name}: {title}, {scaling} scaling "
-                                    f"({date})")
-                  for fname, title, draw, frame, _ in parts["plots"]}
-        if len(parts["costs"]):
-            images["cost.png"] = render_png(plot_cost, parts["costs"], f"{name}: time to "
-                                            f"solution vs node-hours ({date})")
+        images = {fname: render_png(draw, frame, f"{a.name}: {title}"
+                                    + ("" if fname == "cost.png" else f", {a.scaling} scaling")
+                                    + f" ({a.generated})")
+                  for fname, title, draw, frame, _ in plots}
         for fname, data in images.items():
             (tmp / fname).write_bytes(data)
         for fname, frame in csvs.items():
             frame.to_csv(tmp / fname, index=False)
-        (tmp / "summary.json").write_text(dump(summary), encoding="utf-8")
-        blocks = _blocks(name, description, scaling, date, runs, table, options, parts)
+        (tmp / "summary.json").write_text(dump(a.summary), encoding="utf-8")
+        blocks = _blocks(a, description, {*csvs, "summary.json"})
         (tmp / "index.md").write_text(markdown(blocks), encoding="utf-8")
-        (tmp / "index.html").write_text(
-            html_page(blocks, f"Scaling study: {name}", f"{name}, {date}", images),
+        (tmp / "index.html").write_text(html_page(
+            blocks, f"Scaling study: {a.name}", f"{a.name}, {a.generated}", images),
             encoding="utf-8")
         _swap_in(tmp, study_dir / "report")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Report(html=study_dir / "report" / "index.html", table=table, checks=checks,
-                  summary=summary)
-
-
-def write_report(study_dir: Path, name: str, description: str, scaling: str,
-                 runs: pd.DataFrame, table: pd.DataFrame, **kw: Any) -> Path:
-    """`build_report` and return the path of index.html."""
-    return build_report(study_dir, name, description, scaling, runs, table, **kw).html
+    return Report(html=study_dir / "report" / "index.html", analysis=a)

@@ -17,41 +17,8 @@ from scalestudy.core.target import Target
 from scalestudy.report.page import Block, Heading, Image, Items, Note, Para, Table
 from scalestudy.report.tables import Cells, num, pct
 from scalestudy.results.analyze import format_value, unit_of
-from scalestudy.results.cost import (
-    CostBasis,
-    cheapest_within,
-    cost_table,
-    fastest_within,
-    hours,
-)
+from scalestudy.results.cost import hours, node_hours_text, point_name
 from scalestudy.results.parallelism import factorisation_findings, layout_label, why
-
-
-def cost_basis(table: pd.DataFrame, target: Target | None) -> CostBasis:
-    """What a study's costs are of: its target, or a million of its throughput's units."""
-    units = "tokens" if unit_of(table) == "tokens/s" else "samples"
-    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min()) \
-        if not table.empty else 1.0
-    return CostBasis(target, smallest, units)
-
-
-def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame
-             ) -> pd.DataFrame:
-    """The cost table of a scaling table (qualified predictions included, marked)."""
-    return cost_table(table, cost_basis(table, target),
-                      None if table.empty else predictions)
-
-
-def _point(row: pd.Series) -> str:
-    """`8 nodes (32 GPUs)`, or `4 GPUs on 1 node`."""
-    nodes, gpus = int(row["nodes"]), int(row["world_size"])
-    if nodes == 1:
-        return f"{gpus} GPU{'s' if gpus != 1 else ''} on 1 node"
-    return f"{nodes} nodes ({gpus} GPUs)"
-
-
-def _nh(value: float) -> str:
-    return f"{value:,.3g} node-hours"
 
 
 def front_sentences(costs: pd.DataFrame) -> list[str]:
@@ -66,12 +33,12 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
         several = rows["group"].nunique() > 1
 
         def name(row: pd.Series, several: bool = several) -> str:
-            label = _point(row) + (f" ({row['group']})" if several else "")
+            label = point_name(row) + (f" ({row['group']})" if several else "")
             return label + (" (predicted)" if row["predicted"] else "")
 
         first = front.iloc[0]
         parts = [f"{name(first)} finishes in {hours(first['time_s'])} for "
-                 f"{_nh(first['node_hours'])}"]
+                 f"{node_hours_text(first['node_hours'])}"]
         previous = first
         for _, row in front.iloc[1:].iterrows():
             parts.append(f"{name(row)} saves {hours(previous['time_s'] - row['time_s'])} for "
@@ -90,37 +57,6 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
                 + (f" of {work}" if work else "") + ": ") if several else (
             f"{rows['group'].iloc[0]}: ")
         out.append(head + "; ".join(parts) + ".")
-    return out
-
-
-def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
-                   budget_node_hours: float | None) -> list[str]:
-    """What `--deadline` and `--budget` pick among the measured points."""
-    out = []
-    measured = costs[~costs["predicted"].astype(bool)] if len(costs) else costs
-    if deadline_s is not None and len(measured):
-        got = cheapest_within(costs, deadline_s)
-        if got is None:
-            fastest = measured.loc[measured["time_s"].idxmin()]
-            out.append(f"Deadline {hours(deadline_s)}: no measured point meets it; the "
-                       f"fastest, {_point(fastest)} ({fastest['group']}), takes "
-                       f"{hours(fastest['time_s'])}.")
-        else:
-            out.append(f"Deadline {hours(deadline_s)}: the cheapest point that meets it is "
-                       f"{_point(got)} ({got['group']}, global batch "
-                       f"{format_value(got['global_batch'])}): {hours(got['time_s'])} for "
-                       f"{_nh(got['node_hours'])}.")
-    if budget_node_hours is not None and len(measured):
-        got = fastest_within(costs, budget_node_hours)
-        if got is None:
-            cheapest = measured.loc[measured["node_hours"].idxmin()]
-            out.append(f"Budget {budget_node_hours:g} node-hours: no measured point fits; "
-                       f"the cheapest, {_point(cheapest)}, needs "
-                       f"{_nh(cheapest['node_hours'])}.")
-        else:
-            out.append(f"Budget {budget_node_hours:g} node-hours: the fastest point within "
-                       f"it is {_point(got)} ({got['group']}): {hours(got['time_s'])} for "
-                       f"{_nh(got['node_hours'])}.")
     return out
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.target import Target
+from scalestudy.results.analyze import format_value, unit_of
 
 #: Samples one unit of work is without a target.
 PER_MILLION = 1e6
@@ -227,3 +228,61 @@ def parse_duration(text: str) -> float:
                 raise ValueError(f"{text!r} has no unit: write {raw}h, {raw}min, {raw}d or "
                                  f"{raw}s (or H:MM:SS)")
     raise ValueError(f"{text!r} is not a duration: write e.g. 6h, 90min, 2d, 30s or 1:30:00")
+
+
+def cost_basis(table: pd.DataFrame, target: Target | None) -> CostBasis:
+    """What a study's costs are of: its target, or a million of its throughput's units."""
+    units = "tokens" if unit_of(table) == "tokens/s" else "samples"
+    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min()) \
+        if not table.empty else 1.0
+    return CostBasis(target, smallest, units)
+
+
+def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame
+             ) -> pd.DataFrame:
+    """The cost table of a scaling table (qualified predictions included, marked)."""
+    return cost_table(table, cost_basis(table, target),
+                      None if table.empty else predictions)
+
+
+def point_name(row: pd.Series) -> str:
+    """`8 nodes (32 GPUs)`, or `4 GPUs on 1 node`."""
+    nodes, gpus = int(row["nodes"]), int(row["world_size"])
+    if nodes == 1:
+        return f"{gpus} GPU{'s' if gpus != 1 else ''} on 1 node"
+    return f"{nodes} nodes ({gpus} GPUs)"
+
+
+def node_hours_text(value: float) -> str:
+    return f"{value:,.3g} node-hours"
+
+
+def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
+                   budget_node_hours: float | None) -> list[str]:
+    """What `--deadline` and `--budget` pick among the measured points."""
+    out = []
+    measured = costs[~costs["predicted"].astype(bool)] if len(costs) else costs
+    if deadline_s is not None and len(measured):
+        got = cheapest_within(costs, deadline_s)
+        if got is None:
+            fastest = measured.loc[measured["time_s"].idxmin()]
+            out.append(f"Deadline {hours(deadline_s)}: no measured point meets it; the "
+                       f"fastest, {point_name(fastest)} ({fastest['group']}), takes "
+                       f"{hours(fastest['time_s'])}.")
+        else:
+            out.append(f"Deadline {hours(deadline_s)}: the cheapest point that meets it is "
+                       f"{point_name(got)} ({got['group']}, global batch "
+                       f"{format_value(got['global_batch'])}): {hours(got['time_s'])} for "
+                       f"{node_hours_text(got['node_hours'])}.")
+    if budget_node_hours is not None and len(measured):
+        got = fastest_within(costs, budget_node_hours)
+        if got is None:
+            cheapest = measured.loc[measured["node_hours"].idxmin()]
+            out.append(f"Budget {budget_node_hours:g} node-hours: no measured point fits; "
+                       f"the cheapest, {point_name(cheapest)}, needs "
+                       f"{node_hours_text(cheapest['node_hours'])}.")
+        else:
+            out.append(f"Budget {budget_node_hours:g} node-hours: the fastest point within "
+                       f"it is {point_name(got)} ({got['group']}): {hours(got['time_s'])} for "
+                       f"{node_hours_text(got['node_hours'])}.")
+    return out

@@ -1,6 +1,6 @@
-"""The report in short: the three-line headline for people, and the summary for
-machines (`scalestudy report --json`, report/summary.json: plain JSON, NaN as null,
-every throughput with its per-GPU and global batch)."""
+"""The report in short: the three-line headline for people, and the plain-JSON pieces of
+the summary for machines (results.analysis serialises it: `scalestudy report --json`,
+report/summary.json; NaN as null, every throughput with its per-GPU and global batch)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.results.analyze import format_value, unit_of
-from scalestudy.results.commmodel import PREDICTION_RULE, Loss, losses
+from scalestudy.results.commmodel import Loss, losses
 from scalestudy.results.findings import (
     compute_clause,
     gpus_text,
@@ -187,39 +187,6 @@ def records(frame: pd.DataFrame, keys: tuple[str, ...] | None = None) -> list[di
     cols = [c for c in (keys or tuple(frame.columns)) if c in frame.columns]
     return [{c: _plain(v) for c, v in zip(cols, row, strict=True)}
             for row in frame[cols].itertuples(index=False)]
-
-
-def summary_dict(name: str, scaling: str, date: str, runs: pd.DataFrame,
-                 table: pd.DataFrame, parts: dict[str, Any]) -> dict[str, Any]:
-    """Study, run counts, per-group points, model, references, headline, findings."""
-    states = runs["state"].value_counts().to_dict() if "state" in runs.columns else {}
-    groups = []
-    for group, rows in table.groupby("group", sort=False):
-        base = rows[rows["baseline"].astype(bool)]
-        groups.append({
-            "group": group,
-            "baseline": records(base, ("nodes", "ranks_per_node", "world_size"))[0],
-            "baseline_rule": str(rows["baseline_rule"].iloc[0]),
-            "points": records(rows, POINT_KEYS),
-        })
-    checks = parts["checks"]
-    return {
-        "study": name, "scaling": scaling, "generated": date,
-        "runs": {"planned": len(runs), **{str(k): int(v) for k, v in states.items()}},
-        "groups": groups,
-        "model": {"fits": records(parts["fits"]), "predictions": records(parts["preds"]),
-                  "prediction_rule": PREDICTION_RULE, "ring_bounds": records(parts["bounds"])},
-        "references": {"passed": int((checks["result"] == "pass").sum()),
-                       "failed": int((checks["result"] == "fail").sum()),
-                       "checks": records(checks)},
-        "headline": list(parts["headline"]),
-        "findings": list(parts["findings"]),
-        "cost": {"per": "target" if parts.get("target") is not None else (
-                     "million tokens" if "costs" in parts and len(parts["costs"])
-                     and (parts["costs"]["unit"] == "tokens").any() else "million samples"),
-                 "picks": list(parts.get("picks", [])),
-                 "points": records(parts["costs"]) if "costs" in parts else []},
-    }
 
 
 def dump(summary: dict[str, Any]) -> str:
