@@ -18,8 +18,6 @@ from typing import Any
 
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.spec import Study, walltime_seconds
-from scalestudy.workload import layout
-from scalestudy.workload.names import is_transformer
 from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
 
 
@@ -78,7 +76,7 @@ def describe_run(study: Study, run: Run, short: bool = False) -> str:
     replica; its per-GPU batch otherwise; backend and tuning (`short`: for a progress
     bar)."""
     options = run_options(study, run)
-    lm = study.workload.kind == "synthetic" and is_transformer(study.workload.model)
+    lm = study.workload.language_model
     tp, pp = (int(options.get("tp") or 1), int(options.get("pp") or 1)) if lm else (1, 1)
     dp = run.dp or run.world_size // (tp * pp)
     if short:
@@ -109,7 +107,7 @@ def _base_values(study: Study) -> dict[str, Any]:
     model_dump per run was a tenth of planning 10,000 runs)."""
     workload = study.workload
     if _BASE[0] is not workload:
-        base = workload.model_dump() if workload.kind == "synthetic" else {}
+        base = workload.option_values()
         _BASE[:] = [workload, {name: base.get(name, default)
                                for name, default in DEFAULTS.items()}]
     return _BASE[1]
@@ -132,27 +130,16 @@ def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Any], world: 
     """Data-parallel replicas of a point: world / (tp x pp) for a transformer split over
     ranks (core of workload.layout, checked here so `plan` refuses an impossible split),
     else the world size. SpecError says why a split cannot work."""
-    w = study.workload
-    if w.kind != "synthetic":
-        return world
     precision = chosen.get("precision") or _base_precision(study, tuning)
     o = _options(study, backend, tuning, chosen, precision)
     try:
-        split = layout.plan(model=w.model, backend=backend, world_size=world,
-                            batch_size=batch, tp=o.get("tp", 1), pp=o.get("pp", 1),
-                            microbatches=o.get("microbatches", 0),
-                            pp_schedule=o.get("pp_schedule", "1f1b"),
-                            precision=o.get("precision", "fp32"),
-                            activation_checkpointing=o.get("activation_checkpointing", False),
-                            compile=o.get("compile", False),
-                            channels_last=o.get("channels_last", False))
+        return study.workload.data_parallel(backend, world, batch, o)
     except ValueError as exc:
         where = ", ".join(f"{k} {v}" for k, v in chosen.items() if v is not None)
         raise SpecError(
             f"{study.line_of(('grid',))}: at {world} rank(s) with backend {backend}, tuning "
             f"{tuning}{', ' + where if where else ''}: {str(exc).replace('--', '')}; change "
             "the grid or add the point to `exclude`") from None
-    return split.dp
 
 
 def lr_values(study: Study, run: Run) -> dict[str, Any]:
@@ -218,8 +205,7 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
     `ranks_per_node`: the axis resolved against the system (else the grid's, else [1])."""
     g = study.grid
     rpns = list(ranks_per_node or g.ranks_per_node or [1])
-    workload = study.workload
-    synthetic = workload.kind == "synthetic"
+    recorded = study.workload.run_fields()
     runs: list[Run] = []
     axes = g.option_axes()
     seen: set[str] = set()
@@ -271,12 +257,10 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
                 system=study.system,
                 scaling=study.scaling,
                 repeat=repeat,
-                workload=workload.kind,
-                model=workload.model if synthetic else None,
-                image_size=workload.image_size if synthetic else None,
                 precision=precision,
                 axes=tuple(chosen.items()),
                 dp=dp,
+                **recorded,
                 **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
             ))
     _unused_rules(study, used, points)
@@ -293,9 +277,7 @@ def _base_precision(study: Study, tuning: str) -> str | None:
     unless its tuning variant sets one)."""
     variant = study.tuning.get(tuning)
     override = variant.option_values().get("precision") if variant else None
-    if study.workload.kind == "synthetic":
-        return override or study.workload.precision
-    return override
+    return override or study.workload.option_values().get("precision")
 
 
 def _point(nodes: int, rpn: int, per_gpu: int | None, global_batch: int | None,

@@ -7,7 +7,6 @@ SpecError; nothing here writes a file.
 
 from __future__ import annotations
 
-import string
 from pathlib import Path
 from typing import Any
 
@@ -147,13 +146,10 @@ def _option_checks(study: Study) -> list[tuple[Loc, str]]:
                 f"{name} applies to the {' and '.join(option.backends)} backend, which "
                 f"grid.backend ({', '.join(backends)}) does not run: add the backend or "
                 "remove the option")))
-    if study.workload.kind == "command":
-        used = {f for arg in study.workload.command
-                for _, f, _, _ in string.Formatter().parse(arg) if f}
-        if used & set(LR_FIELDS) and study.workload.lr is None:
-            problems.append((("workload", "command"), (
-                "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
-                "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
+    if study.workload.placeholders() & set(LR_FIELDS) and study.workload.lr is None:
+        problems.append((("workload", "command"), (
+            "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
+            "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
     return problems
 
 

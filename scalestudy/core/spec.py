@@ -8,38 +8,35 @@ patterns); free-text values are shell-quoted where they are rendered.
 from __future__ import annotations
 
 import re
-import shlex
-import string
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
-    StrictBool,
-    StrictInt,
     StringConstraints,
     create_model,
     field_validator,
 )
 
 from scalestudy.core.errors import Loc, where
-from scalestudy.core.target import Target
-from scalestudy.workload.names import MODEL_NAMES
-from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option
-
-LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
-# What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
-COMMAND_FIELDS = (
-    "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
-    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
-    *(o.name for o in OPTIONS),
+from scalestudy.core.specbase import (
+    OPTION_AXES,
+    Model,
+    OptionOverrides,
+    PosInt,
+    as_list,
+    unique,
 )
-# Horovod's synthetic benchmark line (and the bundled workload's).
-DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
+from scalestudy.core.target import Target
+
+# The workload kinds live in core.workloads; importers of the spec find them here too.
+from scalestudy.core.workloads import LR_FIELDS as LR_FIELDS
+from scalestudy.core.workloads import CommandWorkload as CommandWorkload
+from scalestudy.core.workloads import SyntheticWorkload, Workload
+from scalestudy.workload.names import MODEL_NAMES as MODEL_NAMES
+from scalestudy.workload.options import BACKENDS, OPTIONS
 
 Name = Annotated[
     str,
@@ -47,209 +44,34 @@ Name = Annotated[
     Field(description="letters, digits, `.`, `_`, `-`; starts with a letter or digit"),
 ]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-PosInt = Annotated[int, Field(ge=1)]
 Scalar = str | int | float | bool
-
-
-def _as_list(value: Any) -> Any:
-    """Let a grid axis be written as one value: `nodes: 4` means `nodes: [4]`."""
-    return value if isinstance(value, list) else [value]
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    dupes = sorted({str(v) for v in values if values.count(v) > 1})
-    if dupes:
-        raise ValueError(f"repeated value(s) {', '.join(dupes)}: list each value once")
-    return values
-
-
-class Model(BaseModel):
-    """Base of every spec model: unknown keys are errors, values are frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _option_type(option: Option) -> Any:
-    """The Pydantic type of a training option's value (strict: `true` is not a number)."""
-    if option.choices is not None:
-        return Literal[option.choices]
-    base = {bool: StrictBool, int: StrictInt, float: Annotated[float, Field(allow_inf_nan=False)],
-            str: str}[option.kind]
-    if option.minimum is not None or option.maximum is not None:
-        base = Annotated[base, Field(ge=option.minimum, le=option.maximum)]
-    if option.keyword is not None:  # e.g. `peak_tflops: measure`
-        return base | Literal[option.keyword]
-    return base
-
-
-def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
-    """(workload base values, a tuning variant's overrides, grid axes) from the table."""
-    base = {o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS}
-    overrides = {
-        o.name: (_option_type(o) | None, Field(None, description=o.help)) for o in OPTIONS
-    }
-    axes = {
-        o.name: (
-            Annotated[list[_option_type(o)], BeforeValidator(_as_list), Field(min_length=1)]
-            | None,
-            Field(None, description=f"axis: {o.help}"),
-        )
-        for o in OPTIONS
-    }
-    return (create_model("TrainOptions", __base__=Model, **base),
-            create_model("OptionOverrides", __base__=Model, **overrides), axes)
-
-
-TrainOptions, OptionOverrides, _OPTION_AXES = _option_models()
-
-
-class LRPolicy(Model):
-    """Learning rate scaled from a reference global batch (Goyal et al.), with warm-up."""
-
-    base: float = Field(gt=0, allow_inf_nan=False, description="learning rate at `reference_batch`")
-    reference_batch: PosInt = Field(256, description="global batch at which `base` applies")
-    scaling: Literal["linear", "sqrt", "none"] = Field(
-        "linear", description="lr = base x (global_batch / reference_batch), or its square root"
-    )
-    warmup_iters: int = Field(
-        0, ge=0, description="steps over which the lr ramps up linearly from `base`"
-    )
-
-    def lr(self, global_batch: int) -> float:
-        """The learning rate at `global_batch`."""
-        ratio = global_batch / self.reference_batch
-        factor = {"linear": ratio, "sqrt": ratio ** 0.5, "none": 1.0}[self.scaling]
-        return self.base * factor
-
-
-class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
-    """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
-
-    kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
-    model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
-    image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
-    num_classes: int = Field(1000, ge=2, description="classifier outputs")
-    warmup_iters: int = Field(TIMING["warmup_iters"], ge=0,
-                              description="untimed iterations first")
-    iters: int = Field(TIMING["iters"], ge=1, description="timed iterations")
-    batches_per_iter: int = Field(TIMING["batches_per_iter"], ge=1,
-                                  description="batches (steps) per timed iteration")
-    lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
-
-    @property
-    def record_pattern(self) -> str | None:
-        """None: the benchmark writes its own record (no regex reads its output)."""
-        return None
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, value: str) -> str:
-        if value not in MODEL_NAMES:
-            raise ValueError(f"unknown model {value!r}; valid models: {', '.join(MODEL_NAMES)}")
-        return value
-
-
-class CommandWorkload(Model):
-    """The user's own program, launched on every rank; a pattern extracts the throughput."""
-
-    kind: Literal["command"] = Field(description="run your own program")
-    command: list[str] = Field(
-        min_length=1,
-        description="program and arguments (a string is split like a shell would); may use "
-        + ", ".join("{" + f + "}" for f in COMMAND_FIELDS),
-    )
-    throughput_regex: str = Field(
-        DEFAULT_THROUGHPUT_REGEX,
-        description="regex over the job's stdout; the last match's group `throughput` "
-        "(or group 1) is images/s over all ranks",
-    )
-    lr: LRPolicy | None = Field(
-        None, description="learning-rate policy, passed as {lr}, {base_lr}, {lr_warmup_iters}"
-    )
-
-    @property
-    def record_pattern(self) -> str | None:
-        """The regex scalestudy reads the program's throughput from stdout.log with."""
-        return self.throughput_regex
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return shlex.split(value)
-            except ValueError as exc:
-                raise ValueError(f"cannot split the command like a shell: {exc}") from None
-        return value
-
-    @field_validator("command")
-    @classmethod
-    def _fields(cls, value: list[str]) -> list[str]:
-        for arg in value:
-            try:
-                names = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
-            except ValueError as exc:
-                msg = f"bad `{{...}}` in {arg!r}: {exc} (write {{{{ for a brace)"
-                raise ValueError(msg) from None
-            for name in names:
-                if name not in COMMAND_FIELDS:
-                    raise ValueError(
-                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
-                        + ", ".join(COMMAND_FIELDS)
-                    )
-        return value
-
-    @field_validator("throughput_regex")
-    @classmethod
-    def _regex(cls, value: str) -> str:
-        try:
-            pattern = re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        if pattern.groups == 0:
-            raise ValueError("needs a group around the number, e.g. `(?P<throughput>[0-9.]+)`")
-        return value
-
-
-def _default_kind(value: Any) -> Any:
-    """A workload without `kind` is the bundled benchmark."""
-    if isinstance(value, dict) and "kind" not in value:
-        return {"kind": "synthetic", **value}
-    return value
-
-
-Workload = Annotated[
-    SyntheticWorkload | CommandWorkload,
-    Field(discriminator="kind"),
-    BeforeValidator(_default_kind),
-]
 
 
 class _GridBase(Model):
     """Axes of the grid; the runs are their cross product (minus `exclude`)."""
 
-    nodes: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+    nodes: Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] = Field(
         default=[1], description="node counts"
     )
     ranks_per_node: (
-        Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None) = (
+        Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None) = (
         Field(None, description="ranks (GPUs) per node; default: the system's GPUs per node "
               "(its `default_ranks_per_node`, 1 on a CPU system)"))
-    batch_size: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (
+    batch_size: Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None = (
         Field(None, description="weak scaling: per-GPU batches (each rank's; default [32])"))
-    global_batch: Annotated[list[PosInt], BeforeValidator(_as_list), Field(min_length=1)] | None = (
+    global_batch: Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None = (
         Field(None, description="strong scaling: global batches, split over the ranks"))
     backend: Annotated[
-        list[Literal[BACKENDS]], BeforeValidator(_as_list), Field(min_length=1)  # type: ignore[valid-type]
+        list[Literal[BACKENDS]], BeforeValidator(as_list), Field(min_length=1)  # type: ignore[valid-type]
     ] = Field(default=["ddp"], description="training backends: " + ", ".join(BACKENDS))
-    tuning: Annotated[list[Name], BeforeValidator(_as_list), Field(min_length=1)] = Field(
+    tuning: Annotated[list[Name], BeforeValidator(as_list), Field(min_length=1)] = Field(
         default=["default"], description="names of tuning variants (`default`: no changes)"
     )
 
     @field_validator("*")
     @classmethod
     def _no_dupes(cls, value: list[Any] | None) -> list[Any] | None:
-        return value if value is None else _unique(value)
+        return value if value is None else unique(value)
 
     def option_axes(self) -> dict[str, list[Any]]:
         """The training options that are axes of this grid, with their values."""
@@ -257,7 +79,7 @@ class _GridBase(Model):
                 if getattr(self, o.name) is not None}
 
 
-Grid = create_model("Grid", __base__=_GridBase, **_OPTION_AXES)
+Grid = create_model("Grid", __base__=_GridBase, **OPTION_AXES)
 
 
 class Tuning(Model):
@@ -389,7 +211,7 @@ class Study(Model):
     )
     workload: Workload = Field(default_factory=SyntheticWorkload, description="what runs")
     grid: Grid = Field(default_factory=Grid, description="the axes of the study")
-    exclude: list[dict[str, Annotated[list[Scalar], BeforeValidator(_as_list)]]] = Field(
+    exclude: list[dict[str, Annotated[list[Scalar], BeforeValidator(as_list)]]] = Field(
         default_factory=list,
         description="drop the grid points that match every key of a rule, e.g. "
         "{nodes: 8, batch_size: [8, 16]} (batch_size is the per-GPU batch, global_batch the "

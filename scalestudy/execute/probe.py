@@ -38,7 +38,7 @@ def probe_dir(plan: Plan) -> Path:
 def probe_run(plan: Plan, min_batch: int) -> Run:
     """The probe as a run: one node, one rank, DDP, the study's workload."""
     study = plan.study
-    if study.workload.kind != "synthetic":
+    if not study.workload.bundled:
         raise ScalestudyError(
             f"{study.line_of(('workload', 'kind'))}: the batch-size probe runs the bundled "
             "benchmark; a `command` workload has no model for it to probe")
@@ -46,8 +46,7 @@ def probe_run(plan: Plan, min_batch: int) -> Run:
     return Run(run_id="probe", study=study.name, system=study.system, scaling=study.scaling,
                nodes=1, ranks_per_node=1, world_size=1, batch_size=min_batch,
                global_batch=min_batch, backend="ddp", tuning="default", repeat=0,
-               workload="synthetic", model=w.model, image_size=w.image_size,
-               precision=w.precision)
+               precision=w.option_values()["precision"], **w.run_fields())
 
 
 def prepare(plan: Plan, min_batch: int, max_batch: int,

@@ -106,7 +106,7 @@ class Preflight:
 def python_request(plan: Plan) -> tuple[str, str, list[str]] | None:
     """(the Python the jobs run, where it is named, the backend modules to import), or
     None for a `command` workload (its own program, nothing of ours to check)."""
-    if plan.study.workload.kind != "synthetic":
+    if not plan.study.workload.bundled:
         return None
     modules = [found[0] for b in plan.study.grid.backend if (found := backend_module(b))]
     if plan.study.job.python:

@@ -1,0 +1,95 @@
+"""The spec's building blocks: the frozen base model and the models made from the option table.
+
+Shared by core.spec (the study) and core.workloads (the workload kinds), so neither
+imports the other's half.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    create_model,
+)
+
+from scalestudy.workload.options import OPTIONS, Option
+
+PosInt = Annotated[int, Field(ge=1)]
+
+
+def as_list(value: Any) -> Any:
+    """Let a grid axis be written as one value: `nodes: 4` means `nodes: [4]`."""
+    return value if isinstance(value, list) else [value]
+
+
+def unique(values: list[Any]) -> list[Any]:
+    dupes = sorted({str(v) for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"repeated value(s) {', '.join(dupes)}: list each value once")
+    return values
+
+
+class Model(BaseModel):
+    """Base of every spec model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _option_type(option: Option) -> Any:
+    """The Pydantic type of a training option's value (strict: `true` is not a number)."""
+    if option.choices is not None:
+        return Literal[option.choices]
+    base = {bool: StrictBool, int: StrictInt, float: Annotated[float, Field(allow_inf_nan=False)],
+            str: str}[option.kind]
+    if option.minimum is not None or option.maximum is not None:
+        base = Annotated[base, Field(ge=option.minimum, le=option.maximum)]
+    if option.keyword is not None:  # e.g. `peak_tflops: measure`
+        return base | Literal[option.keyword]
+    return base
+
+
+def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
+    """(workload base values, a tuning variant's overrides, grid axes) from the table."""
+    base = {o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS}
+    overrides = {
+        o.name: (_option_type(o) | None, Field(None, description=o.help)) for o in OPTIONS
+    }
+    axes = {
+        o.name: (
+            Annotated[list[_option_type(o)], BeforeValidator(as_list), Field(min_length=1)]
+            | None,
+            Field(None, description=f"axis: {o.help}"),
+        )
+        for o in OPTIONS
+    }
+    return (create_model("TrainOptions", __base__=Model, **base),
+            create_model("OptionOverrides", __base__=Model, **overrides), axes)
+
+
+TrainOptions, OptionOverrides, OPTION_AXES = _option_models()
+
+
+class LRPolicy(Model):
+    """Learning rate scaled from a reference global batch (Goyal et al.), with warm-up."""
+
+    base: float = Field(gt=0, allow_inf_nan=False, description="learning rate at `reference_batch`")
+    reference_batch: PosInt = Field(256, description="global batch at which `base` applies")
+    scaling: Literal["linear", "sqrt", "none"] = Field(
+        "linear", description="lr = base x (global_batch / reference_batch), or its square root"
+    )
+    warmup_iters: int = Field(
+        0, ge=0, description="steps over which the lr ramps up linearly from `base`"
+    )
+
+    def lr(self, global_batch: int) -> float:
+        """The learning rate at `global_batch`."""
+        ratio = global_batch / self.reference_batch
+        factor = {"linear": ratio, "sqrt": ratio ** 0.5, "none": 1.0}[self.scaling]
+        return self.base * factor
+

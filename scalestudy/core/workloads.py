@@ -1,0 +1,245 @@
+"""The workload kinds (bundled benchmark, user command) and what each decides for a run.
+
+Callers ask the workload (`bundled`, `language_model`, `option_values()`, `run_fields()`,
+`data_parallel()`, `program_args()`, `placeholders()`, `record_pattern`) instead of
+branching on its `kind`: each kind answers for itself here.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from scalestudy.core.specbase import LRPolicy, Model, TrainOptions
+from scalestudy.workload import layout
+from scalestudy.workload.names import MODEL_NAMES, is_transformer
+from scalestudy.workload.options import DEFAULTS, OPTIONS, TIMING, to_args
+
+LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
+# What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
+COMMAND_FIELDS = (
+    "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
+    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
+    *(o.name for o in OPTIONS),
+)
+# Horovod's synthetic benchmark line (and the bundled workload's).
+DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
+
+
+
+class RunValues(Protocol):
+    """What a workload reads of a run (core.grid.Run, which imports this module's kinds)."""
+
+    batch_size: int
+    backend: str
+
+    def params(self) -> dict[str, Any]:
+        """The run's parameters by name."""
+        ...
+
+
+class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
+    """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
+
+    kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
+    model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
+    image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
+    num_classes: int = Field(1000, ge=2, description="classifier outputs")
+    warmup_iters: int = Field(TIMING["warmup_iters"], ge=0,
+                              description="untimed iterations first")
+    iters: int = Field(TIMING["iters"], ge=1, description="timed iterations")
+    batches_per_iter: int = Field(TIMING["batches_per_iter"], ge=1,
+                                  description="batches (steps) per timed iteration")
+    lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
+
+    @property
+    def record_pattern(self) -> str | None:
+        """None: the benchmark writes its own record (no regex reads its output)."""
+        return None
+
+    @property
+    def bundled(self) -> bool:
+        """True: scalestudy's own benchmark runs on the ranks (in the jobs' Python)."""
+        return True
+
+    @property
+    def language_model(self) -> bool:
+        """Whether the model is a transformer (dp x tp x pp, batches of sequences)."""
+        return is_transformer(self.model)
+
+    def option_values(self) -> dict[str, Any]:
+        """The training options this workload sets (every one: it has a field for each)."""
+        return {o.name: getattr(self, o.name) for o in OPTIONS}
+
+    def run_fields(self) -> dict[str, Any]:
+        """What a Run records of its workload."""
+        return {"workload": self.kind, "model": self.model, "image_size": self.image_size}
+
+    def placeholders(self) -> set[str]:
+        """The run values its arguments name: none (scalestudy passes them as options)."""
+        return set()
+
+    def data_parallel(self, backend: str, world: int, batch: int,
+                      options: Mapping[str, Any]) -> int:
+        """Data-parallel replicas at `world` ranks: world / (tp x pp) for a transformer
+        split over ranks (workload.layout's rules); ValueError says why a split cannot work."""
+        return layout.plan(model=self.model, backend=backend, world_size=world,
+                           batch_size=batch, tp=options.get("tp", 1), pp=options.get("pp", 1),
+                           microbatches=options.get("microbatches", 0),
+                           pp_schedule=options.get("pp_schedule", "1f1b"),
+                           precision=options.get("precision", "fp32"),
+                           activation_checkpointing=options.get("activation_checkpointing",
+                                                                False),
+                           compile=options.get("compile", False),
+                           channels_last=options.get("channels_last", False)).dp
+
+    def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
+                     run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
+                     peaks: Mapping[str, Any] | None = None) -> list[str]:
+        """The arguments of `-m scalestudy.workload` for a run: `options` its training
+        options, `lr` its learning-rate values; on a GPU system (`gpus`) the benchmark must
+        find a GPU rather than fall back to CPU; `extra`: more arguments (the batch-size
+        probe's); `peaks`: the system's peak TFLOP/s per precision (MFU's denominator)."""
+        lm = is_transformer(self.model)
+        rest = {k: v for k, v in options.items() if k != "precision"}
+        if lm and not options.get("peak_tflops"):
+            peak = peaks.get(options["precision"]) if peaks else None
+            if peak is not None:
+                rest["peak_tflops"] = peak
+        images = [] if lm else [  # a GPT reads tokens, not images
+            "--image-size", str(self.image_size), "--num-classes", str(self.num_classes)]
+        return [
+            "--model", self.model, *images, "--batch-size", str(run.batch_size),
+            "--precision", options["precision"], "--warmup-iters", str(self.warmup_iters),
+            "--iters", str(self.iters), "--batches-per-iter", str(self.batches_per_iter),
+            "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
+            *to_args(rest, run.backend),
+            *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
+              if lr else []),
+            *(["--device", "cuda"] if gpus else []),
+            *extra,
+        ]
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODEL_NAMES:
+            raise ValueError(f"unknown model {value!r}; valid models: {', '.join(MODEL_NAMES)}")
+        return value
+
+
+class CommandWorkload(Model):
+    """The user's own program, launched on every rank; a pattern extracts the throughput."""
+
+    kind: Literal["command"] = Field(description="run your own program")
+    command: list[str] = Field(
+        min_length=1,
+        description="program and arguments (a string is split like a shell would); may use "
+        + ", ".join("{" + f + "}" for f in COMMAND_FIELDS),
+    )
+    throughput_regex: str = Field(
+        DEFAULT_THROUGHPUT_REGEX,
+        description="regex over the job's stdout; the last match's group `throughput` "
+        "(or group 1) is images/s over all ranks",
+    )
+    lr: LRPolicy | None = Field(
+        None, description="learning-rate policy, passed as {lr}, {base_lr}, {lr_warmup_iters}"
+    )
+
+    @property
+    def record_pattern(self) -> str | None:
+        """The regex scalestudy reads the program's throughput from stdout.log with."""
+        return self.throughput_regex
+
+    @property
+    def bundled(self) -> bool:
+        """False: the user's program runs on the ranks, with nothing of scalestudy's."""
+        return False
+
+    @property
+    def language_model(self) -> bool:
+        """False: scalestudy knows no model of a command (no dp x tp x pp split)."""
+        return False
+
+    def option_values(self) -> dict[str, Any]:
+        """None set here (the defaults apply; tuning variants and axes may set them)."""
+        return {}
+
+    def run_fields(self) -> dict[str, Any]:
+        """What a Run records of its workload (no model scalestudy knows)."""
+        return {"workload": self.kind, "model": None, "image_size": None}
+
+    def placeholders(self) -> set[str]:
+        """The `{fields}` its command uses."""
+        return {f for arg in self.command for _, f, _, _ in string.Formatter().parse(arg) if f}
+
+    def data_parallel(self, backend: str, world: int, batch: int,
+                      options: Mapping[str, Any]) -> int:
+        """Every rank is a data-parallel replica (scalestudy splits no model of a command)."""
+        return world
+
+    def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
+                     run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
+                     peaks: Mapping[str, Any] | None = None) -> list[str]:
+        """The command's argv, its `{placeholders}` filled with the run's values (`gpus`,
+        `extra` and `peaks` are the bundled benchmark's: a command reads none)."""
+        values = {**DEFAULTS, **options, **lr, **run.params(), "run_dir": str(run_dir)}
+        return [arg.format(**values) for arg in self.command]
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command like a shell: {exc}") from None
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _fields(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            try:
+                names = [f for _, f, _, _ in string.Formatter().parse(arg) if f is not None]
+            except ValueError as exc:
+                msg = f"bad `{{...}}` in {arg!r}: {exc} (write {{{{ for a brace)"
+                raise ValueError(msg) from None
+            for name in names:
+                if name not in COMMAND_FIELDS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; valid: "
+                        + ", ".join(COMMAND_FIELDS)
+                    )
+        return value
+
+    @field_validator("throughput_regex")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        if pattern.groups == 0:
+            raise ValueError("needs a group around the number, e.g. `(?P<throughput>[0-9.]+)`")
+        return value
+
+
+def _default_kind(value: Any) -> Any:
+    """A workload without `kind` is the bundled benchmark."""
+    if isinstance(value, dict) and "kind" not in value:
+        return {"kind": "synthetic", **value}
+    return value
+
+
+Workload = Annotated[
+    SyntheticWorkload | CommandWorkload,
+    Field(discriminator="kind"),
+    BeforeValidator(_default_kind),
+]
