@@ -10,6 +10,7 @@ from scalestudy.core.load import parse_study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.profiles import LauncherOptions, SystemProfile
+from scalestudy.site.program import Program
 from scalestudy.site.render import shell_words
 
 RUN = expand(parse_study("name: l\ngrid: {nodes: [2], ranks_per_node: [4]}\n"))[0]
@@ -21,9 +22,14 @@ def system(launcher: str, scheduler: str = "slurm", gpus: int = 4, **opts: objec
                          launcher_options=LauncherOptions(**opts))
 
 
+def prog(command: list[str] | None = None) -> Program:
+    if command is None:
+        return Program(python="python3", args=("--model", "resnet50"), bundled=True)
+    return Program(python="python3", args=tuple(command), bundled=False)
+
+
 def line(sys_: SystemProfile, command: list[str] | None = None, threads: int = 16) -> str:
-    launch = Launch(run=RUN, system=sys_, python="python3", threads=threads,
-                    module_args=None if command else ["--model", "resnet50"], command=command,
+    launch = Launch(run=RUN, system=sys_, program=prog(command), threads=threads,
                     env_names=("NCCL_ALGO",),
                     hostfile=schedulers.get(sys_.scheduler).hostfile)
     return shell_words(launch_words(launch))
@@ -75,7 +81,7 @@ def test_torchrun_without_a_way_to_start_agents_is_an_error() -> None:
 
 
 def test_spec_values_are_never_shell_words() -> None:
-    words = launch_words(Launch(run=RUN, system=system("srun"), python="python3",
-                                module_args=None, command=["$(id)", "`id`"], threads=1))
+    words = launch_words(Launch(run=RUN, system=system("srun"), program=prog(["$(id)", "`id`"]),
+                                threads=1))
     assert [w for w in words if isinstance(w, Shell)] == []
     assert shell_words(words).endswith("'$(id)' '`id`'")

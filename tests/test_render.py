@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.core.grid import expand
+from scalestudy.core.grid import Run, expand
 from scalestudy.core.load import parse_study
+from scalestudy.core.spec import Study
 from scalestudy.site.profiles import load_system
-from scalestudy.site.render import render, workload_args
+from scalestudy.site.program import Program, program
+from scalestudy.site.render import render
 
 HOSTILE = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "x\ntouch pwned",
            "'; touch pwned; '", '"; touch pwned; "', "#SBATCH --wrap=touch", "$HOME $PATH"]
@@ -91,9 +93,15 @@ def test_command_placeholders_get_the_run_values(tmp_path: Path) -> None:
                         "workload: {kind: command, command: 'train --bs {batch_size} "
                         "--gbs {global_batch} --ws {world_size} --out {run_dir}/x'}\n")
     run = expand(study)[0]
-    module_args, argv = workload_args(study, run, tmp_path)
-    assert module_args is None
-    assert argv == ["train", "--bs", "32", "--gbs", "64", "--ws", "2", "--out", f"{tmp_path}/x"]
+    prog = program_of(study, run, tmp_path)
+    assert not prog.bundled
+    assert list(prog.args) == ["train", "--bs", "32", "--gbs", "64", "--ws", "2", "--out",
+                               f"{tmp_path}/x"]
+
+
+def program_of(study: Study, run: Run, run_dir: Path) -> Program:
+    """The run's Program on its (CPU) system."""
+    return program(study, load_system(study.system), run, run_dir, "python3")
 
 
 def _yaml_str(value: str) -> str:
@@ -144,8 +152,8 @@ workload:
   lr: {base: 0.1, reference_batch: 64, warmup_iters: 3}
 """)
     ddp, hvd = expand(study)
-    ddp_args, _ = workload_args(study, ddp, tmp_path)
-    hvd_args, _ = workload_args(study, hvd, tmp_path)
+    ddp_args = list(program_of(study, ddp, tmp_path).args)
+    hvd_args = list(program_of(study, hvd, tmp_path).args)
     assert ddp_args and hvd_args
     assert "--channels-last" in ddp_args and "--channels-last" in hvd_args
     assert ddp_args[ddp_args.index("--bucket-cap-mb") + 1] == "50.0"
@@ -166,7 +174,7 @@ workload:
   lr: {base: 0.1, reference_batch: 256, scaling: linear}
 """)
     (run,) = expand(study)
-    _, argv = workload_args(study, run, tmp_path)
+    argv = list(program_of(study, run, tmp_path).args)
     assert argv == ["train", "--lr", "0.05", "--warmup", "0", "--prec", "bf16", "--gb", "128"]
 
 

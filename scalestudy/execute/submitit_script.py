@@ -25,14 +25,6 @@ from scalestudy.site.render import context, job_request, quote
 TASK = "task.pkl"
 
 
-def program_argv(ctx: dict, python: str) -> list[str]:
-    """What each task runs: `python -m scalestudy.workload ...` or the user's command."""
-    program = ctx["program"]
-    if program and program[0] == "-m":
-        return [python, *program]
-    return list(program)
-
-
 class SubmititScript:
     """submitit's SlurmExecutor, used to write the script; submission is scalestudy's."""
 
@@ -61,7 +53,7 @@ class SubmititScript:
             stderr_to_stdout=False,
         )
         task = submitit.helpers.DelayedSubmission(
-            WorkloadTask(program_argv(ctx, ctx["python"]), str(run_dir), ctx["workdir"]))
+            WorkloadTask(ctx["program"].argv(), str(run_dir), ctx["workdir"]))
         task.set_timeout(minutes, executor.max_num_timeout)
         tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
         task.dump(tmp)

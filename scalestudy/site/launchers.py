@@ -1,18 +1,25 @@
-"""Launchers: how ranks are started (srun, PALS/MPICH mpiexec, Open MPI mpirun, torchrun).
+"""Launchers: how ranks are started (srun, PALS/MPICH mpiexec, Open MPI mpirun, torchrun, local).
 
 Pure: each builds the launch command of one run as a list of words. A plain `str`
 word is shell-quoted by the template; a `Shell` word (a variable such as
 "$PBS_NODEFILE") is written as is. Nothing from a spec ever becomes a `Shell` word.
+
+Launchers compose, like ReFrame's LauncherWrapper: a starter (srun, mpiexec, mpirun;
+on this host the job script's agents or horovodrun) puts processes on the nodes, and
+what it starts is either the ranks (behind the site's GPU wrapper, if any) or one
+torchrun agent per node that starts the ranks itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
 from scalestudy.site.profiles import SystemProfile
+from scalestudy.site.program import Program
 
 
 class Shell(str):
@@ -24,6 +31,8 @@ class Shell(str):
 Word = str  # str or Shell
 RDZV_ENDPOINT = Shell('--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"')
 NODEFILE = Shell('"$PBS_NODEFILE"')
+#: The local job script's function that starts one torchrun agent per "node" on this host.
+LOCAL_AGENTS = Shell("scalestudy_agents")
 
 
 @dataclass(frozen=True)
@@ -32,123 +41,183 @@ class Launch:
 
     run: Run
     system: SystemProfile
-    python: str
-    module_args: Sequence[str] | None  # `-m scalestudy.workload` arguments (bundled workload)
-    command: Sequence[str] | None  # a `command` workload's argv
+    program: Program
     threads: int
-    env_names: Sequence[str] = ()  # variables an MPI launcher must pass on (mpirun -x)
+    env_names: tuple[str, ...] = ()  # variables an MPI launcher must pass on (mpirun -x)
     hostfile: str | None = None  # the scheduler's host list, a shell expression
-
-    def program(self) -> list[Word]:
-        """What every rank runs."""
-        if self.command is not None:
-            return list(self.command)
-        return [self.python, "-m", "scalestudy.workload", *(self.module_args or ())]
+    one_host: bool = False  # every "node" is this host (no scheduler): the local launcher
 
 
-def srun(launch: Launch, nodes: int | None = None, per_node: int | None = None,
-         program: Sequence[Word] | None = None) -> list[Word]:
+@dataclass(frozen=True)
+class Slots:
+    """What a starter is asked for: `per_node` processes on each of `nodes` nodes;
+    `ranks`: each is one rank (its threads and GPUs bound), else a torchrun agent."""
+
+    nodes: int
+    per_node: int
+    ranks: bool
+
+
+class Launcher:
+    """Something a starter starts: its words, and the processes it needs."""
+
+    def slots(self, launch: Launch) -> Slots:
+        """The processes to start: by default one per rank."""
+        return Slots(launch.run.nodes, launch.run.ranks_per_node, ranks=True)
+
+    def words(self, launch: Launch) -> list[Word]:
+        """The words after the starter's own."""
+        raise NotImplementedError
+
+
+class Ranks(Launcher):
+    """Each process is one rank running the program."""
+
+    def words(self, launch: Launch) -> list[Word]:
+        """The program's own command line."""
+        return list(launch.program.argv())
+
+
+@dataclass(frozen=True)
+class GpuWrapper(Launcher):
+    """The site's per-rank GPU wrapper (ALCF's set_affinity scripts) around the ranks."""
+
+    inner: Launcher
+
+    def slots(self, launch: Launch) -> Slots:
+        """The wrapped launcher's slots."""
+        return self.inner.slots(launch)
+
+    def words(self, launch: Launch) -> list[Word]:
+        """The wrapper, where the site has one and the run has GPUs, then the ranks."""
+        wrapper = launch.system.launcher_options.gpu_wrapper
+        use = wrapper and launch.system.gpus_per_node
+        return [*([wrapper] if use else []), *self.inner.words(launch)]
+
+
+@dataclass(frozen=True)
+class Torchrun(Launcher):
+    """One torchrun agent per node starts the node's ranks; c10d rendezvous on the first
+    node (MASTER_ADDR:MASTER_PORT, set by the job script)."""
+
+    options: tuple[str, ...] = ()  # more torchrun options
+
+    def slots(self, launch: Launch) -> Slots:
+        """One agent per node."""
+        return Slots(launch.run.nodes, 1, ranks=False)
+
+    def words(self, launch: Launch) -> list[Word]:
+        """`python -m torch.distributed.run` with the run's shape, then the program."""
+        run, program = launch.run, launch.program
+        return [program.python, "-m", "torch.distributed.run", f"--nnodes={run.nodes}",
+                f"--nproc-per-node={run.ranks_per_node}", "--rdzv-backend=c10d",
+                RDZV_ENDPOINT, f"--rdzv-id={run.run_id}", "--max-restarts=0",
+                *self.options, *program.torchrun_args()]
+
+
+Starter = Callable[[Launch, Slots], list[Word]]
+
+
+@dataclass(frozen=True)
+class Started(Launcher):
+    """A starter's words, then what it starts."""
+
+    start: Starter
+    inner: Launcher
+
+    def words(self, launch: Launch) -> list[Word]:
+        """The whole launch line."""
+        return [*self.start(launch, self.inner.slots(launch)), *self.inner.words(launch)]
+
+
+def srun(launch: Launch, slots: Slots) -> list[Word]:
     """`srun` with the site's binding; rank discovery from SLURM_* variables."""
-    run, opts = launch.run, launch.system.launcher_options
-    per_node = per_node or run.ranks_per_node
-    words: list[Word] = ["srun", f"--nodes={nodes or run.nodes}",
-                         f"--ntasks-per-node={per_node}"]
-    if program is None:
+    opts = launch.system.launcher_options
+    words: list[Word] = ["srun", f"--nodes={slots.nodes}", f"--ntasks-per-node={slots.per_node}"]
+    if slots.ranks:
         words.append(f"--cpus-per-task={launch.threads}")
     if opts.cpu_bind:
         words.append(f"--cpu-bind={opts.cpu_bind}")
-    if program is None and opts.gpus_per_task and launch.system.gpus_per_node:
+    if slots.ranks and opts.gpus_per_task and launch.system.gpus_per_node:
         words.append(f"--gpus-per-task={opts.gpus_per_task}")
     if opts.gpu_bind and launch.system.gpus_per_node:
         words.append(f"--gpu-bind={opts.gpu_bind}")
     if opts.mpi:
         words.append(f"--mpi={opts.mpi}")
-    words += opts.extra_args
-    return [*words, *(program if program is not None else _wrapped(launch))]
+    return [*words, *opts.extra_args]
 
 
-def mpiexec(launch: Launch, nodes: int | None = None, per_node: int | None = None,
-            program: Sequence[Word] | None = None) -> list[Word]:
+def mpiexec(launch: Launch, slots: Slots) -> list[Word]:
     """PALS/MPICH `mpiexec` (Polaris, Aurora): ranks from PMI/PALS variables."""
-    run, opts = launch.run, launch.system.launcher_options
-    nodes, per_node = nodes or run.nodes, per_node or run.ranks_per_node
-    words: list[Word] = ["mpiexec", "--np", str(nodes * per_node), "--ppn", str(per_node)]
-    depth = opts.depth if program is None else None
-    if depth:
-        words += ["--depth", str(depth)]
+    opts = launch.system.launcher_options
+    words: list[Word] = ["mpiexec", "--np", str(slots.nodes * slots.per_node),
+                         "--ppn", str(slots.per_node)]
+    if slots.ranks and opts.depth:
+        words += ["--depth", str(opts.depth)]
     if opts.cpu_bind:
         words += ["--cpu-bind", opts.cpu_bind]
-    words += ["--hostfile", NODEFILE, "--envall", *opts.extra_args]
-    return [*words, *(program if program is not None else _wrapped(launch))]
+    return [*words, "--hostfile", NODEFILE, "--envall", *opts.extra_args]
 
 
-def mpirun(launch: Launch, nodes: int | None = None, per_node: int | None = None,
-           program: Sequence[Word] | None = None) -> list[Word]:
+def mpirun(launch: Launch, slots: Slots) -> list[Word]:
     """Open MPI `mpirun`: ranks per node with `--map-by ppr`, variables passed with `-x`."""
-    run, opts = launch.run, launch.system.launcher_options
-    nodes, per_node = nodes or run.nodes, per_node or run.ranks_per_node
-    mapping = f"ppr:{per_node}:node"
-    if program is None and launch.threads > 1:
+    opts = launch.system.launcher_options
+    mapping = f"ppr:{slots.per_node}:node"
+    if slots.ranks and launch.threads > 1:
         mapping += f":PE={launch.threads}"
-    words: list[Word] = ["mpirun", "-np", str(nodes * per_node), "--map-by", mapping,
-                         "--bind-to", opts.cpu_bind or ("core" if program is None else "none")]
+    words: list[Word] = ["mpirun", "-np", str(slots.nodes * slots.per_node), "--map-by", mapping,
+                         "--bind-to", opts.cpu_bind or ("core" if slots.ranks else "none")]
     if launch.hostfile:  # PBS: $PBS_NODEFILE (Slurm: Open MPI asks Slurm itself)
         words += ["--hostfile", Shell(launch.hostfile)]
     for name in ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", *launch.env_names):
         words += ["-x", name]
-    words += opts.extra_args
-    return [*words, *(program if program is not None else _wrapped(launch))]
+    return [*words, *opts.extra_args]
 
 
-def _wrapped(launch: Launch) -> list[Word]:
-    """The program, behind the site's per-rank GPU wrapper when it has one."""
-    wrapper = launch.system.launcher_options.gpu_wrapper
-    return [*([wrapper] if wrapper and launch.system.gpus_per_node else []), *launch.program()]
+def local_agents(launch: Launch, slots: Slots) -> list[Word]:
+    """This host: the job script's function starts `nodes` torchrun agents side by side
+    (the first hosts the rendezvous) and stops them all when one fails."""
+    return [LOCAL_AGENTS, str(slots.nodes * slots.per_node)]
 
 
-def torchrun(launch: Launch) -> list[Word]:
-    """One torchrun agent per node, started by the site's launcher; c10d rendezvous on
-    the first node (MASTER_ADDR:MASTER_PORT, set by the job script)."""
-    run = launch.run
-    via = launch.system.launcher_options.torchrun_via
-    if via is None:
-        raise ScalestudyError(
-            f"system {launch.system.name}: launcher torchrun needs launcher_options."
-            "torchrun_via (srun, mpiexec or mpirun) to start one agent per node"
-        )
-    agent: list[Word] = [
-        launch.python, "-m", "torch.distributed.run", f"--nnodes={run.nodes}",
-        f"--nproc-per-node={run.ranks_per_node}", "--rdzv-backend=c10d", RDZV_ENDPOINT,
-        f"--rdzv-id={run.run_id}", "--max-restarts=0",
-    ]
-    if launch.command is not None:
-        agent += ["--no-python", *launch.command]
-    else:
-        agent += ["-m", "scalestudy.workload", *(launch.module_args or ())]
-    return LAUNCHERS[via](launch, nodes=run.nodes, per_node=1, program=agent)
+def horovodrun(launch: Launch, slots: Slots) -> list[Word]:
+    """This host: horovodrun starts every rank (through mpirun when Horovod has MPI, else
+    its gloo rendezvous)."""
+    ranks = slots.nodes * slots.per_node
+    return [launch.program.python, "-m", "horovod.runner.launch", "-np", str(ranks),
+            "-H", f"localhost:{ranks}"]
 
 
-LAUNCHERS: dict[str, Callable[..., list[Word]]] = {
-    "srun": srun, "mpiexec": mpiexec, "mpirun": mpirun,
-}
+STARTERS: dict[str, Starter] = {"srun": srun, "mpiexec": mpiexec, "mpirun": mpirun}
+RANKS = Ranks()
+
+
+@lru_cache(maxsize=64)
+def launcher(name: str, via: str | None, system: str, horovod: bool, one_host: bool) -> Launcher:
+    """The launcher of a system's runs, composed: `name` the profile's launcher, `via`
+    what starts torchrun's agents. Horovod ranks join through MPI (or Horovod's own
+    gloo rendezvous), not torchrun's: on a torchrun system a Horovod run starts one
+    process per rank with the starter torchrun would have been started by."""
+    if one_host:  # this host, no scheduler: the job script starts the agents itself
+        if horovod:
+            return Started(horovodrun, RANKS)
+        return Started(local_agents, Torchrun(("--monitor-interval=1",)))
+    torchrun = name == "torchrun"
+    if torchrun:
+        if via is None:
+            raise ScalestudyError(
+                f"system {system}: launcher torchrun needs launcher_options.torchrun_via "
+                "(srun, mpiexec or mpirun) to start one agent per node")
+        name = via
+    if name not in STARTERS:
+        raise ScalestudyError(f"unknown launcher {name!r}; valid launchers: "
+                              f"{', '.join(sorted([*STARTERS, 'torchrun']))}")
+    inner = Torchrun() if torchrun and not horovod else GpuWrapper(RANKS)
+    return Started(STARTERS[name], inner)
 
 
 def launch_words(launch: Launch) -> list[Word]:
-    """The launch command of a run on its system.
-
-    Horovod ranks join through MPI (or Horovod's own gloo rendezvous), not torchrun's:
-    on a torchrun system a Horovod run starts one process per rank with the launcher
-    torchrun would have been started by.
-    """
-    name = launch.system.launcher
-    if name == "torchrun" and launch.run.backend == "horovod":
-        name = launch.system.launcher_options.torchrun_via or "torchrun"
-    if name == "torchrun":
-        return torchrun(launch)
-    try:
-        return LAUNCHERS[name](launch)
-    except KeyError:
-        raise ScalestudyError(
-            f"unknown launcher {name!r}; valid launchers: "
-            f"{', '.join(sorted([*LAUNCHERS, 'torchrun']))}"
-        ) from None
+    """The launch command of a run on its system."""
+    system = launch.system
+    return launcher(system.launcher, system.launcher_options.torchrun_via, system.name,
+                    launch.run.backend == "horovod", launch.one_host).words(launch)

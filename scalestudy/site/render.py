@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,14 +21,13 @@ import jinja2
 
 from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.core.grid import Run, describe_run, job_name, lr_values, run_options
+from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.profiles import SystemProfile
+from scalestudy.site.program import program as make_program
 from scalestudy.site.schedulers import JobRequest
-from scalestudy.workload.names import is_transformer
-from scalestudy.workload.options import DEFAULTS, to_args
 
 #: The variable that holds the run directory in the job and on every rank.
 RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
@@ -51,10 +50,15 @@ def quote(value: Any) -> str:
     A value with control characters (a newline, ESC, ...) is written as bash's $'...'
     with escapes, so a value never starts a line of the script (no `#SBATCH` line can
     be smuggled in); a NUL, which no argument or variable can hold, is refused. Plain
-    text (nearly every value) is found plain by one regex scan, and its quoting cached."""
-    text = env_text(value)
+    text (nearly every value) is found plain by one regex scan; every text's quoting is
+    cached (the same words recur in every script of a study)."""
+    return _quoted(value if value.__class__ is str else env_text(value))
+
+
+@lru_cache(maxsize=65536)
+def _quoted(text: str) -> str:
     if _UNUSUAL.search(text) is None:
-        return _plain(text)
+        return shlex.quote(text)
     if "\x00" in text:
         raise ScalestudyError(
             f"{text!r}: a NUL character cannot be part of a command argument or an "
@@ -72,14 +76,9 @@ def quote(value: Any) -> str:
     return f"$'{escaped}'"
 
 
-@lru_cache(maxsize=65536)
-def _plain(text: str) -> str:
-    return shlex.quote(text)
-
-
 def shell_words(words: list[str]) -> str:
     """A command line: plain words shell-quoted, scalestudy's own `Shell` words as they are."""
-    return " ".join(w if isinstance(w, Shell) else quote(w) for w in words)
+    return " ".join([w if isinstance(w, Shell) else quote(w) for w in words])
 
 
 @lru_cache(maxsize=8)
@@ -101,40 +100,6 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
     env.filters["q"] = quote
     env.filters["words"] = shell_words
     return env
-
-
-def workload_args(study: Study, run: Run, run_dir: Path, gpus: bool = False,
-                  extra: Sequence[str] = (), peaks: Mapping[str, Any] | None = None
-                  ) -> tuple[list[str] | None, list[str] | None]:
-    """(arguments of `-m scalestudy.workload`, None) for the bundled benchmark, or
-    (None, argv) for a `command` workload, its `{placeholders}` filled with the run's values.
-    On a GPU system (`gpus`) the benchmark must find a GPU rather than fall back to CPU.
-    """
-    w = study.workload
-    lr = lr_values(study, run)
-    if w.kind == "synthetic":
-        options = run_options(study, run)
-        if is_transformer(w.model) and not options.get("peak_tflops"):
-            # MFU's denominator: the site profile's peak for the run's precision
-            peak = peaks.get(options["precision"]) if peaks else None
-            if peak is not None:
-                options["peak_tflops"] = peak
-        images = [] if is_transformer(w.model) else [  # a GPT reads tokens, not images
-            "--image-size", str(w.image_size), "--num-classes", str(w.num_classes)]
-        return [
-            "--model", w.model, *images, "--batch-size", str(run.batch_size),
-            "--precision", options["precision"], "--warmup-iters", str(w.warmup_iters),
-            "--iters", str(w.iters), "--batches-per-iter", str(w.batches_per_iter),
-            "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
-            *to_args({k: v for k, v in options.items() if k != "precision"}, run.backend),
-            *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
-              if lr else []),
-            *(["--device", "cuda"] if gpus else []),
-            *extra,
-        ], None
-    values = {**DEFAULTS, **run_options(study, run), **lr, **run.params(),
-              "run_dir": str(run_dir)}
-    return None, [arg.format(**values) for arg in w.command]
 
 
 def threads_per_rank(system: SystemProfile, run: Run) -> int:
@@ -187,15 +152,13 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
     python = python or study.job.python or system.python or sys.executable
-    module_args, command = workload_args(study, run, run_dir, system.gpus_per_node > 0,
-                                         extra_args, system.peak_tflops)
-    program = ["-m", "scalestudy.workload", *module_args] if module_args else command
+    program = make_program(study, system, run, run_dir, python, extra_args)
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
-    launch = Launch(run=run, system=system, python=python, module_args=module_args,
-                    command=command, threads=threads,
-                    env_names=(*env, RUN_DIR_VARIABLE), hostfile=scheduler.hostfile)
+    launch = Launch(run=run, system=system, program=program, threads=threads,
+                    env_names=(*env, RUN_DIR_VARIABLE), hostfile=scheduler.hostfile,
+                    one_host=scheduler.one_host)
     return {
         "version": __version__,
         "run": run.params(),
@@ -203,12 +166,11 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "run_dir": str(run_dir),
         "workdir": str(workdir(study)),
         "python": python,
-        "workload_kind": study.workload.kind,
-        "program": program,
-        "program_words": shell_words(program),  # quoted once, not a filter per word
-        "directives": scheduler.directives(job_request(study, system, run, run_dir)),
-        # On this host the local template starts the ranks itself (torchrun agents).
-        "launch": launch_words(launch) if scheduler.queued else [],
+        "program": program,  # the submitit task runs it (execute.submitit_script)
+        # (a scheduler without a queue has no directives: no request to build per run)
+        "directives": (scheduler.directives(job_request(study, system, run, run_dir))
+                       if scheduler.queued else []),
+        "launch": launch_words(launch),
         "env": env,
         "setup": [*system.setup, *study.job.setup],
         "threads": threads,
@@ -232,15 +194,15 @@ def workdir(study: Study) -> Path:
     """Where a job's setup lines and program run: the spec file's directory (relative
     paths in `command` and `job.setup` resolve where the spec was written), or the
     current directory for a study without a file."""
-    where = study.source.parent if study.source else Path.cwd()
-    return _resolved(where) if where.is_absolute() else where.resolve()
+    return _workdir(study.source, os.getcwd())
 
 
 @lru_cache(maxsize=64)
-def _resolved(path: Path) -> Path:
-    """An absolute path resolved once (a relative one depends on the current directory,
-    so it is never cached)."""
-    return path.resolve()
+def _workdir(source: Path | None, cwd: str) -> Path:
+    """The work directory resolved once per spec file and current directory (a relative
+    spec path depends on the current directory: it is part of the key)."""
+    where = source.parent if source else Path(cwd)
+    return (where if where.is_absolute() else Path(cwd) / where).resolve()
 
 
 def template_dir(study: Study) -> str | None:
