@@ -94,8 +94,20 @@ def describe_run(study: Study, run: Run, short: bool = False) -> str:
 
 def run_options(study: Study, run: Run) -> dict[str, Any]:
     """The training options in effect for a run (those its backend reads): the
-    workload's values, the tuning variant's overrides, then the run's grid axes."""
-    return _options(study, run.backend, run.tuning, dict(run.axes), run.precision)
+    workload's values, the tuning variant's overrides, then the run's grid axes (made once
+    per combination of a study's runs: many runs share one)."""
+    if _RUN_OPTIONS[0] is not study:
+        _RUN_OPTIONS[:] = [study, {}]
+    key = (run.backend, run.tuning, run.axes, run.precision)
+    held = _RUN_OPTIONS[1].get(key)
+    if held is None:
+        held = _RUN_OPTIONS[1][key] = _options(study, run.backend, run.tuning, dict(run.axes),
+                                               run.precision)
+    return dict(held)
+
+
+#: The last study's run options by (backend, tuning, axes, precision).
+_RUN_OPTIONS: list[Any] = [None, {}]
 
 
 #: The last workload's option values (the spec models are frozen: it cannot change).
