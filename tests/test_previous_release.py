@@ -20,7 +20,7 @@ def test_the_previous_releases_results_still_load(tmp_path: Path) -> None:
     assert selection.todo == [] and len(selection.done) == 2
     rows = uc.status(plan)
     assert [r["state"] for r in rows] == ["completed", "completed"]
-    built = uc.report(plan)
+    built = uc.report(plan).analysis
     assert list(built.table["world_size"]) == [1, 2]
     assert (built.table["throughput_median"] > 0).all()
     summary = json.loads((results / "prev" / "report" / "summary.json").read_text())

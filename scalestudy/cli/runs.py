@@ -30,35 +30,62 @@ def _warn(plan: Any) -> list[str]:
     return warnings
 
 
-def _preflight(plan: Any, python: bool = True, ok_line: bool = True,
-               hint: str = "") -> Any:
-    """Run the preflight, print one line per problem (and the ok line of a clean pass);
-    raise when a problem would make jobs fail or wait for ever."""
-    from scalestudy.core.errors import ScalestudyError
-    from scalestudy.study import preflight
-
-    found = preflight(plan, python)
+def _show_preflight(found: Any, ok_line: bool = True) -> None:
+    """One line per problem the preflight found, and the ok line of a clean pass."""
     for problem in found.problems:
         _say(problem.line())
-    if found.errors:
-        raise ScalestudyError(
-            f"preflight: {len(found.errors)} problem(s) above would make jobs of study "
-            f"{plan.study.name} fail or wait for ever: fix them{hint}")
-    if ok_line:
+    if ok_line and not found.errors:
         _say(found.ok_line())
-    return found
+
+
+class _Screen:
+    """How `run` shows what it does: notes and progress on stderr, counts on stdout."""
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+    def note(self, line: str) -> None:
+        err.print(line, highlight=False, markup=False)
+
+    def preflight(self, found: Any, ok_line: bool) -> None:
+        _show_preflight(found, ok_line)
+
+    def chosen(self, selection: Any) -> None:
+        from scalestudy.cli.words import selection_notes
+
+        for line in selection_notes(selection):
+            self.note(line)
+
+    def queued(self, queued: Any) -> None:
+        from scalestudy.cli.words import queued_lines
+
+        for line in queued_lines(queued, self.plan.study):
+            self.note(line)
+        out.print(f"{len(queued.submitted)} job(s) submitted, {queued.active} in the queue"
+                  + (f", {len(queued.waiting)} held back by --max-jobs" if queued.waiting
+                     else ""))
+
+    def running_here(self, plan: Any, count: int) -> Any:
+        from scalestudy.cli.words import local_progress
+
+        return local_progress(err, plan, count)
+
+    def following(self, run_ids: list[str]) -> Any:
+        from scalestudy.cli.words import queue_progress
+
+        return queue_progress(err, run_ids)
 
 
 @app.command()
 def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt = False,
              results: ResultsOpt = Path("results")) -> None:
     """Check a study spec: print what is wrong (file, line, key), or `ok`."""
-    from scalestudy.study import make_plan
+    from scalestudy import study as uc
 
-    plan = make_plan(study, results)
+    plan = uc.make_plan(study, results)
     points = len(plan.runs) // plan.study.repeats
     warnings = _warn(plan)
-    found = _preflight(plan) if preflight else None
+    found = uc.preflight_gate(plan, True, _show_preflight) if preflight else None
     if as_json:
         print_json({"study": str(study), "ok": True, "runs": len(plan.runs), "points": points,
                "repeats": plan.study.repeats, "system": plan.system.name,
@@ -92,29 +119,31 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         out.print(f"  {key} {text}: {value['where']}", highlight=False, markup=False)
 
 
+OnlyOpt = Annotated[str | None, typer.Option(
+    "--only", help="run a subset, e.g. 'nodes<=2,tuning=default'")]
+MaxJobsOpt = Annotated[int | None, typer.Option(
+    "--max-jobs", min=1, help="scheduler systems: at most this many jobs queued")]
+WaitOpt = Annotated[bool, typer.Option(
+    "--wait", help="scheduler systems: follow the jobs to their end, then report")]
+RerunOpt = Annotated[Rerun | None, typer.Option(
+    "--rerun", help="also run again the failed (and lost) runs, or all selected runs",
+    case_sensitive=False)]
+AttemptsOpt = Annotated[int, typer.Option(
+    "--max-attempts", min=1, help="leave a run that has failed this many attempts")]
+BudgetOpt = Annotated[float | None, typer.Option(
+    "--budget", min=0.0, help="refuse when the runs to start may use more node-hours than "
+    "this (nodes x walltime, the worst case)")]
+NoPreflightOpt = Annotated[bool, typer.Option(
+    "--no-preflight", help="scheduler systems: submit without asking the scheduler and the "
+    "jobs' Python first (see `validate --preflight`)")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="render the scripts only")]
+
+
 @app.command()
-def run(
-    study: StudyArg,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="render the scripts only")] = False,
-    only: Annotated[str | None, typer.Option(
-        "--only", help="run a subset, e.g. 'nodes<=2,tuning=default'")] = None,
-    max_jobs: Annotated[int | None, typer.Option(
-        "--max-jobs", min=1, help="scheduler systems: at most this many jobs queued")] = None,
-    wait: Annotated[bool, typer.Option(
-        "--wait", help="scheduler systems: follow the jobs to their end, then report")] = False,
-    rerun: Annotated[Rerun | None, typer.Option(
-        "--rerun", help="also run again the failed (and lost) runs, or all selected runs",
-        case_sensitive=False)] = None,
-    max_attempts: Annotated[int, typer.Option(
-        "--max-attempts", min=1, help="leave a run that has failed this many attempts")] = 3,
-    budget: Annotated[float | None, typer.Option(
-        "--budget", min=0.0, help="refuse when the runs to start may use more node-hours "
-        "than this (nodes x walltime, the worst case)")] = None,
-    no_preflight: Annotated[bool, typer.Option(
-        "--no-preflight", help="scheduler systems: submit without asking the scheduler "
-        "and the jobs' Python first (see `validate --preflight`)")] = False,
-    results: ResultsOpt = Path("results"),
-) -> None:
+def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
+        max_jobs: MaxJobsOpt = None, wait: WaitOpt = False, rerun: RerunOpt = None,
+        max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
+        no_preflight: NoPreflightOpt = False, results: ResultsOpt = Path("results")) -> None:
     """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
@@ -122,112 +151,40 @@ def run(
     from scalestudy import study as uc
 
     plan = uc.make_plan(study, results)
-    uc.check_selection(plan, only)
-    force = rerun is Rerun.ALL
+    request = uc.RunRequest(only=only, rerun=rerun, max_attempts=max_attempts,
+                            max_jobs=max_jobs, wait=wait, budget=budget,
+                            preflight=not no_preflight, dry_run=dry_run)
+    got = uc.run(plan, request, _Screen(plan))
     if dry_run:
-        selection = _chosen(uc.choose_runs(plan, only, rerun, max_attempts))
-        uc.check_budget(plan, selection.todo, budget)  # as the real run would refuse
-        if plan.scheduler.queued:
-            _max_jobs(plan, max_jobs, None)  # what the real run would keep to
-        todo = uc.dry_run(plan, selection, force)
         from scalestudy.core.grid import describe_run
 
-        for r in todo:
+        for r in got.prepared:
             out.print(f"would run {r.run_id}: {describe_run(plan.study, r)}, repeat "
                       f"{r.repeat}: {plan.run_dir(r) / 'job.sh'}", highlight=False)
-        out.print(f"{len(todo)} of {len(plan.runs)} runs to do (dry run: nothing executed)")
-        return
-    with uc.lock(plan):
-        if plan.scheduler.queued:
-            found = None if no_preflight else _preflight(
-                plan, hint=", or run again with --no-preflight to submit anyway")
-            _run_queued(plan, only, rerun, max_attempts, _max_jobs(plan, max_jobs, found),
-                        wait, budget)
-            return
-        if not no_preflight:  # on this host: the cores against the ranks
-            _preflight(plan, python=False, ok_line=False)
-        if max_jobs is not None or wait:
-            err.print(f"note: system {plan.system.name} runs jobs here, one after the other, "
-                      "and `run` waits for them: --max-jobs and --wait change nothing",
-                      highlight=False)
-        selection = _chosen(uc.choose_runs(plan, only, rerun, max_attempts))
-        if not selection.todo:
-            err.print(f"nothing to run: the {len(uc.selected(plan, only))} selected runs are "
-                      "complete or left as they are", highlight=False)
-        from scalestudy.cli.words import local_progress
-
-        with local_progress(err, plan, len(selection.todo)) as progress:
-            states = uc.run_here(plan, selection, force, progress, budget)
-        _report_and_exit(plan, states, failures_shown=True)
-
-
-def _max_jobs(plan: Any, given: int | None, found: Any) -> int | None:
-    """--max-jobs, or the study's queue's per-user job limit (as the scheduler said in
-    the preflight, else as the profile documents it), said when it applies."""
-    if given is not None:
-        return given
-    from scalestudy.site.preflight import profile_job_limit
-
-    limit = found.job_limit if found is not None and found.job_limit else \
-        profile_job_limit(plan)
-    if limit is None:
-        return None
-    err.print(f"note: --max-jobs {limit[0]}: {limit[1]}; jobs beyond it are submitted as "
-              "earlier ones end (with --wait) or by the next `run`", highlight=False)
-    return limit[0]
-
-
-def _chosen(selection: Any) -> Any:
-    """Say which failed runs a `run` leaves, and why."""
-    from scalestudy.cli.words import selection_notes
-
-    for line in selection_notes(selection):
-        err.print(line, highlight=False, markup=False)
-    return selection
-
-
-def _run_queued(plan: Any, only: str | None, rerun: Rerun | None, max_attempts: int,
-                max_jobs: int | None, wait: bool, budget: float | None) -> None:
-    from scalestudy import study as uc
-
-    queued = uc.submit(plan, only, rerun, max_attempts, max_jobs, budget)
-    from scalestudy.cli.words import queued_lines
-
-    _chosen(queued.selection)
-    for line in queued_lines(queued, plan.study):
-        err.print(line, highlight=False, markup=False)
-    out.print(f"{len(queued.submitted)} job(s) submitted, {queued.active} in the queue"
-              + (f", {len(queued.waiting)} held back by --max-jobs" if queued.waiting else ""))
-    if not wait:
-        if queued.waiting:
+        out.print(f"{len(got.prepared)} of {len(plan.runs)} runs to do (dry run: nothing "
+                  "executed)")
+    elif got.report is None:
+        if got.queued is not None and got.queued.waiting:
             out.print("run again (or with --wait) to submit the rest")
         out.print(f"follow with: scalestudy status {plan.study.source}", highlight=False)
-        return
-    from scalestudy.cli.words import queue_progress
-
-    chosen = uc.selected(plan, only)
-    with queue_progress(err, [r.run_id for r in chosen]) as progress:
-        states = uc.wait(plan, only, queued, max_jobs, rerun is Rerun.ALL, progress)
-    _report_and_exit(plan, states)
+    else:
+        _report_and_exit(plan, got, failures_shown=not plan.scheduler.queued)
 
 
-def _report_and_exit(plan: Any, states: list[Any], failures_shown: bool = False) -> None:
-    """Report; say how the runs just done ended (each failure's line unless the progress
-    already printed it); exit 1 when any failed."""
-    from scalestudy import study as uc
+def _report_and_exit(plan: Any, got: Any, failures_shown: bool) -> None:
+    """The report's table; how the runs just done ended (each failure's line unless the
+    progress already printed it); exit 1 when any failed or is held."""
     from scalestudy.cli.words import failure_lines
     from scalestudy.report.terminal import scaling_rich_table
 
-    built = uc.report(plan)
-    out.print(scaling_rich_table(built.analysis.table, plan.study.name, out.width))
-    held = sum(1 for s in states if s == "held")
-    failed = sum(1 for s in states if s not in ("completed", "held"))
-    if states:
-        err.print(f"{len(states) - failed - held} run(s) completed, {failed} failed"
+    out.print(scaling_rich_table(got.report.analysis.table, plan.study.name, out.width))
+    failed, held = got.failed, got.held
+    if got.states:
+        err.print(f"{len(got.states) - failed - held} run(s) completed, {failed} failed"
                   + (f", {held} held" if held else ""))
     for line in [] if failures_shown else failure_lines(plan, states_only_failed=True):
         err.print(line, markup=False, highlight=False, soft_wrap=True)
-    out.print(f"report: {built.html}", highlight=False)
+    out.print(f"report: {got.report.html}", highlight=False)
     if held:
         err.print(f"{held} run(s) are held by the scheduler and will not start until released: "
                   f"`scalestudy status {plan.study.source}` says which hold and how to release "

@@ -1,0 +1,199 @@
+"""What a study holds and what it becomes: status, cancel, collect, the report, the
+batch-size probe and the comparison of two studies."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scalestudy.core.errors import ScalestudyError, SubmitError
+from scalestudy.core.states import RunState
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.status import read_state, read_status
+from scalestudy.site.plan import Plan
+from scalestudy.study.planning import Say, quiet
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from scalestudy.report.build import Report
+    from scalestudy.results.analysis import AnalysisOptions
+
+
+def status(plan: Plan) -> list[dict[str, Any]]:
+    """Each run's parameters, state, job id and, for a failed run, its failure class and
+    decisive line (one scheduler query on a scheduler)."""
+    if plan.scheduler.queued:
+        from scalestudy.execute.tracking import refresh
+
+        views = {k: (v.state, v.job_id, v.reason) for k, v in refresh(plan).items()}
+    else:
+        views = {}
+    rows = []
+    for run in plan.runs:
+        found = read_status(plan.run_dir(run), diagnose=True)
+        state, job_id, reason = views.get(run.run_id, (found.state, found.job_id,
+                                                        found.reason))
+        failed = state is RunState.FAILED
+        rows.append({**run.params(), "state": state.value, "job_id": job_id,
+                     "reason": reason or found.reason,
+                     "failure": (found.failure or "unknown") if failed else None,
+                     "failure_line": found.failure_line if failed else None})
+    return rows
+
+
+def cancel(plan: Plan) -> list[str]:
+    """Cancel every queued or running job of the study; their ids."""
+    if not plan.scheduler.queued:
+        raise ScalestudyError(
+            f"system {plan.system.name} runs jobs directly on this machine: there is no "
+            "queue to cancel; stop a running `scalestudy run` with Ctrl-C (its run is kept "
+            "as interrupted and runs again next time)")
+    from scalestudy.execute.tracking import cancel_runs
+
+    return cancel_runs(plan)
+
+
+def collect(plan: Plan) -> pd.DataFrame:
+    """Gather every planned run into results/<study>/runs.csv; returns the DataFrame.
+
+    On a scheduler, jobs that ended since the last look are settled first (one query);
+    where the scheduler cannot be asked (results copied elsewhere), the files decide.
+    """
+    from scalestudy.results.collect import collect as collect_runs
+
+    if plan.scheduler.queued and (plan.directory / "jobs.jsonl").exists():
+        from scalestudy.execute.tracking import refresh
+
+        with contextlib.suppress(SubmitError):
+            refresh(plan)
+    return collect_runs(plan.directory, [r.params() for r in plan.runs])
+
+
+def report(plan: Plan, options: AnalysisOptions | None = None,
+           references_file: Path | None = None) -> Report:
+    """Collect, analyse once and draw the report; the references are the study's own
+    `references:` plus those of `references_file`."""
+    from scalestudy.report.build import build_report
+    from scalestudy.results.analysis import Where, analyse
+    from scalestudy.results.references import load_references
+
+    study = plan.study
+    _refuse_an_empty_report(plan)
+    refs: list[Any] = [(study.references, study.line_of)]
+    if references_file is not None:
+        refs.append(load_references(references_file))
+    one_host = plan.scheduler.one_host  # the same core count the job scripts use
+    cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
+    analysis = analyse(study.name, study.scaling, collect(plan), options=options,
+                       where=Where(study.system, cores, one_host), references=refs,
+                       target=study.target)
+    return build_report(plan.directory, analysis, study.description)
+
+
+def _refuse_an_empty_report(plan: Plan) -> None:
+    """A report with no completed run must not replace one that has them: when none of
+    the planned runs completed while the results directory holds other runs (the spec's
+    `system:` or workload changed, so its run ids did) or a report, say what it holds and
+    leave it as it is (exit 1)."""
+    planned = {r.run_id for r in plan.runs}
+    if any(read_state(plan.run_dir(r)) is RunState.COMPLETED for r in plan.runs):
+        return
+    held: dict[tuple[str, str], int] = {}
+    for run_json in sorted((plan.directory / "runs").glob("*/run.json")):
+        if run_json.parent.name in planned:
+            continue
+        system = str((ws.read_run(run_json.parent) or {}).get("system", "?"))
+        key = (Path(system).stem, read_state(run_json.parent).value)
+        held[key] = held.get(key, 0) + 1
+    if not held and not (plan.directory / "report" / "index.html").exists():
+        return
+    systems: dict[str, list[str]] = {}
+    for (system, state), count in sorted(held.items()):
+        systems.setdefault(system, []).append(f"{count} {state}")
+    holds = "; ".join(f"{sum(int(c.split()[0]) for c in parts)} runs of system {system} "
+                      f"({', '.join(parts)})" for system, parts in systems.items())
+    raise ScalestudyError(
+        f"{plan.directory} holds " + (holds or "a report") + f", but none of the "
+        f"{len(plan.runs)} runs this spec plans (system {plan.system.name}) has completed: "
+        f"the report in {plan.directory / 'report'} is left as it is. Report the runs it "
+        f"holds with the spec that made them ({plan.directory / 'study.yaml'}), or run this "
+        "spec first", exit_code=1)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The batch-size probe's record and the batch sizes it suggests (None: no answer)."""
+
+    record: dict[str, Any] | None
+    suggested: list[int]
+    final: str
+    directory: Path
+    job_id: str | None = None
+
+
+def probe(plan: Plan, min_batch: int, max_batch: int, memory_limit_gb: float | None,
+          wait_for_it: bool = True, timeout_s: float | None = None,
+          say: Say = quiet) -> ProbeResult:
+    """The largest per-GPU batch that fits one GPU of the study's system: run here, or
+    submitted and (with `wait_for_it`) followed to its end."""
+    from scalestudy.execute import probe as batch_probe
+
+    if min_batch > max_batch:
+        raise ScalestudyError(f"--min-batch {min_batch} is larger than --max-batch {max_batch}")
+    with ws.study_lock(plan.directory):
+        run, directory = batch_probe.prepare(plan, min_batch, max_batch, memory_limit_gb)
+        job_id = None
+        if not plan.scheduler.queued:
+            final = batch_probe.run_here(plan, run, directory)["state"]
+        else:
+            job_id = batch_probe.submit(plan, directory)
+            say(f"submitted the probe as job {job_id}: {directory / ws.SCRIPT}")
+            if not wait_for_it:
+                return ProbeResult(None, [], "queued", directory, job_id)
+            final = batch_probe.wait(plan, directory, timeout_s=timeout_s)
+    record = batch_probe.result(directory)
+    if record is None:
+        raise ScalestudyError(
+            f"the probe ended ({final}) without an answer; see {directory / 'stderr.log'}")
+    return ProbeResult(record, batch_probe.suggested_batches(record), final, directory,
+                       job_id)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two studies aligned: the frame, what differs, where the files went, a warning."""
+
+    frame: pd.DataFrame
+    differs: dict[str, tuple[str, str]]
+    out: Path
+    names: tuple[str, str]
+    warning: str | None
+
+
+def compare(a_arg: Path, b_arg: Path, out: Path | None = None,
+            results: Path = Path("results")) -> Comparison:
+    """Align two studies (specs or results directories) point by point and write
+    compare.csv/.md/.png (default results/compare-A-vs-B)."""
+    from scalestudy.report.compare import write_compare
+    from scalestudy.results.compare import align, load_side
+
+    a, b = load_side(a_arg, results), load_side(b_arg, results)
+    if a.scaling != b.scaling:
+        raise ScalestudyError(
+            f"{a.name} is a {a.scaling}-scaling study and {b.name} a {b.scaling}-scaling "
+            "one: at the same GPU count they train different per-GPU batches, so their "
+            "ratios would compare different work; compare two studies of the same mode")
+    frame, differs = align(a, b)
+    if frame.empty:
+        raise ScalestudyError(f"{a.runs_csv} and {b.runs_csv} share no measured point "
+                              "(same nodes, ranks per node and batch); compare studies over "
+                              "the same grid")
+    out = Path(out) if out is not None else Path(results) / f"compare-{a.name}-vs-{b.name}"
+    write_compare(frame, differs, a, b, out)
+    return Comparison(frame, differs, out, (a.name, b.name), None)
+
+

@@ -1,0 +1,162 @@
+"""What a study's plan says and allows before anything runs: its summary and warnings,
+the preflight, the node-hour budget, the `--only` selection and the study's lock."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.grid import Run, node_hours, select
+from scalestudy.core.states import RunState
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.status import read_status
+from scalestudy.site import resolve
+from scalestudy.site.plan import Plan
+
+if TYPE_CHECKING:
+    from scalestudy.site.preflight import Preflight
+
+Say = Callable[[str], None]
+#: Attempts a run gets at most, unless `run --max-attempts` says otherwise.
+MAX_ATTEMPTS = 3
+
+
+def quiet(_: str) -> None:
+    return None
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """What `plan --json` prints: the runs, their states and the totals: the worst-case
+    node-hours (every run using its whole walltime) and the expected ones (measured
+    where a run, or a run of the same shape, has run; the walltime elsewhere)."""
+    statuses = {r.run_id: read_status(plan.run_dir(r)) for r in plan.runs}
+    expected, measured = expected_node_hours(plan, statuses)
+    return {
+        "study": plan.study.name,
+        "system": plan.system.name,
+        "scaling": plan.study.scaling,
+        "runs": [{**r.params(), "state": statuses[r.run_id].state.value} for r in plan.runs],
+        "run_count": len(plan.runs),
+        "node_hours_max": round(node_hours(plan.study, plan.runs), 3),
+        "node_hours_expected": round(expected, 3),
+        "runs_measured": measured,
+        "walltime": plan.study.job.walltime,
+        "values": {v.key: v.as_dict() for v in resolve.values(plan.study, plan.system)},
+        "warnings": plan_warnings(plan),
+    }
+
+
+def plan_warnings(plan: Plan) -> list[str]:
+    """What the plan does that may not be meant (GPUs of its nodes left idle), with fixes."""
+    return resolve.idle_gpu_warnings(plan.study, plan.system, plan.runs)
+
+
+def preflight(plan: Plan, python: bool = True) -> Preflight:
+    """Ask the scheduler and this host whether the study's jobs can run (`python`: also
+    run the jobs' Python here); each problem with its fix."""
+    from scalestudy.execute.preflight import preflight as ask
+
+    return ask(plan, python)
+
+
+def preflight_gate(plan: Plan, python: bool, show: Callable[[Preflight], None],
+                   hint: str = "") -> Preflight:
+    """The preflight, shown (`show`), then an error when a problem would make the jobs
+    fail or wait for ever (`hint`: what else the user may do)."""
+    found = preflight(plan, python)
+    show(found)
+    if found.errors:
+        raise ScalestudyError(
+            f"preflight: {len(found.errors)} problem(s) above would make jobs of study "
+            f"{plan.study.name} fail or wait for ever: fix them{hint}")
+    return found
+
+
+def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
+              ) -> int | None:
+    """`--max-jobs`, or the study's queue's per-user job limit (as the scheduler said in
+    the preflight, else as the profile documents it), said when it applies."""
+    if given is not None:
+        return given
+    from scalestudy.site.preflight import profile_job_limit
+
+    limit = found.job_limit if found is not None and found.job_limit else \
+        profile_job_limit(plan)
+    if limit is None:
+        return None
+    say(f"note: --max-jobs {limit[0]}: {limit[1]}; jobs beyond it are submitted as earlier "
+        "ones end (with --wait) or by the next `run`")
+    return limit[0]
+
+
+def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, int]:
+    """(node-hours, runs whose time is measured): each run's measured elapsed time, else
+    the median of measured runs of the same shape (nodes, ranks, batch), else its walltime."""
+    import statistics
+
+    from scalestudy.core.spec import walltime_seconds
+
+    by_shape: dict[tuple[int, int, int], list[float]] = {}
+    for run in plan.runs:
+        elapsed = statuses[run.run_id].elapsed_s
+        if elapsed is not None and statuses[run.run_id].state is RunState.COMPLETED:
+            by_shape.setdefault((run.nodes, run.ranks_per_node, run.global_batch),
+                                []).append(elapsed)
+    wall = walltime_seconds(plan.study.job.walltime)
+    total, measured = 0.0, 0
+    for run in plan.runs:
+        known = by_shape.get((run.nodes, run.ranks_per_node, run.global_batch))
+        seconds = statistics.median(known) if known else wall
+        measured += bool(known)
+        total += run.nodes * seconds / 3600
+    return total, measured
+
+
+def check_budget(plan: Plan, runs: Sequence[Run], budget: float | None) -> None:
+    """`run --budget N`: refuse runs whose worst case (nodes x walltime) exceeds N
+    node-hours, naming the costliest."""
+    if budget is None or not runs:
+        return
+    worst = node_hours(plan.study, runs)
+    if worst <= budget:
+        return
+    hours_each = node_hours(plan.study, runs[:1]) / runs[0].nodes
+    costly = sorted(runs, key=lambda r: -r.nodes)[:5]
+    named = ", ".join(f"{r.run_id} ({r.nodes} nodes: {r.nodes * hours_each:g} node-h)"
+                      for r in costly)
+    raise ScalestudyError(
+        f"the {len(runs)} run(s) to start may use up to {worst:g} node-hours (nodes x "
+        f"walltime {plan.study.job.walltime}), more than --budget {budget:g}; the costliest: "
+        f"{named}. Lower job.walltime, exclude the largest scales (--only 'nodes<=N'), or "
+        "raise --budget")
+
+
+def lock(plan: Plan) -> contextlib.AbstractContextManager[None]:
+    """The study's lock (a second `run` of the same study refuses)."""
+    return ws.study_lock(plan.directory)
+
+
+def selected(plan: Plan, only: str | None) -> Sequence[Run]:
+    """The runs `--only` selects."""
+    return select(plan.runs, only)
+
+
+def check_selection(plan: Plan, only: str | None) -> None:
+    """A `--only` that selects no run is an error that says what the study has."""
+    if only and not select(plan.runs, only):
+        raise ScalestudyError(
+            f"--only {only!r} selects none of the study's {len(plan.runs)} runs; it has "
+            + describe_axes(plan.runs))
+
+
+def describe_axes(runs: Sequence[Run]) -> str:
+    """The values each filter key takes in these runs, e.g. `world_size 1, 2, 4; ...`."""
+    keys = ("nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "backend",
+            "tuning")
+    parts = []
+    for key in keys:
+        values = sorted({getattr(r, key) for r in runs}, key=lambda v: (str(type(v)), v))
+        parts.append(f"{key} {', '.join(map(str, values))}")
+    return "; ".join(parts)

@@ -1,0 +1,261 @@
+"""The `run` use case: choose the runs still to do, run them here or submit them (and
+follow them), then report; one request in, one outcome out, progress told to a screen."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from scalestudy.core.choices import Rerun
+from scalestudy.core.grid import Run, select
+from scalestudy.core.states import RunState
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.status import read_state
+from scalestudy.site.plan import Plan
+from scalestudy.study.planning import MAX_ATTEMPTS, check_budget
+
+if TYPE_CHECKING:
+    from scalestudy.execute.tracking import RunView
+    from scalestudy.report.build import Report
+    from scalestudy.site.preflight import Preflight
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs a `run` starts now, and the failed ones it leaves as they are."""
+
+    todo: list[Run]
+    failed_kept: list[Run] = field(default_factory=list)  # failed, --rerun not asked
+    exhausted: list[Run] = field(default_factory=list)  # failed after --max-attempts
+    done: list[Run] = field(default_factory=list)  # completed already: skipped
+    active: list[Run] = field(default_factory=list)  # queued, held or running already
+
+
+def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
+                max_attempts: int = MAX_ATTEMPTS,
+                states: dict[str, RunState] | None = None) -> Selection:
+    """Which selected runs to (re)start: `run` resumes (runs never started, interrupted
+    ones, or stopped half-way on this machine); `rerun=failed` adds failed and lost
+    runs; `rerun=all` every run, completed ones too. A run that has had `max_attempts`
+    attempts is left.
+
+    `states` (run id -> state) comes from the scheduler when there is one; runs queued
+    or running there are never chosen.
+    """
+    rerun = None if rerun is None else Rerun(rerun)
+    todo: list[Run] = []
+    failed_kept: list[Run] = []
+    exhausted: list[Run] = []
+    done: list[Run] = []
+    active: list[Run] = []
+    on_host = not plan.scheduler.queued
+    for run in select(plan.runs, only):
+        directory = plan.run_dir(run)
+        current = states[run.run_id] if states is not None else read_state(directory)
+        if current in (RunState.PENDING, RunState.INTERRUPTED) or (on_host and current.active):
+            todo.append(run)
+        elif current.active:
+            active.append(run)
+        elif current is RunState.COMPLETED and rerun is not Rerun.ALL:
+            done.append(run)
+        elif current is RunState.FAILED and rerun is None:
+            failed_kept.append(run)
+        elif ws.attempt_count(directory) >= max_attempts:
+            exhausted.append(run)
+        else:
+            todo.append(run)
+    return Selection(todo, failed_kept, exhausted, done, active)
+
+
+def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:
+    """Render the chosen runs' scripts without running anything; those runs."""
+    from scalestudy.execute.submit import prepare
+
+    return prepare(plan, selection.todo, force=force)
+
+
+Progress = Callable[[Run, dict[str, Any] | None], None]
+
+
+def run_here(plan: Plan, selection: Selection, force: bool,
+             progress: Progress | None = None, budget: float | None = None
+             ) -> list[RunState]:
+    """Execute the chosen runs on this machine, one after the other; their end states."""
+    from scalestudy.execute.local import execute_runs
+    from scalestudy.execute.submit import prepare
+
+    check_budget(plan, selection.todo, budget)
+    todo = prepare(plan, selection.todo, force=force)
+    return [RunState(s["state"]) for s in execute_runs(plan, todo, progress)]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What `run` did on a scheduler."""
+
+    adopted: list[tuple[str, str]]
+    submitted: list[tuple[Run, str]]
+    active: int
+    waiting: list[Run]
+    selection: Selection
+
+
+def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
+           max_jobs: int | None, budget: float | None = None) -> Queued:
+    """Adopt jobs an interrupted submission left, then submit the chosen runs that are
+    neither queued nor running (at most `max_jobs` in the queue)."""
+    from scalestudy.execute.tracking import Tracker, recover, submit_runs
+
+    adopted = recover(plan)
+    views = Tracker(plan).refresh()
+    selection = choose_runs(plan, only, rerun, max_attempts,
+                            {k: v.state for k, v in views.items()})
+    # choose_runs decided what still needs submitting (not queued, held or running; not
+    # complete unless --rerun all): the budget and the submission take the same runs.
+    check_budget(plan, selection.todo, budget)
+    done = submit_runs(plan, selection.todo, max_jobs, views=views, force=rerun is Rerun.ALL)
+    return Queued(adopted, done.submitted, done.active, done.waiting, selection)
+
+
+def wait(plan: Plan, only: str | None, queued: Queued, max_jobs: int | None,
+         force: bool, progress: Callable[[dict[str, RunView]], None] | None = None
+         ) -> list[RunState]:
+    """Follow the selected runs to their end (submitting those --max-jobs held back);
+    their end states."""
+    from scalestudy.execute.tracking import follow
+
+    chosen = select(plan.runs, only)
+    views = follow(plan, chosen, queued.waiting, max_jobs, progress=progress, force=force)
+    return [views[r.run_id].state for r in chosen]
+
+
+
+
+class Screen(Protocol):
+    """What a `run` tells its user as it goes (the CLI prints it; tests may record it)."""
+
+    def note(self, line: str) -> None:
+        """A line of what is happening or left (stderr)."""
+
+    def preflight(self, found: Preflight, ok_line: bool) -> None:
+        """The preflight's problems, and its ok line when asked."""
+
+    def chosen(self, selection: Selection) -> None:
+        """Which failed runs this `run` leaves, and why."""
+
+    def queued(self, queued: Queued) -> None:
+        """What the submission did (jobs adopted, submitted, held back)."""
+
+    def running_here(self, plan: Plan, count: int
+                     ) -> contextlib.AbstractContextManager[Progress]:
+        """Progress over `count` runs on this machine."""
+
+    def following(self, run_ids: list[str]
+                  ) -> contextlib.AbstractContextManager[Callable[[dict[str, RunView]], None]]:
+        """Progress of the queued runs until they end."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `scalestudy run` was asked: which runs, how many attempts and jobs, whether to
+    wait, the node-hour budget, whether to ask the scheduler first, or render only."""
+
+    only: str | None = None
+    rerun: Rerun | None = None
+    max_attempts: int = MAX_ATTEMPTS
+    max_jobs: int | None = None
+    wait: bool = False
+    budget: float | None = None
+    preflight: bool = True
+    dry_run: bool = False
+
+    @property
+    def force(self) -> bool:
+        """Completed runs start again too (`--rerun all`)."""
+        return self.rerun is Rerun.ALL
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a `run` did: the runs it chose, what it rendered (dry run) or submitted, the
+    end states of the runs it followed, and the report it wrote then (None: nothing
+    followed to its end)."""
+
+    selection: Selection
+    prepared: list[Run] = field(default_factory=list)
+    queued: Queued | None = None
+    states: list[RunState] = field(default_factory=list)
+    report: Report | None = None
+
+    @property
+    def failed(self) -> int:
+        """Runs that ended other than completed or held."""
+        return sum(1 for s in self.states if s not in (RunState.COMPLETED, RunState.HELD))
+
+    @property
+    def held(self) -> int:
+        """Runs the scheduler holds."""
+        return sum(1 for s in self.states if s is RunState.HELD)
+
+
+def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
+    """`scalestudy run`: render only (dry run), or, under the study's lock, run the chosen
+    runs here or submit them (and follow them with `wait`), then report."""
+    from scalestudy.study.outcomes import report
+    from scalestudy.study.planning import check_selection, job_limit, lock, preflight_gate
+
+    check_selection(plan, request.only)
+    if request.dry_run:
+        return _dry_run(plan, request, screen)
+    with lock(plan):
+        if plan.scheduler.queued:
+            found = None if not request.preflight else preflight_gate(
+                plan, True, lambda f: screen.preflight(f, True),
+                ", or run again with --no-preflight to submit anyway")
+            most = job_limit(plan, request.max_jobs, found, screen.note)
+            queued = submit(plan, request.only, request.rerun, request.max_attempts, most,
+                            request.budget)
+            screen.chosen(queued.selection)
+            screen.queued(queued)
+            if not request.wait:
+                return RunOutcome(queued.selection, queued=queued)
+            with screen.following([r.run_id for r in select(plan.runs, request.only)]) as seen:
+                states = wait(plan, request.only, queued, most, request.force, seen)
+            return RunOutcome(queued.selection, queued=queued, states=states,
+                              report=report(plan))
+        selection = _here(plan, request, screen)
+        with screen.running_here(plan, len(selection.todo)) as progress:
+            states = run_here(plan, selection, request.force, progress, request.budget)
+        return RunOutcome(selection, states=states, report=report(plan))
+
+
+def _here(plan: Plan, request: RunRequest, screen: Screen) -> Selection:
+    """Before runs on this machine: the host's cores against the ranks, what the queue
+    options change (nothing), the runs chosen."""
+    from scalestudy.study.planning import preflight_gate
+
+    if request.preflight:
+        preflight_gate(plan, False, lambda f: screen.preflight(f, False))
+    if request.max_jobs is not None or request.wait:
+        screen.note(f"note: system {plan.system.name} runs jobs here, one after the other, "
+                    "and `run` waits for them: --max-jobs and --wait change nothing")
+    selection = choose_runs(plan, request.only, request.rerun, request.max_attempts)
+    screen.chosen(selection)
+    if not selection.todo:
+        screen.note(f"nothing to run: the {len(select(plan.runs, request.only))} selected "
+                    "runs are complete or left as they are")
+    return selection
+
+
+def _dry_run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
+    """Render the chosen runs' scripts, refusing what the real run would refuse."""
+    from scalestudy.study.planning import job_limit
+
+    selection = choose_runs(plan, request.only, request.rerun, request.max_attempts)
+    screen.chosen(selection)
+    check_budget(plan, selection.todo, request.budget)
+    if plan.scheduler.queued:
+        job_limit(plan, request.max_jobs, None, screen.note)  # what the real run keeps to
+    return RunOutcome(selection, prepared=dry_run(plan, selection, request.force))
