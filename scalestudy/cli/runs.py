@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
+
+if TYPE_CHECKING:
+    import contextlib
+    from collections.abc import Callable
+
+    from scalestudy.execute.tracking import RunView
+    from scalestudy.site.plan import Plan
+    from scalestudy.site.preflight import Preflight
+    from scalestudy.study import Queued, RunOutcome, Selection
+    from scalestudy.study.running import Progress
 
 PreflightOpt = Annotated[bool, typer.Option(
     "--preflight", help="also ask the scheduler and this host whether the jobs can run "
@@ -20,7 +30,7 @@ def _say(line: str) -> None:
     err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _warn(plan: Any) -> list[str]:
+def _warn(plan: Plan) -> list[str]:
     """Print the plan's warnings (GPUs left idle) on stderr; return them."""
     from scalestudy.study import plan_warnings
 
@@ -30,7 +40,7 @@ def _warn(plan: Any) -> list[str]:
     return warnings
 
 
-def _show_preflight(found: Any, ok_line: bool = True) -> None:
+def _show_preflight(found: Preflight, ok_line: bool = True) -> None:
     """One line per problem the preflight found, and the ok line of a clean pass."""
     for problem in found.problems:
         _say(problem.line())
@@ -41,22 +51,22 @@ def _show_preflight(found: Any, ok_line: bool = True) -> None:
 class _Screen:
     """How `run` shows what it does: notes and progress on stderr, counts on stdout."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: Plan) -> None:
         self.plan = plan
 
     def note(self, line: str) -> None:
         err.print(line, highlight=False, markup=False)
 
-    def preflight(self, found: Any, ok_line: bool) -> None:
+    def preflight(self, found: Preflight, ok_line: bool) -> None:
         _show_preflight(found, ok_line)
 
-    def chosen(self, selection: Any) -> None:
+    def chosen(self, selection: Selection) -> None:
         from scalestudy.cli.words import selection_notes
 
         for line in selection_notes(selection):
             self.note(line)
 
-    def queued(self, queued: Any) -> None:
+    def queued(self, queued: Queued) -> None:
         from scalestudy.cli.words import queued_lines
 
         for line in queued_lines(queued, self.plan.study):
@@ -65,12 +75,14 @@ class _Screen:
                   + (f", {len(queued.waiting)} held back by --max-jobs" if queued.waiting
                      else ""))
 
-    def running_here(self, plan: Any, count: int) -> Any:
+    def running_here(self, plan: Plan, count: int
+                     ) -> contextlib.AbstractContextManager[Progress]:
         from scalestudy.cli.words import local_progress
 
         return local_progress(err, plan, count)
 
-    def following(self, run_ids: list[str]) -> Any:
+    def following(self, run_ids: list[str]
+                  ) -> contextlib.AbstractContextManager[Callable[[dict[str, RunView]], None]]:
         from scalestudy.cli.words import queue_progress
 
         return queue_progress(err, run_ids)
@@ -171,20 +183,23 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         _report_and_exit(plan, got, failures_shown=not plan.scheduler.queued)
 
 
-def _report_and_exit(plan: Any, got: Any, failures_shown: bool) -> None:
+def _report_and_exit(plan: Plan, got: RunOutcome, failures_shown: bool) -> None:
     """The report's table; how the runs just done ended (each failure's line unless the
     progress already printed it); exit 1 when any failed or is held."""
     from scalestudy.cli.words import failure_lines
     from scalestudy.report.terminal import scaling_rich_table
 
-    out.print(scaling_rich_table(got.report.analysis.table, plan.study.name, out.width))
+    report = got.report
+    if report is None:  # nothing was followed to its end
+        return
+    out.print(scaling_rich_table(report.analysis.table, plan.study.name, out.width))
     failed, held = got.failed, got.held
     if got.states:
         err.print(f"{len(got.states) - failed - held} run(s) completed, {failed} failed"
                   + (f", {held} held" if held else ""))
     for line in [] if failures_shown else failure_lines(plan, states_only_failed=True):
         err.print(line, markup=False, highlight=False, soft_wrap=True)
-    out.print(f"report: {got.report.html}", highlight=False)
+    out.print(f"report: {report.html}", highlight=False)
     if held:
         err.print(f"{held} run(s) are held by the scheduler and will not start until released: "
                   f"`scalestudy status {plan.study.source}` says which hold and how to release "

@@ -13,12 +13,15 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from scalestudy.results.analyze import unit_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Width a wrapping text column keeps at least, and what it gets of spare room before
 #: a range of numbers does (to share a line).
@@ -208,7 +211,7 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
                      f"{summary['system']}", columns, width, caption)
 
 
-def scaling_rich_table(table: Any, study: str, width: int | None = None) -> Table:
+def scaling_rich_table(table: pd.DataFrame, study: str, width: int | None = None) -> Table:
     """The scaling table (a DataFrame from results.analyze.scaling_table)."""
     rows = list(table.itertuples(index=False))
     comm = "comm_overhead" in table and table["comm_overhead"].notna().any()
