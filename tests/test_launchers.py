@@ -85,3 +85,33 @@ def test_spec_values_are_never_shell_words() -> None:
                                 threads=1))
     assert [w for w in words if isinstance(w, Shell)] == []
     assert shell_words(words).endswith("'$(id)' '`id`'")
+
+
+def test_the_program_knows_its_words_for_a_rank_and_for_torchrun() -> None:
+    bundled, command = prog(), prog(["./train", "a b"])
+    assert bundled.argv() == ["python3", "-m", "scalestudy.workload", "--model", "resnet50"]
+    assert bundled.torchrun_args() == ["-m", "scalestudy.workload", "--model", "resnet50"]
+    assert command.argv() == ["./train", "a b"]
+    assert command.torchrun_args() == ["--no-python", "./train", "a b"]
+
+
+def local_line(backend: str = "ddp", command: list[str] | None = None) -> str:
+    run = expand(parse_study(f"name: l\ngrid: {{nodes: [3], ranks_per_node: [2], "
+                             f"backend: [{backend}]}}\n"))[0]
+    launch = Launch(run=run, system=system("torchrun", "local", gpus=0), program=prog(command),
+                    threads=1, one_host=True)
+    return shell_words(launch_words(launch))
+
+
+def test_local_starts_one_torchrun_agent_per_node_through_the_script() -> None:
+    text = local_line(command=["./train"])
+    assert text.startswith("scalestudy_agents 3 python3 -m torch.distributed.run --nnodes=3 "
+                           "--nproc-per-node=2 --rdzv-backend=c10d "
+                           '--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" ')
+    assert text.endswith("--max-restarts=0 --monitor-interval=1 --no-python ./train")
+
+
+def test_local_horovod_starts_every_rank_with_horovodrun() -> None:
+    assert local_line("horovod") == (
+        "python3 -m horovod.runner.launch -np 6 -H localhost:6 "
+        "python3 -m scalestudy.workload --model resnet50")

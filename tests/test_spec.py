@@ -109,3 +109,15 @@ def test_model_names_match_the_workload_registry() -> None:
     from scalestudy.workload.models import MODELS
 
     assert tuple(MODEL_NAMES) == tuple(MODELS)
+
+
+def test_each_workload_kind_answers_for_itself() -> None:
+    from scalestudy.core.spec import SyntheticWorkload
+
+    bundled = SyntheticWorkload(model="small_cnn")
+    command = CommandWorkload(kind="command", command="train --lr {lr} --bs {batch_size}")
+    assert bundled.bundled and not command.bundled
+    assert bundled.placeholders() == set() and command.placeholders() == {"lr", "batch_size"}
+    assert bundled.run_fields()["model"] == "small_cnn" and command.run_fields()["model"] is None
+    assert command.option_values() == {} and bundled.option_values()["precision"]
+    assert command.data_parallel("ddp", 8, 32, {}) == 8

@@ -20,6 +20,7 @@ from scalestudy.core.spec import walltime_seconds
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.submitit_task import WorkloadTask
 from scalestudy.site.plan import Plan
+from scalestudy.site.program import Program
 from scalestudy.site.render import context, job_request, quote
 
 TASK = "task.pkl"
@@ -52,8 +53,9 @@ class SubmititScript:
             account=job.account, setup=[*ctx["setup"], *exports, link],
             stderr_to_stdout=False,
         )
+        program: Program = ctx["program"]  # what every rank runs, built once for the run
         task = submitit.helpers.DelayedSubmission(
-            WorkloadTask(ctx["program"].argv(), str(run_dir), ctx["workdir"]))
+            WorkloadTask(program.argv(), str(run_dir), ctx["workdir"]))
         task.set_timeout(minutes, executor.max_num_timeout)
         tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
         task.dump(tmp)
