@@ -224,3 +224,21 @@ def test_gigabyte_files_are_read_by_their_tails_only(tmp_path: Path, monkeypatch
     assert runs.loc[0, "state"] == "completed" and runs.loc[0, "throughput"] == 77.0
     assert runs.loc[1, "state"] == "failed" and runs.loc[1, "failure"] == "comm"
     assert "Connection closed by peer" in runs.loc[1, "failure_line"]
+
+
+def test_reading_in_forked_processes_gives_the_same_table(tmp_path: Path, monkeypatch) -> None:
+    from scalestudy.results import collect as collect_module
+
+    planned = []
+    for i in range(9):  # completed, failed, pending and heterogeneous records, mixed
+        p = params(nodes=1 + i % 3, repeat=i)
+        planned.append(p)
+        if i % 4 == 3:
+            continue
+        extra = {"num_params": i} if i % 2 else {"hosts": ["a", None]}
+        make_run(tmp_path, p, status="failed" if i == 5 else "completed",
+                 metrics=record(p, 10.0 + i, **extra), exit_code=1 if i == 5 else 0)
+    here = collect(tmp_path, planned)
+    monkeypatch.setattr(collect_module, "MIN_RUNS_PER_PROCESS", 1)
+    monkeypatch.setattr(collect_module.forked, "workers", lambda tasks: min(tasks, 3))
+    pd.testing.assert_frame_equal(collect(tmp_path, planned), here)

@@ -11,7 +11,7 @@ import pytest
 from matplotlib import _pylab_helpers
 from matplotlib.figure import Figure
 
-from scalestudy.report import build as report
+from scalestudy.report import plots
 from scalestudy.report.build import build_report, plot_efficiency, plot_throughput
 from scalestudy.results.analysis import analyse
 from scalestudy.results.analyze import scaling_table
@@ -126,6 +126,10 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert data["efficiency"].tolist() == pytest.approx(table["efficiency"].tolist())
 
 
+def _plotting_fails(*_args: object) -> bytes:
+    raise RuntimeError("plotting failed")
+
+
 def test_report_replaces_old_one_atomically(
         study: tuple[Path, pd.DataFrame, pd.DataFrame], monkeypatch: pytest.MonkeyPatch) -> None:
     root, runs, table = study
@@ -135,10 +139,8 @@ def test_report_replaces_old_one_atomically(
     assert not (root / "report" / "stale.png").exists()
     before = (root / "report" / "index.md").read_text()
 
-    def boom(*_args: object) -> bytes:
-        raise RuntimeError("plotting failed")
-
-    monkeypatch.setattr(report, "render_png", boom)
+    # a module-level function: it pickles, so it also fails in a drawing process
+    monkeypatch.setattr(plots, "render_png", _plotting_fails)
     with pytest.raises(RuntimeError):
         write_report(root, "demo", "", "weak", runs, table)
     assert (root / "report" / "index.md").read_text() == before

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter, NullLocator, PercentFormatter
 
+from scalestudy.results import forked
 from scalestudy.results.analyze import format_value, groups, unit_of
 
 Draw = Callable[[pd.DataFrame, Axes, str], None]
@@ -360,3 +361,40 @@ def render_png(draw: Draw, frame: pd.DataFrame, title: str, size: tuple[float, f
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
+
+
+#: One picture to draw: (file name, draw, frame, title).
+Picture = tuple[str, Draw, pd.DataFrame, str]
+
+
+class Drawing:
+    """Pictures being drawn: in forked processes side by side where this host has the
+    CPUs (each plot of a 10,000-run study takes most of a second), else one by one when
+    asked for; `images()` gives the same PNG bytes either way."""
+
+    def __init__(self, pictures: Sequence[Picture]) -> None:
+        self.pictures = list(pictures)
+        self.pool = forked.pool(len(self.pictures))
+        self.pending = [] if self.pool is None else [
+            (name, self.pool.submit(render_png, draw, frame, title))
+            for name, draw, frame, title in self.pictures]
+
+    def images(self) -> dict[str, bytes]:
+        """Each picture's PNG bytes, by file name (waits for the processes)."""
+        if self.pool is None:
+            return {name: render_png(draw, frame, title)
+                    for name, draw, frame, title in self.pictures}
+        return {name: future.result() for name, future in self.pending}
+
+    def __enter__(self) -> Drawing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def render_all(pictures: Sequence[Picture]) -> dict[str, bytes]:
+    """The PNG bytes of each picture (drawn side by side where the CPUs allow)."""
+    with Drawing(pictures) as drawing:
+        return drawing.images()

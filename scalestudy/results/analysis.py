@@ -21,12 +21,13 @@ from scalestudy.results.analyze import Baseline, completed_runs, scaling_table, 
 from scalestudy.results.commmodel import (
     MAX_NODES,
     PREDICTION_RULE,
+    losses,
     model_study,
     qualified,
     ring_bounds,
 )
 from scalestudy.results.cost import costs_of, pick_sentences
-from scalestudy.results.findings import Findings, findings
+from scalestudy.results.findings import Findings, findings, variant_outcomes
 from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
 from scalestudy.results.summary import POINT_KEYS, headline, records
@@ -128,6 +129,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
     preds = qualified(fits, preds)  # only what passes the rule is shown
     bounds = ring_bounds(table, fits)
     costs = costs_of(table, target, preds)
+    found = losses(table, points, fits) if not table.empty else []
+    outcomes = variant_outcomes(table, scaling) if not table.empty else []
     return Analysis(
         name=name, scaling=scaling, options=options, where=where, target=target,
         generated=generated or datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"
@@ -135,8 +138,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         runs=runs, table=table, fits=fits, points=points, predictions=preds, bounds=bounds,
         checks=check_all(references, table, where.system),
         flagged=flagged_runs(completed_runs(runs), options.thresholds), costs=costs,
-        found=findings(table, runs, scaling, fits, points, bounds),
-        headline=headline(table, scaling, fits, points, preds),
+        found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
+        headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pandas as pd
 from scalestudy.core.states import RunState
 from scalestudy.execute.status import read_status
 from scalestudy.execute.workspace import write_atomic
+from scalestudy.results import forked
 
 #: Columns that follow the parameter columns in runs.csv; `state` marks the boundary.
 STATUS_COLUMNS: tuple[str, ...] = ("state", "reason", "exit_code", "elapsed_s", "failure",
@@ -35,11 +37,24 @@ METRIC_PREFIX = "metric_"
 
 
 
+#: Types a cell holds as they are (str() of each is its text in a joined list).
+_SCALARS = frozenset({str, int, float, bool})
+
+
 def _cell(value: Any) -> Any:
     """A value fit for one table cell: scalars as they are, anything else as JSON."""
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if value is None or type(value) in _SCALARS or isinstance(value, (str, int, float)):
         return value
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _joined(values: Sequence[Any]) -> str:
+    """A list as one cell: its items joined with "," (None as empty, objects as JSON).
+    A list of plain scalars, the common case (hosts, per-rank times), is joined at C
+    speed."""
+    if _SCALARS.issuperset(map(type, values)):
+        return ",".join(map(str, values))
+    return ",".join("" if v is None else str(_cell(v)) for v in values)
 
 
 def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -50,7 +65,7 @@ def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any
         if isinstance(value, Mapping):
             out.update(flatten_record(value, prefix=f"{name}."))
         elif isinstance(value, (list, tuple)):
-            out[name] = ",".join("" if v is None else str(_cell(v)) for v in value)
+            out[name] = _joined(value)
         else:
             out[name] = _cell(value)
     return out
@@ -70,6 +85,26 @@ def _missing_ranks(params: Mapping[str, Any], record: Mapping[str, Any] | None) 
     return None
 
 
+#: Runs worth a forked process of their own when collect reads many run directories.
+MIN_RUNS_PER_PROCESS = 1000
+
+
+def _read_runs(study_dir: Path, planned: Sequence[Mapping[str, Any]]
+               ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """How each run ended (status columns) and its flattened record (None: none)."""
+    out = []
+    for params in planned:
+        found = read_status(study_dir / "runs" / str(params["run_id"]), diagnose=True)
+        status = found.columns()
+        missing = (_missing_ranks(params, found.record)
+                   if found.state is RunState.COMPLETED else None)
+        if missing:
+            status.update(state=RunState.FAILED.value, reason=missing, failure="unknown",
+                          failure_line=missing)
+        out.append((status, None if found.record is None else flatten_record(found.record)))
+    return out
+
+
 def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per planned run (plan order); also written atomically to `runs.csv`."""
     study_dir = Path(study_dir)
@@ -80,22 +115,17 @@ def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFra
 
     rows: list[dict[str, Any]] = []
     metric_cols: list[str] = []
-    for params in planned:
+    pieces = forked.chunks(planned, forked.workers(len(planned) // MIN_RUNS_PER_PROCESS))
+    read = forked.mapped(partial(_read_runs, study_dir), pieces)
+    for params, (status, metrics) in zip(planned, (r for part in read for r in part),
+                                         strict=True):
         row = {k: _cell(params.get(k)) for k in param_cols}
-        found = read_status(study_dir / "runs" / str(params["run_id"]), diagnose=True)
-        record = found.record
-        status = found.columns()
-        missing = _missing_ranks(params, record) if found.state is RunState.COMPLETED else None
-        if missing:
-            status.update(state=RunState.FAILED.value, reason=missing, failure="unknown",
-                          failure_line=missing)
         row.update(status)
-        if record is not None:
-            for key, value in flatten_record(record).items():
-                col = f"{METRIC_PREFIX}{key}" if key in reserved else key
-                if col not in metric_cols:
-                    metric_cols.append(col)
-                row[col] = value
+        for key, value in (metrics or {}).items():
+            col = f"{METRIC_PREFIX}{key}" if key in reserved else key
+            if col not in metric_cols:
+                metric_cols.append(col)
+            row[col] = value
         rows.append(row)
     if "throughput" not in metric_cols:
         metric_cols.insert(0, "throughput")

@@ -145,9 +145,14 @@ def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[tuple[str, str, 
     return out
 
 
-def variant_findings(table: pd.DataFrame, scaling: str) -> list[str]:
-    """Whether a variant (tuning, backend, precision, an option) beats the reference."""
-    found = variant_outcomes(table, scaling)
+Outcome = tuple[str, str, str, float, str]
+
+
+def variant_findings(table: pd.DataFrame, scaling: str,
+                     outcomes: list[Outcome] | None = None) -> list[str]:
+    """Whether a variant (tuning, backend, precision, an option) beats the reference
+    (`outcomes`: variant_outcomes' answer, when already computed)."""
+    found = variant_outcomes(table, scaling) if outcomes is None else outcomes
     out = []
     for dim in dict.fromkeys(v[0] for v in found):
         clauses = []
@@ -395,17 +400,20 @@ def run_findings(runs: pd.DataFrame, table: pd.DataFrame, skip: str = "") -> lis
 
 
 def findings(table: pd.DataFrame, runs: pd.DataFrame, scaling: str, fits: pd.DataFrame,
-             points: pd.DataFrame, bounds: pd.DataFrame | None = None) -> Findings:
+             points: pd.DataFrame, bounds: pd.DataFrame | None = None,
+             found: list[Loss] | None = None, outcomes: list[Outcome] | None = None
+             ) -> Findings:
     """The findings after the headline, most important first, at most MAX_FINDINGS
-    shown; the breakdown of the headline's group is not repeated."""
+    shown; the breakdown of the headline's group is not repeated (`found`, `outcomes`:
+    the losses and variant outcomes, when already computed)."""
     if table.empty:
         return Findings(run_findings(runs, table))
-    found = losses(table, points, fits)
+    found = losses(table, points, fits) if found is None else found
     over = oversubscribed_findings(table)
     out = [*efficiency_findings(table), *run_findings(runs, table, "oversubscribed" if over
                                                         else ""), *over,
            *breakdown_findings(found),
-           *bound_findings(bounds, found), *variant_findings(table, scaling),
+           *bound_findings(bounds, found), *variant_findings(table, scaling, outcomes),
            *batch_findings(table, scaling), *model_findings(fits, found),
            *lr_findings(table, scaling)]
     return Findings(out[:MAX_FINDINGS], out[MAX_FINDINGS:])

@@ -14,6 +14,7 @@ import pandas as pd
 from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.commmodel import Loss, losses
 from scalestudy.results.findings import (
+    Outcome,
     compute_clause,
     gpus_text,
     headline_loss,
@@ -120,7 +121,7 @@ def _thr(value: float) -> str:
 
 
 def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
-              preds: pd.DataFrame) -> str:
+              preds: pd.DataFrame, outcomes: list[Outcome] | None = None) -> str:
     """The headline's third line: the one thing to try next."""
     flags = table["flags"].fillna("") if "flags" in table.columns else pd.Series(dtype=str)
     over = table[flags.str.contains("oversubscribed")]
@@ -129,7 +130,8 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
         return (f"Try next: at most {cores} ranks per host (it has {cores} cores): with "
                 f"{int(worst['ranks_per_host'])} ranks on it, the {int(worst['world_size'])}-GPU"
                 " points measure core sharing, not scaling; add hosts or GPUs to go further.")
-    wins = [v for v in variant_outcomes(table, scaling) if v[3] == v[3] and v[3] > 0]
+    outcomes = variant_outcomes(table, scaling) if outcomes is None else outcomes
+    wins = [v for v in outcomes if v[3] == v[3] and v[3] > 0]
     if wins:
         dim, best, ref, gain, where = max(wins, key=lambda v: v[3])
         return f"Try next: {dim} `{best}`: it beats `{ref}` by {gain:+.1%} at {where}."
@@ -160,13 +162,16 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
 
 
 def headline(table: pd.DataFrame, scaling: str, fits: pd.DataFrame, points: pd.DataFrame,
-             preds: pd.DataFrame) -> list[str]:
+             preds: pd.DataFrame, found: list[Loss] | None = None,
+             outcomes: list[Outcome] | None = None) -> list[str]:
     """Three lines: how well it scaled, the main cause with its share, what to try next
-    (none without completed runs)."""
+    (none without completed runs; `found`, `outcomes`: the losses and variant outcomes,
+    when already computed)."""
     if table.empty:
         return []
-    loss = headline_loss(losses(table, points, fits))
-    return [scale_line(table), cause_line(loss), next_line(table, scaling, loss, preds)]
+    loss = headline_loss(losses(table, points, fits) if found is None else found)
+    return [scale_line(table), cause_line(loss),
+            next_line(table, scaling, loss, preds, outcomes)]
 
 
 def _plain(value: Any) -> Any:
