@@ -240,3 +240,24 @@ def test_mpirun_passes_the_run_directory_to_every_rank(tmp_path: Path) -> None:
     system = load_system("generic-slurm").model_copy(update={"launcher": "mpirun"})
     words = context(study, system, expand(study)[0], tmp_path / "r")["launch"]
     assert " -x SCALESTUDY_RUN_DIR " in " ".join(words)
+
+
+@pytest.mark.parametrize("system", ["local", "generic-slurm", "generic-pbs"])
+def test_repeats_made_by_swapping_ids_are_the_scripts_a_render_gives(system: str) -> None:
+    from scalestudy.site import render as render_module
+
+    plain = parse_study(f"name: rep\nsystem: {system}\n"
+                        "grid: {nodes: [1, 2], batch_size: [8, 16]}\nrepeats: 4\n")
+    # a command that uses its repeat: the swap cannot make its scripts
+    seeded = parse_study(
+        f"name: rep2\nsystem: {system}\ngrid: {{nodes: [1]}}\nrepeats: 3\n"
+        "workload: {kind: command, command: [./train.sh, '--seed={repeat}', '{run_id}']}\n")
+    profile = load_system(system)
+    for study in (plain, seeded):
+        for run in expand(study):
+            run_dir = Path("/r/runs") / run.run_id
+            assert render(study, profile, run, run_dir) == render_module._render(
+                study, profile, run, run_dir)
+    points = render_module._points(plain, profile).values()
+    assert len(points) == 4 and all(p.swaps for p in points)  # proven, then used
+    assert not any(p.swaps for p in render_module._points(seeded, profile).values())

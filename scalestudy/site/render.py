@@ -215,7 +215,70 @@ def template_dir(study: Study) -> str | None:
 
 def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
            python: str | None = None, extra_args: Sequence[str] = ()) -> str:
-    """The job script of one run."""
+    """The job script of one run.
+
+    The repeats of one grid point differ only in their run id and repeat number: once
+    two of them, rendered in full, prove that swapping those two values turns one
+    script into the other, the point's further repeats are made by that swap (the same
+    text a render gives, at a fraction of the cost)."""
+    key = (str(run_dir.parent), run_dir.name == run.run_id, python, tuple(extra_args),
+           os.getcwd(), *((k, repr(v)) for k, v in run.params().items()
+                          if k not in ("run_id", "repeat")))
+    point = _points(study, system).setdefault(key, _Repeats())
+    made = point.made(run)
+    if made is not None:
+        return made
+    text = _render(study, system, run, run_dir, python, extra_args)
+    point.learn(run, text)
+    return text
+
+
+class _Repeats:
+    """What one grid point's scripts taught: the first script and its run, and whether
+    swapping the run id and repeat number reproduces the second (None: not known yet)."""
+
+    def __init__(self) -> None:
+        self.first: tuple[str, str, int] | None = None  # text, run id, repeat
+        self.swaps: bool | None = None
+
+    def made(self, run: Run) -> str | None:
+        """The run's script by the swap, once proven; else None (render it)."""
+        if not self.swaps or self.first is None:
+            return None
+        return _swap(self.first, run)
+
+    def learn(self, run: Run, text: str) -> None:
+        if self.first is None:
+            self.first = (text, run.run_id, run.repeat)
+        elif self.swaps is None and run.run_id != self.first[1]:
+            self.swaps = _swap(self.first, run) == text
+
+
+def _swap(first: tuple[str, str, int], run: Run) -> str:
+    text, run_id, repeat = first
+    return text.replace(run_id, run.run_id).replace(f"(repeat {repeat})",
+                                                    f"(repeat {run.repeat})")
+
+
+#: The studies whose points' scripts are remembered (the most recent few).
+_STUDIES: dict[tuple[int, int], tuple[Study, SystemProfile, dict[Any, _Repeats]]] = {}
+MAX_STUDIES = 4
+
+
+def _points(study: Study, system: SystemProfile) -> dict[Any, _Repeats]:
+    """The points of a (study, system) pair, kept while the objects are (by identity:
+    the entry holds them, so an id is never reused for another study)."""
+    held = _STUDIES.get((id(study), id(system)))
+    if held is None or held[0] is not study or held[1] is not system:
+        while len(_STUDIES) >= MAX_STUDIES:
+            del _STUDIES[next(iter(_STUDIES))]
+        held = _STUDIES[(id(study), id(system))] = (study, system, {})
+    return held[2]
+
+
+def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
+            python: str | None = None, extra_args: Sequence[str] = ()) -> str:
+    """The job script of one run, from its template."""
     env = environment(template_dir(study))
     try:
         template = env.get_template(schedulers.get(system.scheduler).template)
