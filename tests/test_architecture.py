@@ -71,3 +71,14 @@ def test_no_caller_asks_which_scheduler_it_holds() -> None:
             continue
         for number, text in enumerate(path.read_text().splitlines(), 1):
             assert not smell.search(text), f"{path}:{number}: {text.strip()}"
+
+
+def test_every_package_ships() -> None:
+    """pyproject's explicit package list names every package directory (a missing one
+    works in an editable install and is absent from a wheel)."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib comes with Python 3.11")
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set()
