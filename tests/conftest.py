@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
-# The real-Slurm and real-OpenPBS fixtures (`slurm_cluster`, `pbs_cluster`), for every
-# test module.
-pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed"]
+# The real-Slurm, real-OpenPBS and real-PostgreSQL fixtures (`slurm_cluster`,
+# `pbs_cluster`, `postgres_url`), for every test module.
+pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed", "tests.postgres_testbed"]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _results_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test's `run` and `report` (and the CLI they start) feed a store of the test
+    session, never the user's own (~/.local/state/scalestudy/history.sqlite)."""
+    os.environ["SCALESTUDY_STORE"] = str(tmp_path_factory.mktemp("store") / "history.sqlite")
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 600, path: str | None = None,

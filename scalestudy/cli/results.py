@@ -131,6 +131,8 @@ def report(
         for line in got.picks:
             out.print(line, highlight=False)
         out.print(f"report: {rep.html}", highlight=False)
+    if rep.stored:
+        err.print(rep.stored, highlight=False, markup=False)
     if check and got.failed_checks:
         raise ReferenceFailed(f"{got.failed_checks} reference check(s) failed:\n"
                               + "\n".join(failed_lines(got.checks)))

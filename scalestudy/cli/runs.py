@@ -149,13 +149,17 @@ NoPreflightOpt = Annotated[bool, typer.Option(
     "--no-preflight", help="scheduler systems: submit without asking the scheduler and the "
     "jobs' Python first (see `validate --preflight`)")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="render the scripts only")]
+TagOpt = Annotated[list[str] | None, typer.Option(
+    "--tag", help="a tag the results store keeps with every run this starts (repeatable; "
+    "added to the spec's `tags:`), e.g. --tag nccl-2.23")]
 
 
 @app.command()
 def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         max_jobs: MaxJobsOpt = None, wait: WaitOpt = False, rerun: RerunOpt = None,
         max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
-        no_preflight: NoPreflightOpt = False, results: ResultsOpt = Path("results")) -> None:
+        no_preflight: NoPreflightOpt = False, tag: TagOpt = None,
+        results: ResultsOpt = Path("results")) -> None:
     """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
@@ -165,7 +169,8 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
     plan = uc.make_plan(study, results)
     request = uc.RunRequest(only=only, rerun=rerun, max_attempts=max_attempts,
                             max_jobs=max_jobs, wait=wait, budget=budget,
-                            preflight=not no_preflight, dry_run=dry_run)
+                            preflight=not no_preflight, dry_run=dry_run,
+                            tags=tuple(tag or ()))
     got = uc.run(plan, request, _Screen(plan))
     if dry_run:
         from scalestudy.core.grid import describe_run
@@ -200,6 +205,8 @@ def _report_and_exit(plan: Plan, got: RunOutcome, failures_shown: bool) -> None:
     for line in [] if failures_shown else failure_lines(plan, states_only_failed=True):
         err.print(line, markup=False, highlight=False, soft_wrap=True)
     out.print(f"report: {report.html}", highlight=False)
+    if report.stored:
+        err.print(report.stored, highlight=False, markup=False)
     if held:
         err.print(f"{held} run(s) are held by the scheduler and will not start until released: "
                   f"`scalestudy status {plan.study.source}` says which hold and how to release "

@@ -230,6 +230,9 @@ class Study(Model):
         default_factory=list, description="reference values the report checks "
         "(`scalestudy report --check` exits 1 when one fails)"
     )
+    tags: list[Name] = Field(
+        default_factory=list, description="free tags the results store keeps with every "
+        "run of the study (`scalestudy history --tag`); `run --tag` adds more")
 
     _source: Path | None = PrivateAttr(default=None)
     _lines: dict[Loc, int] = PrivateAttr(default_factory=dict)

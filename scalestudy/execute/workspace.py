@@ -32,7 +32,8 @@ METRICS_TAIL_BYTES = 64 * 1024
 NO_RECORD = "no metrics record in metrics.jsonl"
 BAD_THROUGHPUT = "throughput is not a finite positive number"
 # What a new attempt moves aside so that earlier attempts' logs are kept.
-ATTEMPT_FILES = ("stdout.log", "stderr.log", STATUS, METRICS, "env.txt", "hosts.txt")
+ATTEMPT_FILES = ("stdout.log", "stderr.log", STATUS, METRICS, "env.txt", "hosts.txt",
+                 "exit_code")
 
 
 #: The version of run.json this release writes (version 1 has no `schema` key).

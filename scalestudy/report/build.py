@@ -65,10 +65,12 @@ __all__ = ["Report", "build_report", "plot_efficiency", "plot_throughput", "rend
 
 @dataclass(frozen=True)
 class Report:
-    """What a report build produced: where its page is, and the analysis it drew."""
+    """What a report build produced: where its page is, the analysis it drew, and what
+    the results store said when the study's runs went into it (empty: not stored)."""
 
     html: Path
     analysis: Analysis
+    stored: str = ""
 
 
 def run_counts(runs: pd.DataFrame) -> str:

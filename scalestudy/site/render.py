@@ -176,6 +176,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "threads": threads,
         "walltime": study.job.walltime,
         "system": _dumped(system),
+        "tags": list(study.tags),
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +91,10 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     analysis = analyse(study.name, study.scaling, collect(plan), options=options,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target)
-    return build_report(plan.directory, analysis, study.description)
+    built = build_report(plan.directory, analysis, study.description)
+    from scalestudy.study.history import store_study
+
+    return replace(built, stored=store_study(plan))
 
 
 def _refuse_an_empty_report(plan: Plan) -> None:

@@ -4,6 +4,7 @@ follow them), then report; one request in, one outcome out, progress told to a s
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -170,6 +171,7 @@ class RunRequest:
     budget: float | None = None
     preflight: bool = True
     dry_run: bool = False
+    tags: tuple[str, ...] = ()  # `run --tag`: kept with every run it starts
 
     @property
     def force(self) -> bool:
@@ -207,6 +209,7 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     from scalestudy.study.planning import check_selection, job_limit, lock, preflight_gate
 
     check_selection(plan, request.only)
+    plan = with_tags(plan, request.tags)
     if request.dry_run:
         return _dry_run(plan, request, screen)
     with lock(plan):
@@ -229,6 +232,25 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
         with screen.running_here(plan, len(selection.todo)) as progress:
             states = run_here(plan, selection, request.force, progress, request.budget)
         return RunOutcome(selection, states=states, report=report(plan))
+
+
+def with_tags(plan: Plan, tags: tuple[str, ...]) -> Plan:
+    """The plan with `run --tag` added to the spec's `tags:` (each a plain name)."""
+    if not tags:
+        return plan
+    import dataclasses
+
+    from scalestudy.core.errors import ScalestudyError
+
+    bad = [t for t in tags if not _TAG.match(t)]
+    if bad:
+        raise ScalestudyError(f"--tag {bad[0]!r}: a tag is letters, digits, `.`, `_`, `-` "
+                              "(at most 64, starting with a letter or digit)")
+    merged = list(dict.fromkeys([*plan.study.tags, *tags]))
+    return dataclasses.replace(plan, study=plan.study.model_copy(update={"tags": merged}))
+
+
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def _here(plan: Plan, request: RunRequest, screen: Screen) -> Selection:

@@ -50,7 +50,9 @@ export FI_CXI_RDZV_GET_MIN=0
 export FI_CXI_DEFAULT_TX_SIZE=2048
 export FI_CXI_RX_MATCH_MODE=hybrid
 
-# --- provenance: the job's environment, next to the log ---
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=frontier
+export SCALESTUDY_TAGS=''
 env | LC_ALL=C sort > /scratch/results/conv/runs/0fd4548a79/env.txt
 scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/0fd4548a79/hosts.txt
 

@@ -22,7 +22,9 @@ cd /scratch/studies
 # --- environment: 1 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=1
 
-# --- provenance: the job's environment, next to the log ---
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=generic-pbs
+export SCALESTUDY_TAGS=''
 env | LC_ALL=C sort > /scratch/results/conv/runs/b5cd28d04d/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
 awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/b5cd28d04d/hosts.txt

@@ -21,7 +21,9 @@ cd /scratch/studies
 # --- environment: 1 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=1
 
-# --- provenance: the job's environment, next to the log ---
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=generic-slurm
+export SCALESTUDY_TAGS=''
 env | LC_ALL=C sort > /scratch/results/conv/runs/34b8a01fd3/env.txt
 scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/34b8a01fd3/hosts.txt
 

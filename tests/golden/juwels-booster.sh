@@ -29,7 +29,9 @@ if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK="$SLURM_CPU
 export OMP_NUM_THREADS=12
 export CUDA_VISIBLE_DEVICES=0,1,2,3
 
-# --- provenance: the job's environment, next to the log ---
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=juwels-booster
+export SCALESTUDY_TAGS=''
 env | LC_ALL=C sort > /scratch/results/conv/runs/4034d154b3/env.txt
 scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/4034d154b3/hosts.txt
 

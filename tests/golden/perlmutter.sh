@@ -30,7 +30,9 @@ export OMP_NUM_THREADS=16
 export FI_MR_CACHE_MONITOR=userfaultfd
 export CUDA_VISIBLE_DEVICES=3,2,1,0
 
-# --- provenance: the job's environment, next to the log ---
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=perlmutter
+export SCALESTUDY_TAGS=''
 env | LC_ALL=C sort > /scratch/results/conv/runs/01075150eb/env.txt
 scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/01075150eb/hosts.txt
 

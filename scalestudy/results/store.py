@@ -1,0 +1,251 @@
+"""The results store: an index of every run attempt scalestudy has seen, with its
+parameters, metrics and provenance, ingested from the run directories (which stay the
+truth: a lost store is rebuilt from them) into SQLite, or a team's PostgreSQL.
+
+SQLAlchemy 2 Core speaks both with one set of statements, so the embedded default and a
+shared server cannot drift apart; psycopg 3 is the PostgreSQL driver (`pip install
+scalestudy[postgres]`). The schema carries its version in `scalestudy_meta`; an older
+store is migrated in place, a newer one is refused (upgrade scalestudy).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.provenance import Attempt, attempts_of
+
+#: The variable that names the store (a URL, or a SQLite file's path).
+URL_VARIABLE = "SCALESTUDY_STORE"
+#: The schema this release writes and reads; older ones are migrated on open.
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+meta = sa.Table(
+    "scalestudy_meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False))
+studies = sa.Table(
+    "studies", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("directory", sa.Text, nullable=False, unique=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("system", sa.Text),
+    sa.Column("scaling", sa.Text),
+    sa.Column("ingested", sa.DateTime(timezone=True), nullable=False))
+attempts = sa.Table(
+    "attempts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_id", sa.Integer, sa.ForeignKey("studies.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("nodes", sa.Integer),
+    sa.Column("ranks_per_node", sa.Integer),
+    sa.Column("world_size", sa.Integer),
+    sa.Column("batch_size", sa.Integer),
+    sa.Column("global_batch", sa.Integer),
+    sa.Column("backend", sa.Text),
+    sa.Column("tuning", sa.Text),
+    sa.Column("model", sa.Text),
+    sa.Column("repeat", sa.Integer),
+    sa.Column("throughput", sa.Float),
+    sa.Column("throughput_per_gpu", sa.Float),
+    sa.Column("unit", sa.Text),
+    sa.Column("started", sa.DateTime(timezone=True)),
+    sa.Column("ended", sa.DateTime(timezone=True)),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("metrics", sa.JSON),
+    sa.Column("provenance", sa.JSON, nullable=False),
+    sa.Column("tags", sa.JSON, nullable=False),
+    sa.UniqueConstraint("study_id", "run_id", "attempt"))
+sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
+
+#: Migrations: version n-1 -> n, each in the transaction that records version n.
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {}
+
+
+def default_path() -> Path:
+    """The embedded store: in the user's state directory on this machine
+    ($XDG_STATE_HOME, else ~/.local/state), not beside results/, which on a cluster sits
+    on a parallel filesystem where SQLite's locks are not to be trusted."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "scalestudy" / "history.sqlite"
+
+
+def store_url(given: str | None = None) -> str:
+    """The store's URL: `--store`, else $SCALESTUDY_STORE, else the embedded default. A
+    plain path is a SQLite file."""
+    text = given or os.environ.get(URL_VARIABLE) or str(default_path())
+    if "://" in text:
+        return text
+    path = Path(text).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path.resolve()}"
+
+
+def shown(url: str) -> str:
+    """The URL without its password, to print."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+class Store:
+    """One results store, opened (created or migrated) on first use."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = store_url(url)
+
+    @cached_property
+    def engine(self) -> sa.Engine:
+        try:
+            engine = sa.create_engine(self.url)
+            if engine.dialect.name == "sqlite":
+                sa.event.listen(engine, "connect", _sqlite_pragmas)
+            with engine.begin() as conn:
+                _open(conn)
+        except ModuleNotFoundError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: its driver is not installed ({exc.name}); "
+                "for PostgreSQL: pip install 'scalestudy[postgres]'") from None
+        except sa.exc.OperationalError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: cannot open it ({exc.orig}); check the URL "
+                f"(--store or ${URL_VARIABLE}) and that the server is up") from None
+        return engine
+
+    def version(self) -> int:
+        """The schema version the store holds."""
+        with self.engine.connect() as conn:
+            return _version(conn) or 0
+
+    def ingest(self, study_dir: Path) -> int:
+        """Index the ended attempts of a study's run directories; how many it holds.
+        Ingesting the same directory again gives the same rows (an attempt is keyed by
+        study directory, run id and attempt number, and replaced)."""
+        study_dir = Path(study_dir).resolve()
+        found = attempts_of(study_dir)
+        if not found:
+            return 0
+        first = found[0].params
+        with self.engine.begin() as conn:
+            study_id = _study_row(conn, study_dir, first)
+            conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
+            conn.execute(sa.insert(attempts), [_row(study_id, a) for a in found])
+        return len(found)
+
+    def rows(self, *, system: str | None = None, model: str | None = None,
+             since: datetime | None = None, tag: str | None = None,
+             study: str | None = None) -> list[dict[str, Any]]:
+        """Ingested attempts (with their study's name, system and directory), oldest
+        first, filtered by system, model, end time and tag."""
+        query = (sa.select(attempts, studies.c.name.label("study"),
+                           studies.c.directory, studies.c.system)
+                 .join(studies, attempts.c.study_id == studies.c.id)
+                 .order_by(attempts.c.ended, attempts.c.id))
+        if system:
+            query = query.where(studies.c.system == system)
+        if model:
+            query = query.where(attempts.c.model == model)
+        if since is not None:
+            query = query.where(attempts.c.ended >= since)
+        if study:
+            query = query.where(studies.c.name == study)
+        with self.engine.connect() as conn:
+            found = [dict(r._mapping) for r in conn.execute(query)]
+        return [r for r in found if tag is None or tag in (r["tags"] or [])]
+
+    def dispose(self) -> None:
+        """Close the store's connections."""
+        if "engine" in self.__dict__:
+            self.engine.dispose()
+
+
+def rebuild(store: Store, study_dirs: Iterable[Path]) -> int:
+    """Ingest every study directory again (a lost or damaged store comes back from
+    results/); the attempts it holds."""
+    return sum(store.ingest(d) for d in study_dirs)
+
+
+def study_dirs(results: Path) -> list[Path]:
+    """The study directories under a results directory (those with run directories)."""
+    return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Foreign keys on, and a writer waits for another (two `run`s ending at once)."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _version(conn: sa.Connection) -> int | None:
+    if not sa.inspect(conn).has_table(meta.name):
+        return None
+    value = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")
+                         ).scalar_one_or_none()
+    return int(value) if value is not None else None
+
+
+def _open(conn: sa.Connection) -> None:
+    """Create the schema, or migrate it to SCHEMA_VERSION; refuse a newer one."""
+    version = _version(conn)
+    if version is None:
+        metadata.create_all(conn)
+        conn.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        return
+    if version > SCHEMA_VERSION:
+        raise ScalestudyError(
+            f"the results store has schema version {version}, newer than this scalestudy "
+            f"reads ({SCHEMA_VERSION}): upgrade scalestudy, or point --store at another store")
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[step](conn)
+        conn.execute(sa.update(meta).where(meta.c.key == "schema_version")
+                     .values(value=str(step)))
+
+
+def _study_row(conn: sa.Connection, directory: Path, params: Mapping[str, Any]) -> int:
+    now = datetime.now(timezone.utc)
+    values = {"name": str(params.get("study") or directory.name),
+              "system": _text(params.get("system")), "scaling": _text(params.get("scaling")),
+              "ingested": now}
+    found = conn.execute(sa.select(studies.c.id).where(studies.c.directory == str(directory))
+                         ).scalar_one_or_none()
+    if found is not None:
+        conn.execute(sa.update(studies).where(studies.c.id == found).values(**values))
+        return int(found)
+    return int(conn.execute(sa.insert(studies).values(directory=str(directory), **values)
+                            ).inserted_primary_key[0])
+
+
+def _row(study_id: int, a: Attempt) -> dict[str, Any]:
+    p, record = a.params, a.record or {}
+    throughput = record.get("throughput") if a.state == "completed" else None
+    world = p.get("world_size")
+    return {
+        "study_id": study_id, "run_id": str(p["run_id"]), "attempt": a.number,
+        "state": a.state, "nodes": p.get("nodes"), "ranks_per_node": p.get("ranks_per_node"),
+        "world_size": world, "batch_size": p.get("batch_size"),
+        "global_batch": p.get("global_batch"), "backend": _text(p.get("backend")),
+        "tuning": _text(p.get("tuning")), "model": _text(p.get("model")),
+        "repeat": p.get("repeat"), "throughput": throughput,
+        "throughput_per_gpu": (throughput / world if throughput and world else None),
+        "unit": str(record.get("throughput_unit") or "img/s"),
+        "started": a.started, "ended": a.ended, "params": dict(p),
+        "metrics": a.record, "provenance": a.provenance, "tags": list(a.tags),
+    }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,135 @@
+"""results.store: run attempts indexed from run directories into SQLite and a real
+PostgreSQL; ingest is idempotent, a lost store comes back, the schema is versioned."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.execute import workspace as ws
+from scalestudy.results import store as store_module
+from scalestudy.results.store import Store, rebuild, study_dirs
+from tests.test_collect import make_run, params, record
+
+ENV = ("NCCL_ALGO=Ring\nOMP_NUM_THREADS=2\nPATH=/usr/bin\nSCALESTUDY_SYSTEM=polaris\n"
+       "SCALESTUDY_TAGS=nccl-2.21,baseline\nSCALESTUDY_VERSION=0.1.0\nSLURM_JOB_ID=4242\n"
+       "APPTAINER_CONTAINER=/images/pt.sif\n")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    url = (str(tmp_path / "store" / "h.sqlite") if request.param == "sqlite"
+           else request.getfixturevalue("postgres_url"))
+    opened = Store(url)
+    yield opened
+    opened.dispose()
+
+
+def study(root: Path, name: str = "s") -> Path:
+    """A study directory: 2 completed runs (one with an earlier failed attempt kept),
+    one failed, one never started."""
+    directory = root / name
+    p1, p2, p3, p4 = (params(nodes=n, study=name) for n in (1, 2, 4, 8))
+    d1 = make_run(directory, p1, metrics=record(p1, 100.0, torch_version="2.13.0",
+                                               python_version="3.11.7", device="cuda"))
+    (d1 / "env.txt").write_text(ENV)
+    (d1 / "hosts.txt").write_text("x1001\n")
+    kept = d1 / "attempts" / "1"
+    kept.mkdir(parents=True)
+    (kept / ws.STATUS).write_text(json.dumps({"state": "failed", "exit_code": 1,
+                                              "reason": "exit code 1"}))
+    make_run(directory, p2, metrics=record(p2, 190.0))
+    make_run(directory, p3, status="failed", exit_code=137, reason="killed")
+    (directory / "runs" / p4["run_id"]).mkdir(parents=True)
+    ws.write_run(directory / "runs" / p4["run_id"], p4)
+    return directory
+
+
+def test_ingest_indexes_every_ended_attempt_with_its_provenance(store: Store,
+                                                               tmp_path: Path) -> None:
+    directory = study(tmp_path / "results")
+    assert store.ingest(directory) == 4  # 3 current ended + 1 kept; the pending one not
+    rows = store.rows()
+    first = [r for r in rows if r["nodes"] == 1]
+    assert sorted((r["attempt"], r["state"]) for r in first) == [(1, "failed"),
+                                                                 (2, "completed")]
+    done = next(r for r in first if r["state"] == "completed")
+    assert done["throughput"] == 100.0 and done["throughput_per_gpu"] == 100.0
+    assert done["tags"] == ["nccl-2.21", "baseline"]
+    prov = done["provenance"]
+    assert prov["versions"] == {"torch": "2.13.0", "python": "3.11.7", "scalestudy": "0.1.0"}
+    assert prov["placement"] == {"nodes": ["x1001"], "job_id": "4242"}
+    assert prov["configuration"]["environment"] == {"NCCL_ALGO": "Ring",
+                                                    "OMP_NUM_THREADS": "2"}
+    assert prov["configuration"]["system"] == "polaris"
+    assert prov["configuration"]["container"] == "/images/pt.sif"
+    assert prov["hardware"] == {"device": "cuda"}
+    failed = next(r for r in rows if r["nodes"] == 4)
+    assert failed["state"] == "failed" and failed["throughput"] is None
+    assert rows[0]["study"] == "s" and rows[0]["directory"] == str(directory.resolve())
+
+
+def test_ingest_twice_gives_the_same_rows_and_a_lost_store_comes_back(
+        store: Store, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    study(results, "a")
+    study(results, "b")
+
+    def snapshot(s: Store) -> list[tuple]:
+        return sorted((r["directory"], r["run_id"], r["attempt"], r["state"], r["throughput"])
+                      for r in s.rows())
+
+    assert rebuild(store, study_dirs(results)) == 8
+    once = snapshot(store)
+    assert rebuild(store, study_dirs(results)) == 8
+    assert snapshot(store) == once and len(once) == 8
+    with store.engine.begin() as conn:  # the store is lost
+        conn.execute(sa.delete(store_module.attempts))
+        conn.execute(sa.delete(store_module.studies))
+    assert store.rows() == []
+    rebuild(store, study_dirs(results))
+    assert snapshot(store) == once
+
+
+def test_filters_by_system_model_tag_and_time(store: Store, tmp_path: Path) -> None:
+    store.ingest(study(tmp_path / "results"))
+    assert len(store.rows(tag="baseline")) == 1
+    assert store.rows(tag="nope") == []
+    assert len(store.rows(model="small_cnn")) == 4
+    assert store.rows(model="resnet50") == []
+    assert store.rows(system="other") == []
+    assert len(store.rows(since=datetime.now(timezone.utc) - timedelta(hours=1))) == 4
+    assert store.rows(since=datetime.now(timezone.utc) + timedelta(hours=1)) == []
+
+
+def test_a_newer_schema_is_refused_and_an_older_one_migrated(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    url = str(tmp_path / "h.sqlite")
+    old = Store(url)
+    assert old.version() == store_module.SCHEMA_VERSION
+    old.dispose()
+
+    def add_note(conn: sa.Connection) -> None:
+        conn.execute(sa.text("ALTER TABLE attempts ADD COLUMN note TEXT"))
+
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", store_module.SCHEMA_VERSION + 1)
+    monkeypatch.setitem(store_module.MIGRATIONS, store_module.SCHEMA_VERSION, add_note)
+    migrated = Store(url)
+    assert migrated.version() == store_module.SCHEMA_VERSION
+    with migrated.engine.connect() as conn:
+        assert "note" in {c["name"] for c in sa.inspect(conn).get_columns("attempts")}
+    migrated.dispose()
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 1)
+    with pytest.raises(ScalestudyError, match="newer than this scalestudy reads"):
+        Store(url).engine  # noqa: B018
+
+
+def test_a_store_that_cannot_be_reached_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ScalestudyError, match="cannot open it"):
+        Store("postgresql+psycopg://nobody@127.0.0.1:1/none").engine  # noqa: B018
+    assert "secret" not in store_module.shown("postgresql+psycopg://u:secret@h/db")
