@@ -34,6 +34,7 @@ def test_a_study_run_twice_with_tags_shows_both_in_history(tmp_path: Path,
     assert all(r["state"] == "completed" and r["throughput"] > 0 for r in rows)
     prov = rows[1]["provenance"]
     assert prov["versions"]["torch"] and prov["versions"]["scalestudy"]
+    assert prov["hardware"]["device"] == "cpu"
     assert prov["configuration"]["system"] == "local" and prov["placement"]["nodes"]
     assert len(json.loads(run_cli("history", "--json", "--tag", "before", cwd=tmp_path,
                                   env_extra=store).stdout)) == 1

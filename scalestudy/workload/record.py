@@ -99,6 +99,7 @@ class MetricsRecord(TypedDict, total=False):
     hosts: list[str]
     torch_version: str
     python_version: str
+    provenance: dict[str, dict[str, Any]]  # versions and hardware (workload.stack)
     elapsed_s: float
 
 
@@ -134,7 +135,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
     tuning environment and the software."""
     import torch
 
-    from . import energy, mfu, output, train
+    from . import energy, mfu, output, stack, train
     from .names import is_transformer
 
     env, backend = session.env, session.backend
@@ -173,6 +174,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
         "hosts": hosts,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
+        "provenance": stack.describe(session.device, environ),
         "elapsed_s": round(elapsed_s, 3),
     }
 
