@@ -133,3 +133,25 @@ def test_a_store_that_cannot_be_reached_says_so(tmp_path: Path) -> None:
     with pytest.raises(ScalestudyError, match="cannot open it"):
         Store("postgresql+psycopg://nobody@127.0.0.1:1/none").engine  # noqa: B018
     assert "secret" not in store_module.shown("postgresql+psycopg://u:secret@h/db")
+
+
+def _ingest_many(url: str, directory: str, times: int) -> int:
+    store = Store(url)
+    try:
+        return sum(store.ingest(Path(directory)) for _ in range(times))
+    finally:
+        store.dispose()
+
+
+@pytest.mark.slow
+def test_two_writers_at_once_on_one_sqlite_file(tmp_path: Path) -> None:
+    import multiprocessing
+
+    url = str(tmp_path / "h.sqlite")
+    Store(url).version()  # created once, then written by two processes side by side
+    dirs = [str(study(tmp_path / "results", name)) for name in ("a", "b")]
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        done = pool.starmap(_ingest_many, [(url, d, 15) for d in dirs])
+    assert done == [60, 60]
+    rows = Store(url).rows()
+    assert len(rows) == 8 and {r["study"] for r in rows} == {"a", "b"}
