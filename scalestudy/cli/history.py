@@ -104,3 +104,55 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 def _when(moment: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if hasattr(moment, "strftime") else str(moment)
+
+
+@history_app.command("check")
+def check(
+    target: Annotated[str, typer.Argument(
+        help="the study: its spec, its results directory, or its name in the store")],
+    baseline_tag: Annotated[str | None, typer.Option(
+        "--baseline-tag", help="compare with the runs of this tag")] = None,
+    baseline_study: Annotated[str | None, typer.Option(
+        "--baseline-study", help="compare with this earlier study (its name)")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="compare with the study's own attempts of this window, e.g. 30d")] = None,
+    alpha: Annotated[float, typer.Option(
+        min=1e-9, max=0.5, help="significance level of the one-sided Welch test")] = 0.01,
+    min_drop: Annotated[float, typer.Option(
+        "--min-drop", min=0.0, max=1.0, help="smallest per-GPU throughput drop that counts "
+        "(0.03: 3 %), whatever the test says")] = 0.03,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="also write the verdicts as JUnit XML (for CI systems)")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+    results: Annotated[Path, typer.Option("--results", help="the results directory")
+                       ] = Path("results"),
+) -> None:
+    """Compare the newest runs of each point with a baseline; exit 1 on a significant
+    regression, named compute or communication, with what changed in the provenance."""
+    from scalestudy.core.errors import RegressionFound, ScalestudyError
+    from scalestudy.study import history as uc
+
+    if sum(x is not None for x in (baseline_tag, baseline_study, since)) > 1:
+        raise ScalestudyError("give one baseline: --baseline-tag, --baseline-study or --since")
+    got = uc.check(target, store, baseline_tag=baseline_tag, baseline_study=baseline_study,
+                   since_text=since, alpha=alpha, min_drop=min_drop, results=results)
+    if junit is not None:
+        from scalestudy.execute.workspace import write_text_atomic
+
+        write_text_atomic(junit, uc.junit(got))
+    if as_json:
+        print_json({"study": got.study, "against": got.against, "newest": got.newest,
+                    "baseline": got.baseline,
+                    "verdicts": [{**v.__dict__, "line": v.line()} for v in got.verdicts]})
+    else:
+        out.print(f"{got.study}: {got.newest} newest completed run(s) against "
+                  f"{got.against} ({got.baseline} completed)", highlight=False)
+        for v in got.verdicts:
+            out.print(v.line(), highlight=False, markup=False, soft_wrap=True)
+    if not got.verdicts:
+        err.print("note: no point was measured on both sides: nothing was compared",
+                  highlight=False)
+    if got.regressions:
+        raise RegressionFound(f"{len(got.regressions)} point(s) regressed: "
+                              + "; ".join(v.point + f" ({v.cause})" for v in got.regressions))

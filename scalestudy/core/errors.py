@@ -62,6 +62,12 @@ class ReferenceFailed(ScalestudyError):
     exit_code = 1
 
 
+class RegressionFound(ScalestudyError):
+    """`history check`: a point's throughput regressed significantly (exit code 1)."""
+
+    exit_code = 1
+
+
 class Interrupted(ScalestudyError):
     """The user pressed Ctrl-C (SIGINT) or the process got SIGTERM; the message says
     what was kept. Exit code 130, as a shell reports a SIGINT."""

@@ -101,3 +101,100 @@ def history(url: str | None = None, *, system: str | None = None, model: str | N
                           study=study)
     finally:
         store.dispose()
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `history check` compared and found."""
+
+    study: str
+    newest: int  # completed attempts on the newest side
+    baseline: int
+    against: str  # what the baseline is, in words
+    verdicts: list[Any]  # results.regression.Verdict
+
+    @property
+    def regressions(self) -> list[Any]:
+        """The verdicts that are regressions."""
+        return [v for v in self.verdicts if v.regressed]
+
+
+def check(target: str, url: str | None = None, *, baseline_tag: str | None = None,
+          baseline_study: str | None = None, since_text: str | None = None,
+          alpha: float = 0.01, min_drop: float = 0.03,
+          results: Path = Path("results")) -> Checked:
+    """The newest attempt of each run of a study (a spec, a results directory or a
+    stored study's name) against a baseline: a tag, an earlier study, a time window, or
+    by default the study's own earlier attempts."""
+    from scalestudy.results.regression import check as compare
+
+    name = _study_name(target, url, results)
+    rows = history(url, study=name)
+    if not rows:
+        raise ScalestudyError(f"the store holds no runs of study {name!r}; run it, or "
+                              "`scalestudy history ingest results/` first")
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["directory"], r["run_id"])
+        if key not in latest or r["attempt"] > latest[key]["attempt"]:
+            latest[key] = r
+    newest = list(latest.values())
+    picked = {(r["directory"], r["run_id"], r["attempt"]) for r in newest}
+    systems = {r["system"] for r in newest}
+    if baseline_study:
+        pool, against = history(url, study=baseline_study), f"study {baseline_study}"
+    elif baseline_tag:
+        pool, against = history(url, tag=baseline_tag), f"tag {baseline_tag}"
+    else:
+        pool = history(url, study=name, since_text=since_text)
+        against = (f"its attempts of the last {since_text}" if since_text
+                   else "its earlier attempts")
+    base = [r for r in pool if r["system"] in systems
+            and (r["directory"], r["run_id"], r["attempt"]) not in picked]
+    if not any(r["state"] == "completed" for r in base):
+        raise ScalestudyError(f"no completed baseline runs ({against}) of the system(s) "
+                              f"{', '.join(sorted(map(str, systems)))} in the store: "
+                              "name another with --baseline-tag, --baseline-study or --since")
+    verdicts = compare(newest, base, alpha, min_drop)
+    return Checked(name, sum(r["state"] == "completed" for r in newest),
+                   sum(r["state"] == "completed" for r in base), against, verdicts)
+
+
+def _study_name(target: str, url: str | None, results: Path) -> str:
+    """A spec's or a results directory's study (ingested first, so its newest attempts
+    are in the store), or a stored study's name as it is."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        from scalestudy.site.plan import make_plan
+
+        plan = make_plan(path, results)
+        if (plan.directory / "runs").is_dir():
+            ingest([plan.directory], url)
+        return plan.study.name
+    if (path / "runs").is_dir():
+        ingest([path], url)
+        from scalestudy.execute.workspace import read_run
+
+        first = next((read_run(d) for d in sorted((path / "runs").iterdir())
+                      if read_run(d)), None)
+        return str((first or {}).get("study") or path.name)
+    return target
+
+
+def junit(checked: Checked) -> str:
+    """The verdicts as JUnit XML: one test case per point, a failure per regression."""
+    from xml.etree import ElementTree as ET
+
+    suite = ET.Element("testsuite", name=f"scalestudy history check {checked.study}",
+                       tests=str(len(checked.verdicts)),
+                       failures=str(len(checked.regressions)), errors="0", skipped=str(
+                           sum(v.p_value is None for v in checked.verdicts)))
+    for v in checked.verdicts:
+        case = ET.SubElement(suite, "testcase", classname=checked.study, name=v.point)
+        if v.regressed:
+            ET.SubElement(case, "failure", message=f"{v.cause} regression",
+                          type="regression").text = v.line()
+        elif v.p_value is None:
+            ET.SubElement(case, "skipped", message=v.line())
+        ET.SubElement(case, "system-out").text = v.line()
+    return ET.tostring(suite, encoding="unicode") + "\n"

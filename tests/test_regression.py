@@ -1,0 +1,122 @@
+"""results.regression and `history check`: identical reruns never alarm, an injected
+slowdown is found, named compute or communication, with what changed."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from scalestudy.results.regression import check, student_t_cdf, welch_less
+from tests.conftest import run_cli
+from tests.test_collect import make_run, params, record
+
+
+def test_student_t_matches_its_closed_forms() -> None:
+    for t in (-8.0, -2.0, -0.3, 0.0, 0.7, 3.0):
+        assert student_t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+        assert student_t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)),
+                                                     abs=1e-12)
+    assert student_t_cdf(2.0, 10) == pytest.approx(0.963306, abs=1e-6)
+
+
+def row(world: int, per_gpu: float, repeat: int, **prov: str) -> dict:
+    return {"state": "completed", "model": "resnet50", "nodes": world // 4,
+            "ranks_per_node": 4, "world_size": world, "batch_size": 32, "backend": "ddp",
+            "tuning": "default", "repeat": repeat, "throughput_per_gpu": per_gpu,
+            "provenance": {"versions": {"nccl": prov.get("nccl", "2.21.5")}}}
+
+
+def side(rng: random.Random, slow: dict[int, float] | None = None, cv: float = 0.02,
+         repeats: int = 5, **prov: str) -> list[dict]:
+    efficiency = {4: 1.0, 8: 0.95, 16: 0.9}
+    return [row(w, 100 * e * (1 - (slow or {}).get(w, 0)) * (1 + rng.gauss(0, cv)), r, **prov)
+            for w, e in efficiency.items() for r in range(repeats)]
+
+
+def test_identical_reruns_never_alarm() -> None:
+    rng = random.Random(7)
+    alarms = sum(v.regressed for _ in range(200) for v in check(side(rng), side(rng)))
+    assert alarms == 0
+
+
+def test_a_slowdown_at_every_scale_is_compute_and_only_at_scale_is_communication() -> None:
+    rng = random.Random(3)
+    verdicts = {v.world_size: v for v in check(side(rng, {4: .1, 8: .1, 16: .1}), side(rng))}
+    assert all(v.regressed and v.cause == "compute" for v in verdicts.values())
+    verdicts = {v.world_size: v for v in check(side(rng, {16: .15}, nccl="2.23.4"), side(rng))}
+    assert not verdicts[4].regressed and not verdicts[8].regressed
+    assert verdicts[16].regressed and verdicts[16].cause == "communication"
+    assert verdicts[16].provenance == ["nccl 2.21.5 -> 2.23.4"]
+    assert "REGRESSION (communication): resnet50 4x4 (16 GPUs)" in verdicts[16].line()
+    assert "5 vs 5 repeats" in verdicts[16].line()
+
+
+def test_one_repeat_is_not_tested_and_a_tiny_drop_is_no_alarm() -> None:
+    rng = random.Random(5)
+    once = check(side(rng, {4: .3}, repeats=1), side(rng, repeats=1))
+    assert all(v.p_value is None and not v.regressed for v in once)
+    assert "not tested" in once[0].line()
+    tiny = check(side(rng, {4: .01, 8: .01, 16: .01}, cv=0.0001, repeats=8),
+                 side(rng, cv=0.0001, repeats=8))
+    assert all(v.p_value < 0.01 and not v.regressed for v in tiny)  # proven, too small
+
+
+def test_welch_on_equal_samples() -> None:
+    assert welch_less([1.0, 1.0], [1.0, 1.0]) == 1.0
+    assert welch_less([1.0, 1.0], [2.0, 2.0]) == 0.0
+
+
+def _study(root: Path, slow_at: dict[int, float]) -> Path:
+    """A study whose every run has a kept first attempt (the baseline) and a newest one,
+    `slow_at[world]` slower; 3 repeats at 1, 2 and 4 ranks."""
+    directory = root / "results" / "s"
+    rng = random.Random(11)
+    for world in (1, 2, 4):
+        for repeat in range(3):
+            p = params(rpn=world, repeat=repeat)
+            per_gpu = 100.0 * (1 - 0.05 * (world > 1))
+            new = per_gpu * (1 - slow_at.get(world, 0)) * (1 + rng.gauss(0, .01))
+            d = make_run(directory, p, metrics=record(p, new * world))
+            (d / "env.txt").write_text("SCALESTUDY_TAGS=after\nNCCL_ALGO=Tree\n")
+            kept = d / "attempts" / "1"
+            kept.mkdir(parents=True)
+            (kept / "status.json").write_text(json.dumps({"state": "completed",
+                                                          "exit_code": 0}))
+            old = per_gpu * (1 + rng.gauss(0, .01)) * world
+            (kept / "metrics.jsonl").write_text(json.dumps(record(p, old)) + "\n")
+            (kept / "env.txt").write_text("SCALESTUDY_TAGS=before\nNCCL_ALGO=Ring\n")
+    return directory
+
+
+@pytest.mark.parametrize("baseline", [[], ["--baseline-tag", "before"]])
+def test_history_check_passes_a_rerun_and_fails_an_injected_slowdown(
+        tmp_path: Path, baseline: list[str]) -> None:
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    same = _study(tmp_path / "same", {})
+    ok = run_cli("history", "check", str(same), *baseline, "--junit", "ok.xml",
+                 cwd=tmp_path, env_extra=env)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "9 newest completed run(s) against" in ok.stdout and "REGRESSION" not in ok.stdout
+    assert 'failures="0"' in (tmp_path / "ok.xml").read_text()
+
+    slow = _study(tmp_path / "slow", {4: 0.2})
+    bad = run_cli("history", "check", str(slow), *baseline, "--junit", "bad.xml",
+                  cwd=tmp_path, env_extra={"SCALESTUDY_STORE": str(tmp_path / "h2.sqlite")})
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "REGRESSION (communication): small_cnn 1x4 (4 GPUs)" in bad.stdout
+    assert "env NCCL_ALGO Ring -> Tree" in bad.stdout
+    assert "1 point(s) regressed" in bad.stderr and "Traceback" not in bad.stderr
+    xml = (tmp_path / "bad.xml").read_text()
+    assert 'failures="1"' in xml and "communication regression" in xml
+
+
+def test_history_check_without_a_baseline_says_which_to_give(tmp_path: Path) -> None:
+    p = params()
+    make_run(tmp_path / "results" / "s", p, metrics=record(p, 10.0))
+    done = run_cli("history", "check", str(tmp_path / "results" / "s"), cwd=tmp_path,
+                   env_extra={"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")})
+    assert done.returncode == 2 and "no completed baseline runs" in done.stderr
