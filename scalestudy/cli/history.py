@@ -156,3 +156,36 @@ def check(
     if got.regressions:
         raise RegressionFound(f"{len(got.regressions)} point(s) regressed: "
                               + "; ".join(v.point + f" ({v.cause})" for v in got.regressions))
+
+
+@history_app.command("plot")
+def plot(
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    model: Annotated[str | None, typer.Option(help="only this model")] = None,
+    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 90d")] = None,
+    tag: Annotated[str | None, typer.Option(help="only runs with this tag")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="the PNG to write")
+                      ] = Path("history.png"),
+    store: StoreOpt = None,
+) -> None:
+    """Draw per-GPU throughput and efficiency at each scale over time, with repeat bands
+    and the provenance changes marked."""
+    from scalestudy.core.errors import ScalestudyError
+    from scalestudy.report.timeline_plot import draw_timeline
+    from scalestudy.results.timeline import timeline
+    from scalestudy.study import history as uc
+
+    points, changes = timeline(uc.history(store, system=system, model=model,
+                                          since_text=since, tag=tag))
+    if points.empty:
+        raise ScalestudyError("the store holds no completed runs that match: nothing to draw")
+    title = "History" + "".join(f", {k} {v}" for k, v in (("system", system), ("model", model),
+                                                          ("tag", tag), ("since", since)) if v)
+    left = draw_timeline(points, changes, title, output)
+    for change in changes:
+        err.print(f"provenance changed at {change.when:%Y-%m-%d %H:%M}: "
+                  + ", ".join(change.what), highlight=False, markup=False)
+    if left:
+        err.print(f"note: {len(left)} group(s) not drawn (narrow with --model or --system): "
+                  + ", ".join(left), highlight=False)
+    out.print(f"plot: {output}", highlight=False)

@@ -1,0 +1,60 @@
+"""`history plot`: per-GPU throughput and efficiency at each scale over time, with repeat
+bands, and a marked line where the provenance changed (e.g. `nccl 2.21.5 -> 2.23.4`)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+from scalestudy.execute.workspace import write_atomic
+from scalestudy.report.plots import CMAP
+from scalestudy.results.timeline import Change
+
+#: Groups drawn at most (one row of two panels each); the rest are named in a note.
+MAX_GROUPS = 6
+
+
+def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
+                  out: Path) -> list[str]:
+    """Write the PNG; the groups left out (beyond MAX_GROUPS)."""
+    groups = list(dict.fromkeys(points["group"]))
+    shown, left = groups[:MAX_GROUPS], groups[MAX_GROUPS:]
+    fig = Figure(figsize=(12, 3.2 * len(shown) + 0.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(shown), 2, squeeze=False, sharex=True)
+    for (left_ax, right_ax), group in zip(axes, shown, strict=True):
+        rows = points[points["group"] == group]
+        for i, (world, line) in enumerate(rows.groupby("world_size")):
+            color = CMAP(i % 10)
+            label = f"{world} GPU{'s' if world != 1 else ''}"
+            left_ax.plot(line["when"], line["per_gpu"], "o-", color=color, label=label)
+            left_ax.fill_between(line["when"], line["per_gpu_min"], line["per_gpu_max"],
+                                 color=color, alpha=0.2, lw=0)
+            right_ax.plot(line["when"], line["efficiency"], "o-", color=color, label=label)
+        unit = str(rows["unit"].iloc[0])
+        left_ax.set_title(f"{group}: per-GPU throughput", fontsize=10)
+        left_ax.set_ylabel(f"{unit} per GPU (median, band: repeats)")
+        right_ax.set_title(f"{group}: efficiency vs its smallest scale", fontsize=10)
+        right_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        right_ax.set_ylim(0, max(1.1, float(rows["efficiency"].max()) * 1.05))
+        for ax in (left_ax, right_ax):
+            for change in changes:
+                ax.axvline(change.when, ls="--", color="0.4", lw=1)
+            ax.legend(fontsize=8, loc="lower left")
+            ax.grid(alpha=0.3)
+    for change in changes:
+        axes[0][0].annotate(change.label(), (change.when, 1.0),
+                            xycoords=("data", "axes fraction"), rotation=90, va="top",
+                            ha="right", fontsize=7, color="0.3")
+    fig.suptitle(title + (f" ({len(left)} more group(s) not drawn)" if left else ""))
+    fig.autofmt_xdate()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    write_atomic(Path(out), buffer.getvalue())
+    return left

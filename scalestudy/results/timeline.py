@@ -1,0 +1,77 @@
+"""Points over time, from the results store's rows: per campaign (one study directory
+with one set of tags: what one `run` measured), each scale's median per-GPU throughput
+with its repeat band, the efficiency against the campaign's smallest scale, and where
+the provenance changed between consecutive campaigns (`history plot` draws it)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from scalestudy.results.regression import provenance_changes
+
+#: Columns of the timeline frame.
+COLUMNS: tuple[str, ...] = ("group", "campaign", "when", "world_size", "per_gpu",
+                            "per_gpu_min", "per_gpu_max", "efficiency", "repeats", "unit")
+
+
+@dataclass(frozen=True)
+class Change:
+    """Provenance that changed between two consecutive campaigns, and when."""
+
+    when: pd.Timestamp
+    what: list[str]
+
+    def label(self, most: int = 2) -> str:
+        """The first changes, e.g. `nccl 2.21.5 -> 2.23.4`, and how many more."""
+        more = len(self.what) - most
+        return "; ".join(self.what[:most]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Change]]:
+    """The timeline of completed attempts, and the provenance changes along it."""
+    done = [r for r in rows if r.get("state") == "completed" and r.get("throughput_per_gpu")
+            and r.get("ended") is not None]
+    if not done:
+        return pd.DataFrame(columns=list(COLUMNS)), []
+    frame = pd.DataFrame({
+        "group": [_group(r) for r in done],
+        "campaign": [f"{r['study']} [{','.join(r.get('tags') or []) or 'untagged'}]"
+                     for r in done],
+        "key": [(r["directory"], tuple(r.get("tags") or [])) for r in done],
+        "when": pd.to_datetime([r["ended"] for r in done], utc=True),
+        "world_size": [int(r["world_size"]) for r in done],
+        "per_gpu": [float(r["throughput_per_gpu"]) for r in done],
+        "unit": [str(r.get("unit") or "img/s") for r in done],
+    })
+    points = (frame.groupby(["group", "key", "world_size"], sort=False)
+              .agg(campaign=("campaign", "first"), when=("when", "median"),
+                   per_gpu=("per_gpu", "median"), per_gpu_min=("per_gpu", "min"),
+                   per_gpu_max=("per_gpu", "max"), repeats=("per_gpu", "size"),
+                   unit=("unit", "first"))
+              .reset_index())
+    base = points.groupby(["group", "key"])["world_size"].transform("min")
+    smallest = points[points["world_size"] == base].set_index(["group", "key"])["per_gpu"]
+    points["efficiency"] = [row.per_gpu / smallest[(row.group, row.key)]
+                            for row in points.itertuples()]
+    campaigns = (points.groupby("key", sort=False)["when"].min().sort_values())
+    by_key: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in done:
+        by_key.setdefault((r["directory"], tuple(r.get("tags") or [])), []).append(r)
+    changes = []
+    for before, after in itertools.pairwise(campaigns.index):
+        what = provenance_changes(by_key[after], by_key[before])
+        if what:
+            changes.append(Change(campaigns[after], what))
+    out = points.drop(columns=["key"]).sort_values(["group", "world_size", "when"])
+    return out[list(COLUMNS)].reset_index(drop=True), changes
+
+
+def _group(row: Mapping[str, Any]) -> str:
+    """The point's group: its model, per-GPU batch, backend and tuning (not its scale)."""
+    return (f"{row.get('model')} batch {row.get('batch_size')} "
+            f"{row.get('backend')}/{row.get('tuning')}")
