@@ -189,3 +189,43 @@ def plot(
         err.print(f"note: {len(left)} group(s) not drawn (narrow with --model or --system): "
                   + ", ".join(left), highlight=False)
     out.print(f"plot: {output}", highlight=False)
+
+
+@history_app.command("best")
+def best(
+    model: Annotated[str, typer.Option(help="the model (every study of it is searched)")],
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """The fastest and the cheapest known configurations of a model: one time-versus-
+    node-hours front over every alternative measured, in any study, with study and date."""
+    from scalestudy.core.errors import ScalestudyError
+    from scalestudy.results.best import best_known
+    from scalestudy.study import history as uc
+
+    frame = best_known(uc.history(store, system=system, model=model))
+    if frame.empty:
+        raise ScalestudyError(f"the store holds no completed runs of model {model}"
+                              + (f" on system {system}" if system else ""))
+    if as_json:
+        print_json(frame.to_dict(orient="records"))
+        return
+    from scalestudy.report.terminal import text_table
+    from scalestudy.results.cost import hours
+
+    for work, part in frame.groupby("work", sort=False):
+        front = part[part["front"]]
+        unit = str(part["unit"].iloc[0]).removesuffix("/s")
+        rows = [[f"{r.nodes} nodes ({r.world_size} GPUs), batch {r.batch_size}, "
+                 f"{r.backend}/{r.tuning}", str(r.study), _when(r.ended), str(r.repeats),
+                 hours(r.time_s), f"{r.node_hours:,.3g}"] for r in front.itertuples()]
+        out.print(text_table(f"{work}: the front per million {unit} ({len(front)} of "
+                             f"{len(part)} configurations; the rest are dominated)",
+                             ["configuration", "study", "ended", "repeats", "time",
+                              "node-hours"], rows, width=out.width))
+        fastest, cheapest = front.iloc[0], front.iloc[-1]
+        out.print(f"fastest: {fastest['study']} ({_when(fastest['ended'])}): "
+                  f"{fastest['configuration']}; cheapest: {cheapest['study']} "
+                  f"({_when(cheapest['ended'])}): {cheapest['configuration']}",
+                  highlight=False, markup=False, soft_wrap=True)
