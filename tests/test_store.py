@@ -155,3 +155,41 @@ def test_two_writers_at_once_on_one_sqlite_file(tmp_path: Path) -> None:
     assert done == [60, 60]
     rows = Store(url).rows()
     assert len(rows) == 8 and {r["study"] for r in rows} == {"a", "b"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return (str(tmp_path / "v1.sqlite") if request.param == "sqlite"
+            else request.getfixturevalue("postgres_url"))
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_rows(empty_url: str) -> None:
+    """The store as its first version wrote it (studies without `source`) opens as the
+    current one, its rows kept and marked as scalestudy's own."""
+    v1 = sa.MetaData()
+    meta = store_module.meta.to_metadata(v1)
+    attempts = store_module.attempts.to_metadata(v1)
+    studies = sa.Table(
+        "studies", v1, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("directory", sa.Text, nullable=False, unique=True),
+        sa.Column("name", sa.Text, nullable=False), sa.Column("system", sa.Text),
+        sa.Column("scaling", sa.Text),
+        sa.Column("ingested", sa.DateTime(timezone=True), nullable=False))
+    engine = sa.create_engine(store_module.store_url(empty_url))
+    with engine.begin() as conn:
+        v1.create_all(conn)
+        conn.execute(sa.insert(meta).values(key="schema_version", value="1"))
+        conn.execute(sa.insert(studies).values(id=1, directory="/r/s", name="s",
+                                               system="polaris", scaling="weak",
+                                               ingested=datetime.now(timezone.utc)))
+        conn.execute(sa.insert(attempts).values(
+            study_id=1, run_id="abc", attempt=1, state="completed", world_size=4,
+            throughput=400.0, throughput_per_gpu=100.0, params={"run_id": "abc"},
+            provenance={}, tags=["v1"]))
+    engine.dispose()
+    opened = Store(empty_url)
+    assert opened.version() == store_module.SCHEMA_VERSION == 2
+    [row] = opened.rows()
+    assert (row["study"], row["source"], row["throughput"], row["tags"]) == (
+        "s", "scalestudy", 400.0, ["v1"])
+    opened.dispose()

@@ -25,7 +25,9 @@ from scalestudy.results.provenance import Attempt, attempts_of
 #: The variable that names the store (a URL, or a SQLite file's path).
 URL_VARIABLE = "SCALESTUDY_STORE"
 #: The schema this release writes and reads; older ones are migrated on open.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: What measured a study's rows when scalestudy did not (the import's format).
+OWN = "scalestudy"
 
 metadata = sa.MetaData()
 meta = sa.Table(
@@ -39,7 +41,9 @@ studies = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("system", sa.Text),
     sa.Column("scaling", sa.Text),
-    sa.Column("ingested", sa.DateTime(timezone=True), nullable=False))
+    sa.Column("ingested", sa.DateTime(timezone=True), nullable=False),
+    # version 2: scalestudy, or the format of imported results (nccl-tests, horovod, ...)
+    sa.Column("source", sa.Text, nullable=False, server_default=OWN))
 attempts = sa.Table(
     "attempts", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -69,8 +73,14 @@ attempts = sa.Table(
     sa.UniqueConstraint("study_id", "run_id", "attempt"))
 sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
 
+def _add_source(conn: sa.Connection) -> None:
+    """Version 2: studies say what measured them (imports beside scalestudy's runs)."""
+    conn.execute(sa.text(f"ALTER TABLE studies ADD COLUMN source TEXT NOT NULL "
+                         f"DEFAULT '{OWN}'"))
+
+
 #: Migrations: version n-1 -> n, each in the transaction that records version n.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {2: _add_source}
 
 
 def default_path() -> Path:
@@ -150,7 +160,7 @@ class Store:
         """Ingested attempts (with their study's name, system and directory), oldest
         first, filtered by system, model, end time and tag."""
         query = (sa.select(attempts, studies.c.name.label("study"),
-                           studies.c.directory, studies.c.system)
+                           studies.c.directory, studies.c.system, studies.c.source)
                  .join(studies, attempts.c.study_id == studies.c.id)
                  .order_by(attempts.c.ended, attempts.c.id))
         if system:
@@ -164,6 +174,17 @@ class Store:
         with self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r["tags"] or [])]
+
+    def put_imported(self, key: str, name: str, system: str | None, source: str,
+                     rows: list[dict[str, Any]]) -> int:
+        """Store results measured elsewhere (one imported file: `key` names it, e.g. by
+        its hash) beside scalestudy's own; importing it again replaces its rows."""
+        with self.engine.begin() as conn:
+            study_id = _study_row(conn, key, {"study": name, "system": system}, source)
+            conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
+            if rows:
+                conn.execute(sa.insert(attempts), [{**r, "study_id": study_id} for r in rows])
+        return len(rows)
 
     def dispose(self) -> None:
         """Close the store's connections."""
@@ -215,11 +236,12 @@ def _open(conn: sa.Connection) -> None:
                      .values(value=str(step)))
 
 
-def _study_row(conn: sa.Connection, directory: Path, params: Mapping[str, Any]) -> int:
+def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, Any],
+               source: str = OWN) -> int:
     now = datetime.now(timezone.utc)
-    values = {"name": str(params.get("study") or directory.name),
+    values = {"name": str(params.get("study") or Path(directory).name),
               "system": _text(params.get("system")), "scaling": _text(params.get("scaling")),
-              "ingested": now}
+              "ingested": now, "source": source}
     found = conn.execute(sa.select(studies.c.id).where(studies.c.directory == str(directory))
                          ).scalar_one_or_none()
     if found is not None:
