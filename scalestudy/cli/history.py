@@ -47,10 +47,10 @@ def history(
         return
     from scalestudy.report.terminal import text_table
 
-    out.print(text_table("studies", ["study", "system", "tags", "ended", "completed",
-                                     "failed"], _studies(rows), width=out.width))
-    out.print(text_table("points over time (per-GPU throughput, median of the repeats)",
-                         ["point", "study", "ended", "repeats", "per GPU", "unit"],
+    out.print(text_table("studies", ["study", "source", "system", "tags", "ended",
+                                     "completed", "failed"], _studies(rows), width=out.width))
+    out.print(text_table("points over time (median of the repeats)",
+                         ["point", "study", "ended", "repeats", "value", "unit"],
                          _points(rows), width=out.width))
 
 
@@ -76,7 +76,8 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
     for items in by.values():
         tags = sorted({t for r in items for t in r["tags"] or []})
         ended = [r["ended"] for r in items if r["ended"] is not None]
-        table.append([str(items[0]["study"]), str(items[0]["system"] or "?"),
+        table.append([str(items[0]["study"]), str(items[0].get("source") or "scalestudy"),
+                      str(items[0]["system"] or "?"),
                       ",".join(tags) or "-", _when(max(ended)) if ended else "?",
                       str(sum(r["state"] == "completed" for r in items)),
                       str(sum(r["state"] == "failed" for r in items))])
@@ -86,20 +87,37 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
 def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
     by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["throughput_per_gpu"] is None:
+        if _value(r) is None:
             continue
-        key = (r["model"], r["nodes"], r["ranks_per_node"], r["batch_size"], r["backend"],
-               r["tuning"], r["directory"], ",".join(r["tags"] or []))
+        key = (_point_name(r), r["directory"], ",".join(r["tags"] or []))
         by.setdefault(key, []).append(r)
     table = []
-    for (model, nodes, rpn, batch, backend, tuning, _, tags), items in by.items():
+    for (point, _, tags), items in by.items():
         ends = [r["ended"] for r in items if r["ended"] is not None]
         ended = max(ends) if ends else "?"
-        per_gpu = statistics.median(r["throughput_per_gpu"] for r in items)
-        table.append([f"{model} {nodes}x{rpn} b{batch} {backend}/{tuning}",
-                      str(items[0]["study"]) + (f" [{tags}]" if tags else ""), _when(ended),
-                      str(len(items)), f"{per_gpu:,.4g}", str(items[0]["unit"])])
+        value = statistics.median(v for v in map(_value, items) if v is not None)
+        unit = str(items[0]["unit"]) + ("" if items[0]["throughput_per_gpu"] is None
+                                        else " per GPU")
+        table.append([point, str(items[0]["study"]) + (f" [{tags}]" if tags else ""),
+                      _when(ended), str(len(items)), f"{value:,.4g}", unit])
     return table
+
+
+def _value(row: dict[str, Any]) -> float | None:
+    """Per-GPU throughput; for an imported measurement that is not one, its value."""
+    if row["throughput_per_gpu"] is not None:
+        return float(row["throughput_per_gpu"])
+    metrics = row.get("metrics") or {}
+    return float(metrics["value"]) if row.get("source", "scalestudy") != "scalestudy" \
+        and metrics.get("value") is not None else None
+
+
+def _point_name(row: dict[str, Any]) -> str:
+    if row.get("source", "scalestudy") == "scalestudy":
+        return (f"{row['model']} {row['nodes']}x{row['ranks_per_node']} "
+                f"b{row['batch_size']} {row['backend']}/{row['tuning']}")
+    params = row.get("params") or {}
+    return " ".join(f"{k} {v}" for k, v in params.items()) or str(row["run_id"])
 
 
 def _when(moment: Any) -> str:
@@ -229,3 +247,27 @@ def best(
                   f"{fastest['configuration']}; cheapest: {cheapest['study']} "
                   f"({_when(cheapest['ended'])}): {cheapest['configuration']}",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+@history_app.command("import")
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="the tools' output files")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="nccl-tests (text or -J JSON), horovod (synthetic benchmark log), "
+        "torchtitan (training log), mlperf (:::MLLOG result log)")],
+    system: Annotated[str | None, typer.Option(help="the system it ran on")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="the name it is listed under [default: the file's name]")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="a tag (repeatable)")] = None,
+    gpus: Annotated[int | None, typer.Option(
+        min=1, help="GPUs of the run, where the file does not say (torchtitan, MLPerf)")
+    ] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Put results measured by other tools beside scalestudy's own, with their source."""
+    from scalestudy.study import history as uc
+
+    done = uc.import_results(files, fmt, store, system=system, name=name,
+                             tags=tuple(tag or ()), gpus=gpus)
+    for item in done:
+        out.print(f"{item.directory}: {item.attempts} measurement(s) ({fmt})", highlight=False)

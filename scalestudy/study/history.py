@@ -198,3 +198,55 @@ def junit(checked: Checked) -> str:
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
     return ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def import_results(files: list[Path], fmt: str, url: str | None = None, *,
+                   system: str | None = None, name: str | None = None,
+                   tags: tuple[str, ...] = (), gpus: int | None = None
+                   ) -> list[Ingested]:
+    """Store results measured by other tools beside scalestudy's, each file with its
+    source (format, path, hash); importing a file again replaces its rows."""
+    import hashlib
+    from datetime import datetime, timezone
+
+    from scalestudy.results.imports import parse
+
+    store = open_store(url)
+    done = []
+    try:
+        for path in files:
+            found = parse(path, fmt, gpus)
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            when = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc)
+            source = {"format": fmt, "file": str(Path(path).resolve()), "sha256": digest}
+            rows = [_imported_row(i, item, source, tags, when) for i, item in
+                    enumerate(found)]
+            done.append(Ingested(Path(path), store.put_imported(
+                f"import:{digest}", name or Path(path).stem, system, fmt, rows)))
+    finally:
+        store.dispose()
+    return done
+
+
+def _imported_row(index: int, item: Any, source: dict[str, str], tags: tuple[str, ...],
+                  when: Any) -> dict[str, Any]:
+    """One imported measurement as a stored attempt: a throughput where it is one
+    (img/s, tokens/s), else its value and unit in the metrics."""
+    point = item.point
+    world = point.get("world_size")
+    rate = item.unit.endswith("/s") and not item.unit.startswith("GB/s")
+    return {
+        "run_id": f"{index:05d}", "attempt": 1, "state": "completed",
+        "nodes": point.get("nodes"), "ranks_per_node": None, "world_size": world,
+        "batch_size": point.get("batch_size"), "global_batch": point.get("global_batch"),
+        "backend": None, "tuning": None, "model": point.get("model"), "repeat": 0,
+        "throughput": item.value if rate else None,
+        "throughput_per_gpu": item.value / world if rate and world else None,
+        "unit": item.unit, "started": None, "ended": when,
+        "params": {k: v for k, v in point.items() if v is not None},
+        "metrics": {"value": item.value, "unit": item.unit, **item.details},
+        "provenance": {"source": source,
+                       "hardware": ({"gpu_model": item.details["gpu_model"]}
+                                    if item.details.get("gpu_model") else {})},
+        "tags": list(tags),
+    }
