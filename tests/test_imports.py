@@ -45,7 +45,8 @@ def test_nccl_tests_text_and_json_say_the_same() -> None:
 def test_horovod_synthetic_benchmarks(name: str, gpus: int, total: float, per_gpu: float,
                                       model: str) -> None:
     [row] = parse(DATA / name, "horovod")
-    assert row.point == {"model": model, "world_size": gpus, "batch_size": 32}
+    assert row.point == {"model": model, "world_size": gpus, "batch_size": 32,
+                         "global_batch": 32 * gpus}
     assert (row.value, row.unit, row.details["per_gpu"]) == (total, "img/s", per_gpu)
 
 
@@ -103,3 +104,35 @@ def test_history_import_places_them_beside_the_studies(tmp_path: Path) -> None:
     bad = run_cli("history", "import", str(DATA / "SOURCES.md"), "--format", "mlperf",
                   cwd=tmp_path, env_extra=env)
     assert bad.returncode == 2 and "no mlperf results in it" in bad.stderr
+
+
+def test_compare_a_study_with_imported_results(tmp_path: Path) -> None:
+    """Published Horovod numbers at 8 and 16 GPUs beside a study's own runs: compare
+    aligns them point by point (the log does not say its nodes: --nodes does)."""
+    from tests.test_collect import make_run, params, record
+
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    for name, nodes in (("horovod_synthetic_tf2_8gpu_horovodrun_prefixed.log", 1),
+                        ("horovod_synthetic_tf2_16gpu_2node.log", 2)):
+        done = run_cli("history", "import", str(DATA / name), "--format", "horovod",
+                       "--name", "oci", "--nodes", str(nodes), cwd=tmp_path, env_extra=env)
+        assert done.returncode == 0, done.stderr
+    ours = tmp_path / "results" / "mine"
+    for nodes in (1, 2):
+        p = params(nodes=nodes, rpn=8, batch=32, study="mine", model="ResNet50")
+        make_run(ours, p, metrics=record(p, 560.0 * 8 * nodes))
+    from scalestudy.results.collect import collect
+
+    collect(ours, [params(nodes=n, rpn=8, batch=32, study="mine", model="ResNet50")
+                   for n in (1, 2)])
+    got = run_cli("compare", "history:oci", str(ours), "--json", cwd=tmp_path, env_extra=env)
+    assert got.returncode == 0, got.stderr
+    points = json.loads(got.stdout)["points"]
+    assert [(p["world_size"], p["throughput_a"]) for p in points] == [(8, 4800.1),
+                                                                     (16, 9170.8)]
+    assert all(p["throughput_b"] == 560.0 * p["world_size"] for p in points)
+    missing = run_cli("history", "import", str(DATA / "horovod_synthetic_pytorch_4gpu.log"),
+                      "--format", "horovod", "--name", "nonodes", cwd=tmp_path, env_extra=env)
+    assert missing.returncode == 0
+    refused = run_cli("compare", "history:nonodes", str(ours), cwd=tmp_path, env_extra=env)
+    assert refused.returncode == 2 and "import it again with --nodes N" in refused.stderr

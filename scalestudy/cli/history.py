@@ -262,12 +262,15 @@ def import_(
     gpus: Annotated[int | None, typer.Option(
         min=1, help="GPUs of the run, where the file does not say (torchtitan, MLPerf)")
     ] = None,
+    nodes: Annotated[int | None, typer.Option(
+        min=1, help="nodes of the run, where the file does not say (so that `compare "
+        "history:NAME` can align it with a study)")] = None,
     store: StoreOpt = None,
 ) -> None:
     """Put results measured by other tools beside scalestudy's own, with their source."""
     from scalestudy.study import history as uc
 
     done = uc.import_results(files, fmt, store, system=system, name=name,
-                             tags=tuple(tag or ()), gpus=gpus)
+                             tags=tuple(tag or ()), gpus=gpus, nodes=nodes)
     for item in done:
         out.print(f"{item.directory}: {item.attempts} measurement(s) ({fmt})", highlight=False)

@@ -143,9 +143,10 @@ def report(
 
 @app.command()
 def compare(
-    a: Annotated[Path, typer.Argument(help="study A: a spec (.yaml) or a results directory",
-                                      show_default=False)],
-    b: Annotated[Path, typer.Argument(help="study B: a spec (.yaml) or a results directory",
+    a: Annotated[Path, typer.Argument(
+        help="study A: a spec (.yaml), a results directory, or history:NAME (a study or "
+        "imported results in the results store)", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="study B: the same kinds as A",
                                       show_default=False)],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", help="where compare.md/.csv/.png go [default: results/compare-A-vs-B]")

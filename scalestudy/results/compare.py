@@ -21,6 +21,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
 from scalestudy.results.analyze import format_value, scaling_table, unit_of
 from scalestudy.results.collect import read_runs
+from scalestudy.results.stored_side import is_stored, stored_runs
 
 SHAPE: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "batch_size",
                           "global_batch")
@@ -73,7 +74,11 @@ def spec_settings(spec: Path) -> dict[str, str]:
 
 
 def load_side(arg: Path, results: Path) -> Side:
-    """A study spec (its results/<name>/runs.csv) or a results directory -> Side."""
+    """A study spec (its results/<name>/runs.csv), a results directory, or a study in the
+    results store (`history:NAME`, imported results too) -> Side."""
+    if is_stored(arg):
+        name, runs = stored_runs(arg)
+        return Side(name, Path(str(arg)), "weak", scaling_table(runs, "weak"), {})
     arg = Path(arg)
     if arg.is_dir():
         directory, spec = arg, arg / "study.yaml"

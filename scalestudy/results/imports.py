@@ -186,9 +186,10 @@ def _horovod(text: str, gpus: int | None) -> list[Imported]:
     out = []
     for m in _HVD_TOTAL.finditer(text):
         world = int(m["gpus"])
+        per_rank = int(batch.group(1)) if batch else None
         out.append(Imported(
             {"model": model.group(1) if model else None, "world_size": world,
-             "batch_size": int(batch.group(1)) if batch else None},
+             "batch_size": per_rank, "global_batch": per_rank * world if per_rank else None},
             _num(m["value"]), f"{m['unit']}/s",
             {"ci": _num(m["ci"]), "per_gpu": _num(per_gpu.group(2)) if per_gpu else None,
              "per_gpu_ci": _num(per_gpu.group(3)) if per_gpu else None,

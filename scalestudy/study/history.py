@@ -202,8 +202,8 @@ def junit(checked: Checked) -> str:
 
 def import_results(files: list[Path], fmt: str, url: str | None = None, *,
                    system: str | None = None, name: str | None = None,
-                   tags: tuple[str, ...] = (), gpus: int | None = None
-                   ) -> list[Ingested]:
+                   tags: tuple[str, ...] = (), gpus: int | None = None,
+                   nodes: int | None = None) -> list[Ingested]:
     """Store results measured by other tools beside scalestudy's, each file with its
     source (format, path, hash); importing a file again replaces its rows."""
     import hashlib
@@ -219,7 +219,7 @@ def import_results(files: list[Path], fmt: str, url: str | None = None, *,
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
             when = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc)
             source = {"format": fmt, "file": str(Path(path).resolve()), "sha256": digest}
-            rows = [_imported_row(i, item, source, tags, when) for i, item in
+            rows = [_imported_row(i, item, source, tags, when, nodes) for i, item in
                     enumerate(found)]
             done.append(Ingested(Path(path), store.put_imported(
                 f"import:{digest}", name or Path(path).stem, system, fmt, rows)))
@@ -229,15 +229,20 @@ def import_results(files: list[Path], fmt: str, url: str | None = None, *,
 
 
 def _imported_row(index: int, item: Any, source: dict[str, str], tags: tuple[str, ...],
-                  when: Any) -> dict[str, Any]:
+                  when: Any, nodes: int | None = None) -> dict[str, Any]:
     """One imported measurement as a stored attempt: a throughput where it is one
-    (img/s, tokens/s), else its value and unit in the metrics."""
-    point = item.point
+    (img/s, tokens/s), else its value and unit in the metrics. `nodes`: what the file
+    does not say (the ranks per node follow, where they divide evenly)."""
+    point = {**item.point, **({"nodes": nodes} if nodes else {})}
     world = point.get("world_size")
+    if nodes and world and world % nodes:
+        raise ScalestudyError(f"--nodes {nodes}: the {world} GPUs of the results do not "
+                              "divide evenly over them")
     rate = item.unit.endswith("/s") and not item.unit.startswith("GB/s")
     return {
         "run_id": f"{index:05d}", "attempt": 1, "state": "completed",
-        "nodes": point.get("nodes"), "ranks_per_node": None, "world_size": world,
+        "nodes": point.get("nodes"), "world_size": world,
+        "ranks_per_node": world // point["nodes"] if world and point.get("nodes") else None,
         "batch_size": point.get("batch_size"), "global_batch": point.get("global_batch"),
         "backend": None, "tuning": None, "model": point.get("model"), "repeat": 0,
         "throughput": item.value if rate else None,
