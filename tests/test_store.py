@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.journal import Job, Journal
 from scalestudy.results import store as store_module
 from scalestudy.results.store import Store, rebuild, study_dirs
 from tests.test_collect import make_run, params, record
@@ -38,6 +39,10 @@ def study(root: Path, name: str = "s") -> Path:
     d1 = make_run(directory, p1, metrics=record(p1, 100.0, torch_version="2.13.0",
                                                python_version="3.11.7", device="cuda"))
     (d1 / "env.txt").write_text(ENV)
+    started = datetime.fromtimestamp((d1 / "env.txt").stat().st_mtime, timezone.utc)
+    Journal(directory / "jobs.jsonl").record(Job(
+        p1["run_id"], "4242", 2, "slurm", "native",
+        (started - timedelta(minutes=10)).isoformat(timespec="seconds")))
     (d1 / "hosts.txt").write_text("x1001\n")
     kept = d1 / "attempts" / "1"
     kept.mkdir(parents=True)
@@ -63,7 +68,10 @@ def test_ingest_indexes_every_ended_attempt_with_its_provenance(store: Store,
     assert done["tags"] == ["nccl-2.21", "baseline"]
     prov = done["provenance"]
     assert prov["versions"] == {"torch": "2.13.0", "python": "3.11.7", "scalestudy": "0.1.0"}
-    assert prov["placement"] == {"nodes": ["x1001"], "job_id": "4242"}
+    placement = prov["placement"]
+    assert (placement["nodes"], placement["job_id"]) == (["x1001"], "4242")
+    assert placement["started"] and placement["ended"] and placement["submitted"]
+    assert placement["queue_wait_s"] == pytest.approx(600, abs=5)  # journal: 10 min before
     assert prov["configuration"]["environment"] == {"NCCL_ALGO": "Ring",
                                                     "OMP_NUM_THREADS": "2"}
     assert prov["configuration"]["system"] == "polaris"

@@ -1,6 +1,7 @@
 """Where and under what each run attempt ran, read from what the run left: the workload's
 record (versions, GPUs), the job script's env.txt (job id, tuning environment, container,
-tags, the program's git commit) and hosts.txt (node list), and when it started and ended.
+tags, the program's git commit) and hosts.txt (node list), when it started and ended,
+and on a scheduler when it was submitted (the journal), hence its queue wait.
 Every ended attempt of a study's run directories, the kept ones (attempts/<n>/) too."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.journal import Job, Journal
 from scalestudy.execute.status import read_status
 
 #: Variables of the job's environment that are its tuning (communication libraries).
@@ -45,7 +47,11 @@ class Attempt:
 
 
 def attempts_of(study_dir: Path) -> list[Attempt]:
-    """Every ended attempt under results/<study>/runs, run by run, oldest attempt first."""
+    """Every ended attempt under results/<study>/runs, run by run, oldest attempt first;
+    on a scheduler, with the submission the journal recorded for it (queue wait)."""
+    journal = Path(study_dir) / "jobs.jsonl"
+    submitted = {(j.run_id, j.attempt): j for j in Journal(journal).entries()} \
+        if journal.is_file() else {}
     out: list[Attempt] = []
     for run_dir in sorted(p for p in Path(study_dir).glob("runs/*") if p.is_dir()):
         params = ws.read_run(run_dir)
@@ -55,24 +61,46 @@ def attempts_of(study_dir: Path) -> list[Attempt]:
                       key=lambda p: int(p.name))
         for number, directory in [*((int(p.name), p) for p in kept),
                                   (len(kept) + 1, run_dir)]:
-            attempt = read_attempt(params, number, directory)
+            attempt = read_attempt(params, number, directory,
+                                   submitted.get((str(params["run_id"]), number)))
             if attempt is not None:
                 out.append(attempt)
     return out
 
 
-def read_attempt(params: Mapping[str, Any], number: int, directory: Path) -> Attempt | None:
-    """The attempt kept in `directory`, or None while it has not ended."""
+def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
+                 job: Job | None = None) -> Attempt | None:
+    """The attempt kept in `directory`, or None while it has not ended; `job`: its
+    submission, from the journal."""
     found = read_status(directory)
     if found.state not in ENDED:
         return None
     env = read_env(directory / "env.txt")
     record = dict(found.record) if found.record is not None else None
     tags = tuple(t for t in env.get("SCALESTUDY_TAGS", "").split(",") if t)
+    started = _mtime(directory / "env.txt")
     ended = _mtime(directory / "exit_code") or _mtime(directory / ws.STATUS)
-    return Attempt(dict(params), number, found.state.value, record,
-                   provenance(params, record, env, directory), tags,
-                   _mtime(directory / "env.txt"), ended)
+    prov = provenance(params, record, env, directory)
+    placement = prov["placement"]
+    placement["started"] = started.isoformat() if started else None
+    placement["ended"] = ended.isoformat() if ended else None
+    if job is not None:
+        placement["job_id"] = placement["job_id"] or job.job_id
+        placement["submitted"] = job.submitted_at
+        when = _moment(job.submitted_at)
+        if when is not None and started is not None:
+            placement["queue_wait_s"] = round((started - when).total_seconds(), 3)
+    return Attempt(dict(params), number, found.state.value, record, prov, tags, started,
+                   ended)
+
+
+def _moment(text: str | None) -> datetime | None:
+    """An ISO time (the journal's) as an aware datetime (UTC where it names no zone)."""
+    try:
+        value = datetime.fromisoformat(text or "")
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
