@@ -78,6 +78,17 @@ def test_sbatch_srun_study_on_one_two_and_four_nodes(tmp_path: Path, slurm_clust
     journal = [line for line in (tmp_path / "results" / "srun" / "jobs.jsonl")
                .read_text().splitlines() if '"job_id"' in line]  # not the intent lines
     assert len(journal) == 3
+    # the results store has each run with where it ran: job id, nodes, queue wait
+    assert "history: 3 run attempt(s) of srun in " in done.stderr
+    stored = [r for r in json.loads(run_cli("history", "--json", cwd=tmp_path).stdout)
+              if r["directory"] == str((tmp_path / "results" / "srun").resolve())]
+    ids = {json.loads(line)["run_id"]: json.loads(line)["job_id"] for line in journal}
+    assert sorted(r["world_size"] for r in stored) == [2, 4, 8]
+    for r in stored:
+        placement = r["provenance"]["placement"]
+        assert placement["job_id"] == ids[r["run_id"]]
+        assert len(placement["nodes"]) == r["nodes"] and placement["queue_wait_s"] >= 0
+        assert r["provenance"]["configuration"]["system"] == "testbed-srun"
 
 
 def test_sbatch_mpirun_study(tmp_path: Path, slurm_cluster) -> None:
