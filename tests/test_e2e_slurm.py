@@ -96,6 +96,10 @@ def test_sbatch_mpirun_study(tmp_path: Path, slurm_cluster) -> None:
     done = run_cli("run", spec, "--wait", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     check_report(tmp_path, "mpirun", [2, 4])
+    stored = [r for r in json.loads(run_cli("history", "--json", cwd=tmp_path).stdout)
+              if r["directory"] == str((tmp_path / "results" / "mpirun").resolve())]
+    assert len(stored) == 2  # the MPI that started the ranks, as its mpirun says
+    assert all("Open MPI" in r["provenance"]["versions"]["mpi"] for r in stored)
 
 
 def test_submitit_study(tmp_path: Path, slurm_cluster) -> None:

@@ -111,6 +111,8 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
     versions.update(record.get("provenance", {}).get("versions", {}))
     if env.get("SCALESTUDY_VERSION"):
         versions["scalestudy"] = env["SCALESTUDY_VERSION"]
+    if env.get("SCALESTUDY_MPI_VERSION"):  # the launcher's `--version`, from the job
+        versions["mpi"] = env["SCALESTUDY_MPI_VERSION"].strip()
     hardware = dict(record.get("provenance", {}).get("hardware", {}))
     if record.get("device"):
         hardware.setdefault("device", record["device"])

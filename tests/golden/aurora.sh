@@ -44,6 +44,8 @@ export CCL_KVS_USE_MPI_RANKS=1
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=aurora
 export SCALESTUDY_TAGS=''
+SCALESTUDY_MPI_VERSION="$(mpiexec --version 2>/dev/null | grep -m 1 -E '[0-9]+[.][0-9]+' || true)"
+export SCALESTUDY_MPI_VERSION
 env | LC_ALL=C sort > /scratch/results/conv/runs/27d61dd887/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
 awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/27d61dd887/hosts.txt

@@ -25,6 +25,8 @@ export OMP_NUM_THREADS=1
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=generic-pbs
 export SCALESTUDY_TAGS=''
+SCALESTUDY_MPI_VERSION="$(mpiexec --version 2>/dev/null | grep -m 1 -E '[0-9]+[.][0-9]+' || true)"
+export SCALESTUDY_MPI_VERSION
 env | LC_ALL=C sort > /scratch/results/conv/runs/b5cd28d04d/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
 awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/b5cd28d04d/hosts.txt

@@ -42,6 +42,8 @@ export FI_CXI_DEFAULT_CQ_SIZE=131072
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=polaris
 export SCALESTUDY_TAGS=''
+SCALESTUDY_MPI_VERSION="$(mpiexec --version 2>/dev/null | grep -m 1 -E '[0-9]+[.][0-9]+' || true)"
+export SCALESTUDY_MPI_VERSION
 env | LC_ALL=C sort > /scratch/results/conv/runs/29c555a57c/env.txt
 # PBS_NODEFILE lists each node once per MPI rank slot; keep each host once, in order.
 awk '!seen[$0]++' "$PBS_NODEFILE" > /scratch/results/conv/runs/29c555a57c/hosts.txt
