@@ -4,6 +4,7 @@ their tags and provenance, and `history ingest` rebuilds the same rows from resu
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,48 @@ def test_history_ingest_of_a_missing_directory_says_what_to_give(tmp_path: Path)
                    env_extra={"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "nowhere: no such directory" in done.stderr
+
+
+GATED = f"""name: gated
+workload:
+  kind: command
+  command: [{json.dumps(sys.executable)}, "train.py", "{{world_size}}", "{{repeat}}"]
+grid: {{nodes: [1, 2], ranks_per_node: [1]}}
+repeats: 3
+job: {{walltime: "00:02:00"}}
+"""
+# A program whose speed the test sets (SLOW: the fraction lost), with 1 % of noise that
+# differs by repeat: each rank prints what a benchmark prints.
+TRAIN = """import os, random, sys
+world, repeat = int(sys.argv[1]), int(sys.argv[2])
+noise = random.Random(repeat * 7 + len(os.environ.get("SCALESTUDY_TAGS", ""))).gauss(0, 0.01)
+value = 100.0 * world * 0.95 ** (world - 1) * (1 - float(os.environ.get("SLOW", "0")))
+print(f"Total img/sec on {world} GPU(s): {value * (1 + noise):.3f}")
+"""
+
+
+def test_the_gate_passes_a_rerun_and_names_a_slowdown_of_real_runs(tmp_path: Path,
+                                                                    write_spec) -> None:
+    spec = str(write_spec(GATED))
+    (tmp_path / "train.py").write_text(TRAIN)
+    store = {"SCALESTUDY_STORE": str(tmp_path / "history.sqlite")}
+    first = run_cli("run", spec, "--tag", "first", cwd=tmp_path, env_extra=store)
+    assert first.returncode == 0, first.stderr
+    rerun = run_cli("run", spec, "--rerun", "all", "--tag", "rerun", cwd=tmp_path,
+                    env_extra=store)
+    assert rerun.returncode == 0, rerun.stderr
+    unchanged = run_cli("history", "check", spec, "--baseline-tag", "first", cwd=tmp_path,
+                        env_extra=store)
+    assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
+    assert "3 vs 3 repeats" in unchanged.stdout and "REGRESSION" not in unchanged.stdout
+
+    slow = run_cli("run", spec, "--rerun", "all", "--tag", "slow", cwd=tmp_path,
+                   env_extra={**store, "SLOW": "0.2"})
+    assert slow.returncode == 0, slow.stderr
+    found = run_cli("history", "check", spec, "--baseline-tag", "rerun", "--junit", "j.xml",
+                    cwd=tmp_path, env_extra=store)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "REGRESSION (compute): command 1x1 (1 GPUs)" in found.stdout
+    assert "REGRESSION (compute): command 2x1 (2 GPUs)" in found.stdout
+    assert "2 point(s) regressed" in found.stderr
+    assert 'failures="2"' in (tmp_path / "j.xml").read_text()

@@ -72,7 +72,9 @@ def point_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def describe_point(row: Mapping[str, Any]) -> str:
-    return (f"{row.get('model')} {row.get('nodes')}x{row.get('ranks_per_node')} "
+    """`resnet50 4x4 (16 GPUs) batch 32 ddp/default` (a user's program: `command`)."""
+    model = row.get("model") or (row.get("params") or {}).get("workload") or "program"
+    return (f"{model} {row.get('nodes')}x{row.get('ranks_per_node')} "
             f"({row.get('world_size')} GPUs) batch {row.get('batch_size')} "
             f"{row.get('backend')}/{row.get('tuning')}")
 
