@@ -201,3 +201,21 @@ def test_a_version_1_store_is_migrated_and_keeps_its_rows(empty_url: str) -> Non
     assert (row["study"], row["source"], row["throughput"], row["tags"]) == (
         "s", "scalestudy", 400.0, ["v1"])
     opened.dispose()
+
+
+def test_a_store_where_one_cannot_write_is_said_not_raised(tmp_path: Path) -> None:
+    """A store that cannot be created (here under a file, which even root cannot make a
+    directory of) never fails a run or a report: the run says so in one line."""
+    from scalestudy.site.plan import make_plan
+    from scalestudy.study.history import store_study
+
+    (tmp_path / "a-file").write_text("")
+    where = str(tmp_path / "a-file" / "deeper" / "h.sqlite")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\ngrid: {nodes: [1]}\n")
+    study(tmp_path / "results", "s")
+    line = store_study(make_plan(spec, tmp_path / "results"), where)
+    assert line.startswith("history: not stored: results store sqlite:///")
+    assert "cannot create its directory" in line and "history ingest" in line
+    with pytest.raises(ScalestudyError, match="cannot create its directory"):
+        Store(where).engine  # noqa: B018

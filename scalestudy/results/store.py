@@ -97,9 +97,7 @@ def store_url(given: str | None = None) -> str:
     text = given or os.environ.get(URL_VARIABLE) or str(default_path())
     if "://" in text:
         return text
-    path = Path(text).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path.resolve()}"
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
 def shown(url: str) -> str:
@@ -120,6 +118,8 @@ class Store:
     def engine(self) -> sa.Engine:
         try:
             engine = sa.create_engine(self.url)
+            if engine.dialect.name == "sqlite" and engine.url.database:
+                Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
             if engine.dialect.name == "sqlite":
                 sa.event.listen(engine, "connect", _sqlite_pragmas)
             with engine.begin() as conn:
@@ -132,6 +132,11 @@ class Store:
             raise ScalestudyError(
                 f"results store {shown(self.url)}: cannot open it ({exc.orig}); check the URL "
                 f"(--store or ${URL_VARIABLE}) and that the server is up") from None
+        except OSError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: cannot create its directory "
+                f"({exc.strerror}); point --store or ${URL_VARIABLE} at a place you can "
+                "write") from None
         return engine
 
     def version(self) -> int:

@@ -39,9 +39,8 @@ def store_study(plan: Plan, url: str | None = None) -> str:
     try:
         count = store.ingest(plan.directory)
     except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
-        return (f"history: not stored in {shown(store.url)}: {exc}; the run directories "
-                f"keep everything: `scalestudy history ingest {plan.directory}` later, or set "
-                f"${URL_VARIABLE}")
+        return (f"history: not stored: {exc}; the run directories keep everything: "
+                f"`scalestudy history ingest {plan.directory}` later, or set ${URL_VARIABLE}")
     finally:
         store.dispose()
     return f"history: {count} run attempt(s) of {plan.study.name} in {shown(store.url)}"
