@@ -392,9 +392,3 @@ class Drawing:
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def render_all(pictures: Sequence[Picture]) -> dict[str, bytes]:
-    """The PNG bytes of each picture (drawn side by side where the CPUs allow)."""
-    with Drawing(pictures) as drawing:
-        return drawing.images()

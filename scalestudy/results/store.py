@@ -197,6 +197,16 @@ class Store:
             self.engine.dispose()
 
 
+def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The newest attempt of each run among stored rows (one per directory and run id)."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["directory"], r["run_id"])
+        if key not in latest or r["attempt"] > latest[key]["attempt"]:
+            latest[key] = dict(r)
+    return list(latest.values())
+
+
 def rebuild(store: Store, study_dirs: Iterable[Path]) -> int:
     """Ingest every study directory again (a lost or damaged store comes back from
     results/); the attempts it holds."""

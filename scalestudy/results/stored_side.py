@@ -4,7 +4,6 @@ imported from another tool) as a table of runs, laid out as collect's runs.csv."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -27,7 +26,7 @@ def is_stored(arg: Path | str) -> bool:
 def stored_runs(arg: Path | str) -> tuple[str, pd.DataFrame]:
     """(study name, runs frame) of `history:NAME`: the newest attempt of each of its runs
     that measured a throughput. The store is $SCALESTUDY_STORE's (or the default)."""
-    from scalestudy.results.store import Store
+    from scalestudy.results.store import Store, latest_attempts
 
     name = str(arg)[len(PREFIX):]
     store = Store()
@@ -38,12 +37,8 @@ def stored_runs(arg: Path | str) -> tuple[str, pd.DataFrame]:
     if not rows:
         raise ScalestudyError(f"{arg}: the results store holds no study {name!r} "
                               "(`scalestudy history` lists them)")
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["directory"], r["run_id"])
-        if key not in latest or r["attempt"] > latest[key]["attempt"]:
-            latest[key] = r
-    rated = [r for r in latest.values() if r["throughput"] is not None or r["state"] != "completed"]
+    rated = [r for r in latest_attempts(rows)
+             if r["throughput"] is not None or r["state"] != "completed"]
     if not rated:
         raise ScalestudyError(f"{arg}: its results are not throughputs "
                               f"({rows[0]['unit']}): nothing to compare a study with")

@@ -126,18 +126,14 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     stored study's name) against a baseline: a tag, an earlier study, a time window, or
     by default the study's own earlier attempts."""
     from scalestudy.results.regression import check as compare
+    from scalestudy.results.store import latest_attempts
 
     name = _study_name(target, url, results)
     rows = history(url, study=name)
     if not rows:
         raise ScalestudyError(f"the store holds no runs of study {name!r}; run it, or "
                               "`scalestudy history ingest results/` first")
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["directory"], r["run_id"])
-        if key not in latest or r["attempt"] > latest[key]["attempt"]:
-            latest[key] = r
-    newest = list(latest.values())
+    newest = latest_attempts(rows)
     picked = {(r["directory"], r["run_id"], r["attempt"]) for r in newest}
     systems = {r["system"] for r in newest}
     if baseline_study:
