@@ -71,6 +71,18 @@ class _Screen:
 
         for line in queued_lines(queued, self.plan.study):
             self.note(line)
+        if queued.allocations:
+            from scalestudy.site.queues import hms
+
+            for q in queued.allocations:
+                a = q.allocation
+                out.print(f"allocation {q.name}: job {q.job_id}, {a.nodes} node(s) for "
+                          f"{hms(a.walltime_s)}, {len(a.steps)} run(s) as its steps",
+                          highlight=False)
+            out.print(f"{len(queued.submitted)} run(s) packed into "
+                      f"{len(queued.allocations)} job(s), {queued.active} run(s) queued or "
+                      "running", highlight=False)
+            return
         out.print(f"{len(queued.submitted)} job(s) submitted, {queued.active} in the queue"
                   + (f", {len(queued.waiting)} held back by --max-jobs" if queued.waiting
                      else ""))
@@ -86,6 +98,11 @@ class _Screen:
         from scalestudy.cli.words import queue_progress
 
         return queue_progress(err, run_ids)
+
+
+PackOpt = Annotated[bool, typer.Option(
+    "--pack", help="scheduler systems: the runs as steps of one allocation (or a few, split "
+    "by the queue's limits): one queue wait (the spec's job.pack asks it too)")]
 
 
 @app.command()
@@ -110,13 +127,20 @@ def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt 
 
 
 @app.command()
-def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("results")) -> None:
-    """Show the runs a study expands into, with run count and node-hours."""
+def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("results"),
+         pack: PackOpt = False) -> None:
+    """Show the runs a study expands into, with run count and node-hours.
+
+    With --pack: the allocations the runs not done would be packed into."""
     from scalestudy.study import make_plan, plan_summary
 
     the_plan = make_plan(study, results)
     _warn(the_plan)
     summary = plan_summary(the_plan)
+    if pack or the_plan.study.job.pack:
+        from scalestudy.study.packing import pack_summary
+
+        summary["pack"] = pack_summary(the_plan)
     if as_json:
         print_json(summary)
         return
@@ -129,6 +153,8 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         text = ", ".join(map(str, shown)) if isinstance(shown, list) else (
             "-" if shown is None else str(shown))
         out.print(f"  {key} {text}: {value['where']}", highlight=False, markup=False)
+    for line in summary.get("pack", {}).get("lines", []):
+        out.print(line, highlight=False, markup=False)
 
 
 OnlyOpt = Annotated[str | None, typer.Option(
@@ -159,7 +185,7 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         max_jobs: MaxJobsOpt = None, wait: WaitOpt = False, rerun: RerunOpt = None,
         max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
         no_preflight: NoPreflightOpt = False, tag: TagOpt = None,
-        results: ResultsOpt = Path("results")) -> None:
+        results: ResultsOpt = Path("results"), pack: PackOpt = False) -> None:
     """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
@@ -170,7 +196,7 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
     request = uc.RunRequest(only=only, rerun=rerun, max_attempts=max_attempts,
                             max_jobs=max_jobs, wait=wait, budget=budget,
                             preflight=not no_preflight, dry_run=dry_run,
-                            tags=tuple(tag or ()))
+                            tags=tuple(tag or ()), pack=pack)
     got = uc.run(plan, request, _Screen(plan))
     if dry_run:
         from scalestudy.core.grid import describe_run

@@ -148,6 +148,9 @@ class Job(Model):
         description="absolute path of the Python the jobs start (a venv on a filesystem the "
         "compute nodes share); default: the profile's `python`, else the one running "
         "scalestudy")
+    pack: bool = Field(
+        False, description="run the study's runs as steps of one allocation (or a few, "
+        "split by the queue's limits) instead of one job per run: one queue wait")
     share_gpus: bool = Field(
         False, description="allow more ranks per node than the system has GPUs: ranks share "
         "GPUs (e.g. under MPS); without it such a grid is an error")

@@ -3,7 +3,7 @@ one JSON line per event, each fsynced before the next submission starts.
 
 Lines, each a typed entry: an `Intent` `{run_id, intent: true, attempt, at}` written
 just before a submit command; a `Job` `{run_id, job_id, attempt, scheduler, via,
-submitted_at[, adopted]}` once the command answered (or a restart found the job by
+submitted_at[, adopted][, allocation]}` once the command answered (or a restart found the job by
 name); a `Resolved` `{run_id, resolved: true, at}` when a restart found no job for an
 intent. Each line carries `schema` (`scalestudy.journal/2`); lines written before it
 (version 1, no `schema`) read the same. A torn last line (a crash mid-write) is
@@ -34,11 +34,13 @@ class Intent:
     run_id: str
     attempt: int | None = None
     at: str | None = None
+    allocation: str | None = None  # packed: the allocation it is a step of
 
     def to_json(self) -> dict[str, Any]:
-        """The line's JSON object."""
-        return {"schema": SCHEMA, "run_id": self.run_id, "intent": True,
-                "attempt": self.attempt, "at": self.at}
+        """The line's JSON object (`allocation` only for a packed run)."""
+        out = {"schema": SCHEMA, "run_id": self.run_id, "intent": True,
+               "attempt": self.attempt, "at": self.at}
+        return {**out, "allocation": self.allocation} if self.allocation else out
 
 
 @dataclass(frozen=True)
@@ -52,13 +54,18 @@ class Job:
     via: str | None = None
     submitted_at: str | None = None
     adopted: bool = False
+    #: packed: the allocation (results/<study>/allocations/<name>) the run is a step of;
+    #: `job_id` is then the allocation's job
+    allocation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The line's JSON object (`adopted` only where it is true)."""
+        """The line's JSON object (`adopted` and `allocation` only where set)."""
         out: dict[str, Any] = {"schema": SCHEMA, "run_id": self.run_id,
                                "job_id": self.job_id, "attempt": self.attempt,
                                "scheduler": self.scheduler, "via": self.via,
                                "submitted_at": self.submitted_at}
+        if self.allocation:
+            out["allocation"] = self.allocation
         return {**out, "adopted": True} if self.adopted else out
 
 
@@ -93,9 +100,11 @@ def parse(data: Any) -> Entry | None:
     if data.get("job_id") is not None:
         return Job(run_id, str(data["job_id"]), _int(data.get("attempt")),
                    _text(data.get("scheduler")), _text(data.get("via")),
-                   _text(data.get("submitted_at")), data.get("adopted") is True)
+                   _text(data.get("submitted_at")), data.get("adopted") is True,
+                   _text(data.get("allocation")))
     if data.get("intent"):
-        return Intent(run_id, _int(data.get("attempt")), _text(data.get("at")))
+        return Intent(run_id, _int(data.get("attempt")), _text(data.get("at")),
+                      _text(data.get("allocation")))
     if data.get("resolved"):
         return Resolved(run_id, _text(data.get("at")))
     return None

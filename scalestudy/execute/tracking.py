@@ -20,10 +20,10 @@ from typing import Any
 from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.grid import Run, job_name
 from scalestudy.core.states import JobStatus, RunState
-from scalestudy.execute import commands
+from scalestudy.execute import commands, packed
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
-from scalestudy.execute.journal import Job, Resolved, now
+from scalestudy.execute.journal import Intent, Job, Resolved, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.execute.submit import Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
@@ -74,7 +74,7 @@ class Tracker:
         plan = self.plan
         latest = journal(plan).latest()
         views: dict[str, RunView] = {}
-        unsettled: dict[str, tuple[Run, Job]] = {}
+        unsettled: list[tuple[Run, Job]] = []
         scheduler = plan.scheduler
         for run in plan.runs:
             if run.run_id in self.settled:
@@ -88,17 +88,44 @@ class Tracker:
                 if status.state.ended:
                     self.settled[run.run_id] = view
             else:
-                unsettled[scheduler.short_id(entry.job_id)] = (run, entry)
+                unsettled.append((run, entry))
         if unsettled:
-            asked = [entry.job_id for _, entry in unsettled.values()]
+            asked = list(dict.fromkeys(entry.job_id for _, entry in unsettled))
             found = {scheduler.short_id(k): v for k, v in
                      commands.query(scheduler, asked, self.runner).items()}
-            for key, (run, entry) in unsettled.items():
-                view = self._update(run, entry, found.get(key))
+            steps: dict[str, dict[str, dict[str, Any]]] = {}  # allocation -> run -> event
+            for run, entry in unsettled:
+                job = found.get(scheduler.short_id(entry.job_id))
+                if entry.allocation:
+                    if entry.allocation not in steps:
+                        steps[entry.allocation] = packed.events_by_run(plan, entry.allocation)
+                    view = self._step(run, entry, job, steps[entry.allocation].get(run.run_id))
+                else:
+                    view = self._update(run, entry, job)
                 views[run.run_id] = view
                 if view.state.ended:
                     self.settled[run.run_id] = view
         return views
+
+    def _step(self, run: Run, entry: Job, job: JobState | None,
+              event: dict[str, Any] | None) -> RunView:
+        """A packed run: its step's state inside its allocation."""
+        run_dir = self.plan.run_dir(run)
+        if job is None and _age_s(entry) >= GRACE_S:
+            job = JobState(entry.job_id, JobStatus.LOST, "not listed")
+        found = packed.step_state(run_dir, entry, job, event)
+        if found.ended is not None:
+            return self._update(run, entry, found.ended)
+        if found.state is RunState.INTERRUPTED:
+            packed.interrupt(run_dir, entry, found.reason)
+            return RunView(run, found.state, entry.job_id, found.reason)
+        said = (found.state.value, job.raw if job else "", found.reason or "")
+        if self.written.get(run.run_id) != said:
+            write_status(run_dir, RunStatus(
+                found.state, job_id=entry.job_id, scheduler_state=job.raw if job else None,
+                reason=found.reason, submitted_at=entry.submitted_at))
+            self.written[run.run_id] = said
+        return RunView(run, found.state, entry.job_id, found.reason)
 
     def _update(self, run: Run, entry: Job, job: JobState | None) -> RunView:
         run_dir = self.plan.run_dir(run)
@@ -200,7 +227,11 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
     if not intents:
         return []
     runs = {r.run_id: r for r in plan.runs}
-    names = {job_name(plan.study.name, i): i for i in intents if i in runs}
+    def named(intent_: Intent) -> str:  # a packed run's job is its allocation's
+        return job_name(plan.study.name, f"pack-{intent_.allocation}" if intent_.allocation
+                        else intent_.run_id)
+
+    names = {named(i) for r, i in intents.items() if r in runs}
     scheduler = plan.scheduler
     try:
         found = commands.find(scheduler, list(names), runner) if names else {}
@@ -212,12 +243,13 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
     adopted = []
     for run_id, intent in intents.items():
         run = runs.get(run_id)
-        orphans = sorted(found.get(job_name(plan.study.name, run_id), set()) - known,
+        orphans = sorted(found.get(named(intent), set()) - known,
                          key=lambda j: (len(j), j)) if run is not None else []
         if orphans:
             job_id = orphans[-1]
             book.record(Job(run_id, job_id, intent.attempt, scheduler.name,
-                            submitted_at=intent.at, adopted=True))
+                            "pack" if intent.allocation else None, submitted_at=intent.at,
+                            adopted=True, allocation=intent.allocation))
             write_status(plan.run_dir(run), RunStatus(
                 RunState.QUEUED, job_id=job_id, submitted_at=intent.at))
             adopted.append((run_id, job_id))
@@ -294,7 +326,9 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
 def cancel_runs(plan: Plan, runner: commands.CommandRunner = commands.run_command) -> list[str]:
     """Cancel every queued or running job of the study; returns their ids."""
     views = refresh(plan, runner)
-    job_ids = [v.job_id for v in views.values() if v.state.active and v.job_id]
+    # packed runs share their allocation's job: each job is cancelled once
+    job_ids = list(dict.fromkeys(v.job_id for v in views.values()
+                                 if v.state.active and v.job_id))
     if job_ids:
         commands.cancel(plan.scheduler, job_ids, runner)
     return job_ids

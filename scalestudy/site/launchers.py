@@ -31,6 +31,8 @@ class Shell(str):
 Word = str  # str or Shell
 RDZV_ENDPOINT = Shell('--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"')
 NODEFILE = Shell('"$PBS_NODEFILE"')
+#: A packed step's nodes (srun), set by the step runner inside the allocation.
+STEP_NODES = Shell('--nodelist="$SCALESTUDY_STEP_HOSTS"')
 #: The local job script's function that starts one torchrun agent per "node" on this host.
 LOCAL_AGENTS = Shell("scalestudy_agents")
 
@@ -46,6 +48,7 @@ class Launch:
     env_names: tuple[str, ...] = ()  # variables an MPI launcher must pass on (mpirun -x)
     hostfile: str | None = None  # the scheduler's host list, a shell expression
     one_host: bool = False  # every "node" is this host (no scheduler): the local launcher
+    step: bool = False  # a packed allocation's step: on the nodes the step runner gives it
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,9 @@ def srun(launch: Launch, slots: Slots) -> list[Word]:
         words.append(f"--gpu-bind={opts.gpu_bind}")
     if opts.mpi:
         words.append(f"--mpi={opts.mpi}")
+    if launch.step:  # exactly the step's nodes and tasks (not the allocation's, which
+        # srun reads from SLURM_NTASKS), no CPU shared with a step beside it
+        words += [f"--ntasks={slots.nodes * slots.per_node}", STEP_NODES, "--exclusive"]
     return [*words, *opts.extra_args]
 
 
@@ -156,7 +162,8 @@ def mpiexec(launch: Launch, slots: Slots) -> list[Word]:
         words += ["--depth", str(opts.depth)]
     if opts.cpu_bind:
         words += ["--cpu-bind", opts.cpu_bind]
-    return [*words, "--hostfile", NODEFILE, "--envall", *opts.extra_args]
+    hostfile = Shell(launch.hostfile) if launch.hostfile else NODEFILE
+    return [*words, "--hostfile", hostfile, "--envall", *opts.extra_args]
 
 
 def mpirun(launch: Launch, slots: Slots) -> list[Word]:

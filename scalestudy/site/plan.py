@@ -92,6 +92,12 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
         problems.append((("job", "submit"), (
             f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
             "use `submit: native`")))
+    if job.pack and (not scheduler.queued or job.submit == "submitit"):
+        problems.append((("job", "pack"), (
+            f"system {system.name!r} runs jobs on this host, one after the other: there is "
+            "no allocation to pack into; remove `pack`" if not scheduler.queued else
+            "packed runs are steps of scalestudy's own allocation script: use `submit: "
+            "native` with `pack: true`")))
     if not scheduler.queued:
         problems += _local_backend_checks(study)
     return problems

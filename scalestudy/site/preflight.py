@@ -88,6 +88,9 @@ class Preflight:
     #: The most jobs of one user the study's queue takes at once, and where that is said
     #: (`run --max-jobs` defaults to it); None where no limit is known.
     job_limit: tuple[int, str] | None = None
+    #: The limits of the queue the jobs go to (the scheduler's answer, else the
+    #: profile's); what `run --pack` splits a study by. None: not known.
+    queue_limits: QueueLimits | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -216,6 +219,13 @@ def _profile_limits(plan: Plan, name: str) -> QueueLimits | None:
         jobs_source=f"{source}: {q.limits_source}" if q.limits_source else None)
 
 
+def profile_queue_limits(plan: Plan) -> QueueLimits | None:
+    """The limits of the study's queue as its profile documents them (None: unknown)."""
+    key = plan.scheduler.queue_key
+    name = (getattr(plan.study.job, key) if key else None) or plan.system.scheduler_options.queue
+    return _profile_limits(plan, name) if name else None
+
+
 def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
     """The per-user job limit of the study's queue as its profile documents it (what
     `run --max-jobs` defaults to when no preflight asked the scheduler)."""
@@ -247,6 +257,7 @@ def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
             out.add(ERROR, f"{where}: {kind} {name} does not exist ({_source(facts, kind)} "
                     f"lists {', '.join(sorted(answered))}): set job.{key} to one of them")
         elif limits is not None:
+            out.queue_limits = limits
             known = answered or {n: lim for n in plan.system.scheduler_options.queues
                                  if (lim := _profile_limits(plan, n))}
             _limits(plan, facts, out, kind, key, where, limits, known)

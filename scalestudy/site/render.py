@@ -7,6 +7,7 @@ never run a command it does not spell out as a command (`job.setup`, `command`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -25,12 +26,16 @@ from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
+from scalestudy.site.pack import Allocation
 from scalestudy.site.profiles import SystemProfile
 from scalestudy.site.program import program as make_program
+from scalestudy.site.queues import hms
 from scalestudy.site.schedulers import JobRequest
 
 #: The variable that holds the run directory in the job and on every rank.
 RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
+#: A packed step's host file (its nodes' lines of the allocation's), set by the step runner.
+STEP_HOSTFILE = '"$SCALESTUDY_STEP_HOSTFILE"'
 
 
 def env_text(value: Any) -> str:
@@ -144,9 +149,11 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
 
 
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-            python: str | None = None, extra_args: Sequence[str] = ()) -> dict[str, Any]:
+            python: str | None = None, extra_args: Sequence[str] = (),
+            step: bool = False) -> dict[str, Any]:
     """Everything a job template may use (`python`: the interpreter the job starts;
-    `extra_args`: more workload arguments, e.g. the batch-size probe's)."""
+    `extra_args`: more workload arguments, e.g. the batch-size probe's; `step`: the
+    script is a step of a packed allocation, started on its nodes, no directives)."""
     tuning = study.tuning.get(run.tuning)
     env = dict(system.env)
     if tuning is not None:
@@ -157,8 +164,9 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     scheduler = schedulers.get(system.scheduler)
     # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
     launch = Launch(run=run, system=system, program=program, threads=threads,
-                    env_names=(*env, RUN_DIR_VARIABLE), hostfile=scheduler.hostfile,
-                    one_host=scheduler.one_host)
+                    env_names=(*env, RUN_DIR_VARIABLE),
+                    hostfile=STEP_HOSTFILE if step else scheduler.hostfile,
+                    one_host=scheduler.one_host, step=step)
     return {
         "version": __version__,
         "run": run.params(),
@@ -169,7 +177,8 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "program": program,  # the submitit task runs it (execute.submitit_script)
         # (a scheduler without a queue has no directives: no request to build per run)
         "directives": (scheduler.directives(job_request(study, system, run, run_dir))
-                       if scheduler.queued else []),
+                       if scheduler.queued and not step else []),
+        "step": step,
         "launch": launch_words(launch),
         "env": env,
         "setup": [*system.setup, *study.job.setup],
@@ -215,21 +224,22 @@ def template_dir(study: Study) -> str | None:
 
 
 def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-           python: str | None = None, extra_args: Sequence[str] = ()) -> str:
+           python: str | None = None, extra_args: Sequence[str] = (), step: bool = False
+           ) -> str:
     """The job script of one run.
 
     The repeats of one grid point differ only in their run id and repeat number: once
     two of them, rendered in full, prove that swapping those two values turns one
     script into the other, the point's further repeats are made by that swap (the same
     text a render gives, at a fraction of the cost)."""
-    key = (str(run_dir.parent), run_dir.name == run.run_id, python, tuple(extra_args),
+    key = (str(run_dir.parent), run_dir.name == run.run_id, python, tuple(extra_args), step,
            os.getcwd(), *((k, repr(v)) for k, v in run.params().items()
                           if k not in ("run_id", "repeat")))
     point = _points(study, system).setdefault(key, _Repeats())
     made = point.made(run)
     if made is not None:
         return made
-    text = _render(study, system, run, run_dir, python, extra_args)
+    text = _render(study, system, run, run_dir, python, extra_args, step)
     point.learn(run, text)
     return text
 
@@ -278,12 +288,13 @@ def _points(study: Study, system: SystemProfile) -> dict[Any, _Repeats]:
 
 
 def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-            python: str | None = None, extra_args: Sequence[str] = ()) -> str:
+            python: str | None = None, extra_args: Sequence[str] = (), step: bool = False
+            ) -> str:
     """The job script of one run, from its template."""
     env = environment(template_dir(study))
     try:
         template = env.get_template(schedulers.get(system.scheduler).template)
-        return template.render(context(study, system, run, run_dir, python, extra_args))
+        return template.render(context(study, system, run, run_dir, python, extra_args, step))
     except jinja2.TemplateError as exc:
         where = getattr(exc, "filename", None) or schedulers.get(system.scheduler).template
         line = getattr(exc, "lineno", None)
@@ -295,3 +306,25 @@ def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         raise ScalestudyError(
             f"{where}{':' + str(line) if line else ''}: job template error: {exc.message}"
         ) from None
+
+
+def render_allocation(study: Study, system: SystemProfile, allocation: Allocation, name: str,
+                      alloc_dir: Path, python: str) -> str:
+    """The job script of a packed allocation: the largest run's request on the
+    allocation's nodes for its walltime, then the step runner (`python`: one that imports
+    scalestudy, on a filesystem the nodes share)."""
+    scheduler = schedulers.get(system.scheduler)
+    largest = max((s.run for s in allocation.steps),
+                  key=lambda r: (r.nodes, r.ranks_per_node))
+    base = job_request(study, system, largest, alloc_dir)
+    request = dataclasses.replace(
+        base, name=job_name(study.name, f"pack-{name}"), nodes=allocation.nodes,
+        ranks_per_node=max(s.run.ranks_per_node for s in allocation.steps),
+        walltime=hms(allocation.walltime_s), stdout=str(alloc_dir / "allocation.log"),
+        stderr=str(alloc_dir / "allocation.log"))
+    template = environment(template_dir(study)).get_template("allocation.sh.j2")
+    return template.render(
+        directives=scheduler.directives(request), version=__version__, study=study.name,
+        name=name, steps=len(allocation.steps), nodes=allocation.nodes,
+        alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
+        job_id_variable=scheduler.job_id_variable, python=python)

@@ -94,13 +94,33 @@ def run_here(plan: Plan, selection: Selection, force: bool,
 
 @dataclass(frozen=True)
 class Queued:
-    """What `run` did on a scheduler."""
+    """What `run` did on a scheduler (`allocations`: packed, the allocations queued)."""
 
     adopted: list[tuple[str, str]]
     submitted: list[tuple[Run, str]]
     active: int
     waiting: list[Run]
     selection: Selection
+    allocations: list[Any] = field(default_factory=list)  # execute.packed.Queued
+
+
+def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
+                  budget: float | None = None, found: Preflight | None = None) -> Queued:
+    """`run --pack`: adopt what an interrupted submission left, then queue the chosen runs
+    as steps of as few allocations as the queue's limits allow."""
+    from scalestudy.execute.packed import queue_allocations
+    from scalestudy.execute.tracking import Tracker, recover
+    from scalestudy.study.packing import allocations, check_packed_budget
+
+    adopted = recover(plan)
+    views = Tracker(plan).refresh()
+    selection = choose_runs(plan, only, rerun, max_attempts,
+                            {k: v.state for k, v in views.items()})
+    planned = allocations(plan, selection.todo, found) if selection.todo else []
+    check_packed_budget(planned, budget)
+    submitted, placed = queue_allocations(plan, planned)
+    active = sum(1 for v in views.values() if v.state.active) + len(submitted)
+    return Queued(adopted, submitted, active, [], selection, placed)
 
 
 def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
@@ -172,6 +192,7 @@ class RunRequest:
     preflight: bool = True
     dry_run: bool = False
     tags: tuple[str, ...] = ()  # `run --tag`: kept with every run it starts
+    pack: bool = False  # `run --pack` (the spec's `job.pack` asks it too)
 
     @property
     def force(self) -> bool:
@@ -210,6 +231,12 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
 
     check_selection(plan, request.only)
     plan = with_tags(plan, request.tags)
+    if request.pack and not plan.scheduler.queued:
+        from scalestudy.core.errors import ScalestudyError
+
+        raise ScalestudyError(
+            f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
+            "there is no allocation to pack into; run without --pack")
     if request.dry_run:
         return _dry_run(plan, request, screen)
     with lock(plan):
@@ -217,9 +244,14 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
             found = None if not request.preflight else preflight_gate(
                 plan, True, lambda f: screen.preflight(f, True),
                 ", or run again with --no-preflight to submit anyway")
-            most = job_limit(plan, request.max_jobs, found, screen.note)
-            queued = submit(plan, request.only, request.rerun, request.max_attempts, most,
-                            request.budget)
+            if request.pack or plan.study.job.pack:
+                most = None
+                queued = submit_packed(plan, request.only, request.rerun,
+                                       request.max_attempts, request.budget, found)
+            else:
+                most = job_limit(plan, request.max_jobs, found, screen.note)
+                queued = submit(plan, request.only, request.rerun, request.max_attempts,
+                                most, request.budget)
             screen.chosen(queued.selection)
             screen.queued(queued)
             if not request.wait:

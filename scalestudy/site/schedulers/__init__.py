@@ -116,6 +116,15 @@ class Scheduler:
     hostfile: ClassVar[str | None] = None
     #: Whether submitit can submit to it (`job: {submit: submitit}`).
     submitit: ClassVar[bool] = False
+    #: Shell that prints a job's nodes (one line per node, or per rank slot): a packed
+    #: allocation's step runner hands them out (None: no packing on this scheduler).
+    nodes_command: ClassVar[str | None] = None
+    #: The variable holding the job's id inside the job.
+    job_id_variable: ClassVar[str | None] = None
+    #: `nodes_command` names each node once: a step's host file says `slots=N`.
+    slots_lines: ClassVar[bool] = False
+    #: The scheduler joins a job's stderr into its log (`log_name`).
+    joins_output: ClassVar[bool] = False
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

@@ -175,6 +175,9 @@ class PBSPro(Scheduler):
     queue_key = "queue"
     log_name = "pbs.log"
     hostfile = '"$PBS_NODEFILE"'
+    nodes_command = 'cat "$PBS_NODEFILE"'
+    job_id_variable = "PBS_JOBID"
+    joins_output = True
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""

@@ -136,6 +136,9 @@ class Slurm(Scheduler):
     job_options = frozenset({"partition", "qos", "constraint"})
     queue_key = "partition"
     submitit = True
+    nodes_command = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
+    job_id_variable = "SLURM_JOB_ID"
+    slots_lines = True
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#SBATCH` lines, short options where Slurm users write them."""

@@ -1,0 +1,218 @@
+"""Packed runs, the submitting side: write each run's step script and the allocation's
+job script, queue the allocation with the journal's guarantees, and read a packed run's
+state from its allocation's job and the step journal the allocation keeps.
+
+A packed run's journal line names its allocation (results/<study>/allocations/<name>);
+its job id is the allocation's. Its state: the step journal's last event for it while
+the allocation lives (not started: queued; started: running; ended: settled from its
+exit code, a step stopped at its own limit as walltime); once the allocation has ended,
+a step it never ended (or never started) is `interrupted`, which the next `run` starts
+again in a new allocation: no run is lost, and none that ended is run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.grid import Run
+from scalestudy.core.states import Failure, JobStatus, RunState
+from scalestudy.execute import commands
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.allocation import read_events
+from scalestudy.execute.journal import Intent, Job, Journal, now
+from scalestudy.execute.status import RunStatus, write_status
+from scalestudy.site.pack import Allocation
+from scalestudy.site.plan import Plan
+from scalestudy.site.render import render, render_allocation
+from scalestudy.site.schedulers import JobState, SubmitError
+
+SCHEMA = "scalestudy.allocation/1"
+
+
+def root(plan: Plan) -> Path:
+    """results/<study>/allocations."""
+    return plan.directory / "allocations"
+
+
+def next_index(plan: Plan) -> int:
+    """The number the next allocation of the study takes (a1, a2, ...; never reused)."""
+    taken = [int(p.name[1:]) for p in root(plan).glob("a*") if p.name[1:].isdigit()]
+    return max(taken, default=0) + 1
+
+
+def write_allocation(plan: Plan, allocation: Allocation, name: str) -> Path:
+    """Write the steps' scripts (runs/<id>/job.sh, each run's files of an earlier attempt
+    kept in attempts/<n>/), allocation.json and the allocation's job script; its path."""
+    alloc_dir = (root(plan) / name).resolve()
+    alloc_dir.mkdir(parents=True, exist_ok=True)
+    scheduler = plan.scheduler
+    steps = []
+    for step in allocation.steps:
+        run = step.run
+        run_dir = plan.run_dir(run).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ws.archive_attempt(run_dir)
+        ws.write_run(run_dir, run.params())
+        script = run_dir / ws.SCRIPT
+        ws.write_text_atomic(script, render(plan.study, plan.system, run, run_dir, step=True),
+                             mode=0o755)
+        log = scheduler.log_name
+        steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
+                      "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
+                      "limit_s": step.limit_s, "expected_s": step.expected_s,
+                      "log": log, "err": log if scheduler.joins_output else "stderr.log"})
+    ws.write_json_atomic(alloc_dir / "allocation.json", {
+        "schema": SCHEMA, "study": plan.study.name, "name": name, "nodes": allocation.nodes,
+        "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
+        "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})
+    script = alloc_dir / ws.SCRIPT
+    ws.write_text_atomic(script, render_allocation(plan.study, plan.system, allocation, name,
+                                                   alloc_dir, sys.executable), mode=0o755)
+    return script
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One allocation queued: its name (allocations/<name>), job id and plan."""
+
+    name: str
+    job_id: str
+    allocation: Allocation
+
+
+def queue_allocations(plan: Plan, allocations: Sequence[Allocation],
+                      runner: commands.CommandRunner = commands.run_command
+                      ) -> tuple[list[tuple[Run, str]], list[Queued]]:
+    """Write and submit each allocation: an intent for each of its runs before the
+    submit command, their job lines (the allocation's id) after; (run, job id) of each
+    run, and the allocations queued."""
+    book = Journal(plan.directory / "jobs.jsonl")
+    attempts = book.jobs_per_run()
+    scheduler = plan.scheduler
+    done: list[tuple[Run, str]] = []
+    placed: list[Queued] = []
+    index = next_index(plan)
+    for allocation in allocations:
+        name = f"a{index}"
+        index += 1
+        script = write_allocation(plan, allocation, name)
+        runs = [s.run for s in allocation.steps]
+        for run in runs:
+            book.record(Intent(run.run_id, attempts.get(run.run_id, 0) + 1, now(), name))
+        try:
+            job_id = commands.submit(scheduler, script, runner,
+                                     plan.system.scheduler_options.submit_args)
+        except SubmitError as exc:
+            raise SubmitError(
+                f"{exc}\n{len(done)} run(s) were submitted before this in earlier "
+                f"allocations, recorded in {book.path}; run the same command again to "
+                "submit the rest") from None
+        at = now()
+        for run in runs:
+            attempt = attempts.get(run.run_id, 0) + 1
+            book.record(Job(run.run_id, job_id, attempt, scheduler.name, "pack", at,
+                            allocation=name))
+            write_status(plan.run_dir(run), RunStatus(
+                RunState.QUEUED, job_id=job_id, submitted_at=at,
+                reason=f"a step of allocation {name}"))
+            attempts[run.run_id] = attempt
+            done.append((run, job_id))
+        placed.append(Queued(name, job_id, allocation))
+    return done, placed
+
+
+@dataclass(frozen=True)
+class StepState:
+    """A packed run as its allocation's step journal and job say: what to show now, or
+    the job state to settle it with (its step ended)."""
+
+    state: RunState
+    reason: str | None = None
+    ended: JobState | None = None
+
+
+def events_by_run(plan: Plan, name: str) -> dict[str, dict[str, Any]]:
+    """run id -> the last step event of allocation `name` for it."""
+    last: dict[str, dict[str, Any]] = {}
+    for event in read_events(root(plan) / name / "steps.jsonl"):
+        if isinstance(event.get("run_id"), str):
+            last[event["run_id"]] = event
+    return last
+
+
+def step_state(run_dir: Path, entry: Job, job: JobState | None,
+               event: dict[str, Any] | None) -> StepState:
+    """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
+    last step event."""
+    name = entry.allocation
+    where = f"allocation {name} (job {entry.job_id})"
+    if event is not None and event.get("event") == "ended":
+        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
+    alive = job is None or not job.done
+    if alive:
+        if event is not None and event.get("event") == "started":
+            return StepState(RunState.RUNNING, f"a step of {where} on "
+                             f"{','.join(event.get('hosts') or [])}")
+        waiting = job.raw if job is not None else "submitted"
+        return StepState(RunState.QUEUED, f"waiting in {where}: {waiting}")
+    code = _exit_code(run_dir)
+    if event is not None and code is not None:  # ended; its line was cut off
+        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, {"rc": code}))
+    how = f"{job.raw}{': ' + job.reason if job.reason else ''}"
+    if event is None:
+        return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) before this run "
+                         "started: the next `run` starts it in a new allocation")
+    return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) while this run ran: "
+                     "the next `run` starts it again in a new allocation")
+
+
+def _ended(job_id: str, event: dict[str, Any]) -> JobState:
+    rc = event.get("rc")
+    rc = rc if isinstance(rc, int) else None
+    if event.get("timed_out"):
+        return JobState(job_id, JobStatus.TIMEOUT, "step time limit", rc,
+                        reason="the step ran past its walltime inside the allocation and "
+                        "was stopped", failure=Failure.WALLTIME)
+    if event.get("why"):
+        return JobState(job_id, JobStatus.FAILED, "step not started", rc,
+                        reason=str(event["why"]), failure=Failure.SCHEDULER)
+    return JobState(job_id, JobStatus.COMPLETED if rc == 0 else JobStatus.FAILED,
+                    f"step ended (exit {rc})", rc)
+
+
+def _exit_code(run_dir: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int((run_dir / "exit_code").read_text().strip())
+    return None
+
+
+def interrupt(run_dir: Path, entry: Job, reason: str | None) -> None:
+    """Record that a packed run's allocation ended before its step did."""
+    write_status(run_dir, RunStatus(RunState.INTERRUPTED, job_id=entry.job_id,
+                                    reason=reason, submitted_at=entry.submitted_at))
+
+
+def allocation_summary(plan: Plan) -> list[dict[str, Any]]:
+    """Each allocation of the study: its job, nodes, walltime, when its runner started and
+    finished, and its steps' events (what `status` shows and the report's cost reads)."""
+    out = []
+    book = {e.allocation: e.job_id for e in Journal(plan.directory / "jobs.jsonl").entries()
+            if e.allocation}
+    for alloc_dir in sorted(root(plan).glob("a*"), key=lambda p: int(p.name[1:] or 0)
+                            if p.name[1:].isdigit() else 0):
+        try:
+            spec = json.loads((alloc_dir / "allocation.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        events = read_events(alloc_dir / "steps.jsonl")
+        out.append({"name": alloc_dir.name, "job_id": book.get(alloc_dir.name),
+                    "nodes": spec.get("nodes"), "walltime_s": spec.get("walltime_s"),
+                    "steps": [s["run_id"] for s in spec.get("steps", [])],
+                    "events": events})
+    return out

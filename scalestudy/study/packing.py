@@ -1,0 +1,196 @@
+"""The `--pack` use cases: how long each run is expected to take (this study's measured
+runs, else the results store's, else its walltime), the queue's limits, and the
+allocations a study's runs are packed into (what `plan --pack` shows and `run --pack`
+queues)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scalestudy.core.grid import Run
+from scalestudy.core.spec import walltime_seconds
+from scalestudy.core.states import RunState
+from scalestudy.execute.status import read_status
+from scalestudy.site.pack import Allocation, pack
+from scalestudy.site.plan import Plan
+
+if TYPE_CHECKING:
+    from scalestudy.site.preflight import Preflight
+    from scalestudy.site.queues import QueueLimits
+
+Shape = tuple[int, int, int, str, str]
+
+
+def _shape(run: Run | dict[str, Any]) -> Shape:
+    get = run.get if isinstance(run, dict) else lambda k: getattr(run, k)
+    return (get("nodes"), get("ranks_per_node"), get("global_batch"), str(get("backend")),
+            str(get("model")))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Each run's expected seconds, and where each figure comes from."""
+
+    seconds: dict[str, float]
+    source: dict[str, str]  # run id -> "this study" | "results store" | "walltime"
+
+    def __call__(self, run: Run) -> float:
+        """The run's expected seconds."""
+        return self.seconds[run.run_id]
+
+    def counts(self) -> dict[str, int]:
+        """How many runs' figures come from each source."""
+        out: dict[str, int] = {}
+        for where in self.source.values():
+            out[where] = out.get(where, 0) + 1
+        return out
+
+
+def expected_times(plan: Plan, store_url: str | None = None,
+                   use_store: bool = True) -> Expected:
+    """Per run: the median elapsed time of this study's completed runs of its shape
+    (nodes, ranks per node, global batch, backend, model), else of the results store's
+    completed attempts of that shape on this system, else its walltime."""
+    measured: dict[Shape, list[float]] = {}
+    for run in plan.runs:
+        status = read_status(plan.run_dir(run))
+        if status.state is RunState.COMPLETED and status.elapsed_s:
+            measured.setdefault(_shape(run), []).append(float(status.elapsed_s))
+    stored = _stored(plan, store_url) if use_store else {}
+    wall = float(walltime_seconds(plan.study.job.walltime))
+    seconds: dict[str, float] = {}
+    source: dict[str, str] = {}
+    for run in plan.runs:
+        key = _shape(run)
+        for where, found in (("this study", measured), ("results store", stored)):
+            if found.get(key):
+                seconds[run.run_id] = min(wall, statistics.median(found[key]))
+                source[run.run_id] = where
+                break
+        else:
+            seconds[run.run_id], source[run.run_id] = wall, "walltime"
+    return Expected(seconds, source)
+
+
+def _stored(plan: Plan, url: str | None) -> dict[Shape, list[float]]:
+    """Elapsed seconds of the store's completed attempts on this system, by shape; {}
+    where there is no store to read."""
+    from scalestudy.study.history import open_store
+
+    try:
+        store = open_store(url)
+        try:
+            rows = store.rows(system=plan.system.name)
+        finally:
+            store.dispose()
+    except Exception:  # a store that cannot be read only costs the estimates
+        return {}
+    out: dict[Shape, list[float]] = {}
+    for row in rows:
+        if row.get("state") == "completed" and row.get("started") and row.get("ended"):
+            seconds = (row["ended"] - row["started"]).total_seconds()
+            if seconds > 0:
+                out.setdefault(_shape(row), []).append(seconds)
+    return out
+
+
+def limits(plan: Plan, found: Preflight | None) -> QueueLimits | None:
+    """The study's queue's limits: the scheduler's answer from a preflight, else the
+    profile's."""
+    from scalestudy.site.preflight import profile_queue_limits
+
+    if found is not None and found.queue_limits is not None:
+        return found.queue_limits
+    return profile_queue_limits(plan)
+
+
+def allocations(plan: Plan, runs: Sequence[Run], found: Preflight | None = None,
+                expected: Expected | None = None) -> list[Allocation]:
+    """The runs packed into allocations that the study's queue takes."""
+    expected = expected or expected_times(plan)
+    queue = limits(plan, found)
+    wall = walltime_seconds(plan.study.job.walltime)
+    longest: Callable[[int], int | None] = (
+        queue.longest if queue is not None else lambda nodes: None)
+    caps = [x for x in ((queue.max_nodes, queue.total_nodes) if queue else ()) if x]
+    cap = min([*caps, plan.system.max_nodes]) if caps else plan.system.max_nodes
+    system_wall = plan.system.scheduler_options.max_walltime
+    if system_wall:
+        ceiling = walltime_seconds(system_wall)
+
+        def capped(nodes: int) -> int | None:
+            known = longest(nodes)
+            return ceiling if known is None else min(known, ceiling)
+        return pack(runs, expected, wall, capped, cap)
+    return pack(runs, expected, wall, longest, cap)
+
+
+def describe(allocations_: Sequence[Allocation], expected: Expected) -> list[str]:
+    """`plan --pack`'s lines: each allocation's nodes, walltime, runs and expected idle
+    node-hours, then where the expected times come from."""
+    from scalestudy.site.queues import hms
+
+    lines = []
+    for a in allocations_:
+        sizes = sorted({s.run.nodes for s in a.steps})
+        lines.append(
+            f"allocation {a.index}: {a.nodes} node(s) for {hms(a.walltime_s)}, "
+            f"{len(a.steps)} run(s) of {', '.join(map(str, sizes))} node(s); expected "
+            f"{a.span_s / 3600:.2f} h, {a.nodes * a.span_s / 3600:.2f} node-h held, "
+            f"{a.idle_node_s / 3600:.2f} node-h idle ({_share(a)} of it)")
+    counts = ", ".join(f"{n} from {w}" for w, n in sorted(expected.counts().items()))
+    lines.append(f"expected run times: {counts}")
+    return lines
+
+
+def _share(a: Allocation) -> str:
+    held = a.nodes * a.span_s
+    return f"{a.idle_node_s / held:.0%}" if held else "0%"
+
+
+def check_packed_budget(planned: Sequence[Allocation], budget: float | None) -> None:
+    """`run --pack --budget N`: refuse allocations whose worst case (their nodes for their
+    whole walltime, idle nodes included) passes N node-hours."""
+    if budget is None or not planned:
+        return
+    worst = sum(a.nodes * a.walltime_s for a in planned) / 3600
+    if worst > budget:
+        from scalestudy.core.errors import ScalestudyError
+
+        raise ScalestudyError(
+            f"the {len(planned)} allocation(s) may hold up to {worst:g} node-hours (their "
+            f"nodes for their whole walltime, idle ones included), more than --budget "
+            f"{budget:g}: exclude the largest scales (--only 'nodes<=N'), lower "
+            "job.walltime, or raise --budget")
+
+
+def pack_summary(plan: Plan) -> dict[str, Any]:
+    """`plan --pack`: the allocations of the runs not completed yet (the scheduler asked
+    for its queue's limits where its commands are here, else the profile's), as JSON and
+    as lines."""
+    import shutil
+
+    from scalestudy.site.queues import hms
+
+    found = None
+    if plan.scheduler.queued and all(shutil.which(c) for c in plan.scheduler.needed_commands()):
+        from scalestudy.execute.preflight import preflight
+
+        found = preflight(plan, python=False)
+    todo = [r for r in plan.runs if read_status(plan.run_dir(r)).state is not RunState.COMPLETED]
+    expected = expected_times(plan)
+    planned = allocations(plan, todo, found, expected) if todo else []
+    queue = limits(plan, found)
+    lines = describe(planned, expected)
+    if queue is not None:
+        lines.append(f"queue {queue.name}: {queue.describe()} ({queue.source})")
+    return {"allocations": [
+        {"index": a.index, "nodes": a.nodes, "walltime": hms(a.walltime_s),
+         "runs": [s.run.run_id for s in a.steps],
+         "expected_hours": round(a.span_s / 3600, 3),
+         "node_hours_held": round(a.nodes * a.span_s / 3600, 3),
+         "node_hours_idle": round(a.idle_node_s / 3600, 3)} for a in planned],
+        "expected_sources": expected.counts(), "lines": lines}
