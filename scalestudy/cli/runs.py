@@ -256,6 +256,8 @@ def status(study: StudyArg, as_json: JsonOpt = False,
         print_json(rows)
         return
     out.print(status_table(plan.study.name, rows, out.width))
+    for line in uc.allocation_lines(plan, rows):
+        out.print(line, highlight=False, markup=False)
 
 
 @app.command()

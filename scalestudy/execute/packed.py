@@ -13,10 +13,12 @@ again in a new allocation: no run is lost, and none that ended is run twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.allocation import read_events
 from scalestudy.execute.journal import Intent, Job, Journal, now
-from scalestudy.execute.status import RunStatus, write_status
+from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.site.pack import Allocation
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import render, render_allocation
@@ -137,13 +139,29 @@ class StepState:
     ended: JobState | None = None
 
 
-def events_by_run(plan: Plan, name: str) -> dict[str, dict[str, Any]]:
-    """run id -> the last step event of allocation `name` for it."""
-    last: dict[str, dict[str, Any]] = {}
+def events_by_run(plan: Plan, name: str) -> dict[str, list[dict[str, Any]]]:
+    """run id -> the step events of allocation `name` for it, oldest first."""
+    out: dict[str, list[dict[str, Any]]] = {}
     for event in read_events(root(plan) / name / "steps.jsonl"):
         if isinstance(event.get("run_id"), str):
-            last[event["run_id"]] = event
-    return last
+            out.setdefault(event["run_id"], []).append(event)
+    return out
+
+
+def step_times(events: Sequence[dict[str, Any]]) -> tuple[str | None, float | None]:
+    """(when the step last started, its seconds from then to its end) from its events."""
+    started = next((e for e in reversed(events) if e.get("event") == "started"), None)
+    ended = events[-1] if events and events[-1].get("event") == "ended" else None
+    if started is None:
+        return None, None
+    if ended is None:
+        return started.get("at"), None
+    try:
+        seconds = (datetime.fromisoformat(ended["at"])
+                   - datetime.fromisoformat(started["at"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return started.get("at"), None
+    return started.get("at"), seconds
 
 
 def step_state(run_dir: Path, entry: Job, job: JobState | None,
@@ -190,6 +208,17 @@ def _exit_code(run_dir: Path) -> int | None:
     with contextlib.suppress(OSError, ValueError):
         return int((run_dir / "exit_code").read_text().strip())
     return None
+
+
+def add_times(run_dir: Path, times: tuple[str | None, float | None]) -> None:
+    """A settled step's start and elapsed seconds, from the step journal, into its
+    status.json (what `plan --pack` expects the next allocation's runs to take)."""
+    started, seconds = times
+    if started is None and seconds is None:
+        return
+    status = read_status(run_dir)
+    write_status(run_dir, dataclasses.replace(
+        status, started_at=started, elapsed_s=None if seconds is None else round(seconds, 3)))
 
 
 def interrupt(run_dir: Path, entry: Job, reason: str | None) -> None:

@@ -93,13 +93,14 @@ class Tracker:
             asked = list(dict.fromkeys(entry.job_id for _, entry in unsettled))
             found = {scheduler.short_id(k): v for k, v in
                      commands.query(scheduler, asked, self.runner).items()}
-            steps: dict[str, dict[str, dict[str, Any]]] = {}  # allocation -> run -> event
+            steps: dict[str, dict[str, list[dict[str, Any]]]] = {}  # allocation -> run ->
             for run, entry in unsettled:
                 job = found.get(scheduler.short_id(entry.job_id))
                 if entry.allocation:
                     if entry.allocation not in steps:
                         steps[entry.allocation] = packed.events_by_run(plan, entry.allocation)
-                    view = self._step(run, entry, job, steps[entry.allocation].get(run.run_id))
+                    view = self._step(run, entry, job,
+                                      steps[entry.allocation].get(run.run_id, []))
                 else:
                     view = self._update(run, entry, job)
                 views[run.run_id] = view
@@ -108,14 +109,16 @@ class Tracker:
         return views
 
     def _step(self, run: Run, entry: Job, job: JobState | None,
-              event: dict[str, Any] | None) -> RunView:
+              events: list[dict[str, Any]]) -> RunView:
         """A packed run: its step's state inside its allocation."""
         run_dir = self.plan.run_dir(run)
         if job is None and _age_s(entry) >= GRACE_S:
             job = JobState(entry.job_id, JobStatus.LOST, "not listed")
-        found = packed.step_state(run_dir, entry, job, event)
+        found = packed.step_state(run_dir, entry, job, events[-1] if events else None)
         if found.ended is not None:
-            return self._update(run, entry, found.ended)
+            view = self._update(run, entry, found.ended)
+            packed.add_times(run_dir, packed.step_times(events))
+            return view
         if found.state is RunState.INTERRUPTED:
             packed.interrupt(run_dir, entry, found.reason)
             return RunView(run, found.state, entry.job_id, found.reason)

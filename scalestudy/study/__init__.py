@@ -13,6 +13,7 @@ from scalestudy.site.plan import Plan, make_plan
 from scalestudy.study.outcomes import (
     Comparison,
     ProbeResult,
+    allocation_lines,
     cancel,
     collect,
     compare,
@@ -51,7 +52,8 @@ from scalestudy.study.running import (
 
 __all__ = [
     "MAX_ATTEMPTS", "Comparison", "Plan", "ProbeResult", "Queued", "RunOutcome", "RunRequest",
-    "Say", "Screen", "Selection", "cancel", "check_budget", "check_selection", "choose_runs",
+    "Say", "Screen", "Selection", "allocation_lines", "cancel", "check_budget",
+    "check_selection", "choose_runs",
     "collect", "compare", "describe_axes", "dry_run", "expected_node_hours", "job_limit",
     "lock", "make_plan", "plan_summary", "plan_warnings", "preflight", "preflight_gate",
     "probe", "report", "run", "run_here", "selected", "status", "submit", "wait",

@@ -45,6 +45,36 @@ def status(plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
+def allocation_lines(plan: Plan, rows: list[dict[str, Any]]) -> list[str]:
+    """`status` of a packed study: each allocation's job, and its steps from its own
+    journal: ended, running, waiting, cut off by the allocation's end, never started."""
+    from scalestudy.execute.packed import allocation_summary
+    from scalestudy.execute.submit import journal
+    from scalestudy.site.queues import hms
+
+    state = {r["run_id"]: r["state"] for r in rows}
+    now_in = {k: e.allocation for k, e in journal(plan).latest().items()}
+    lines = []
+    for a in allocation_summary(plan):
+        started = {e["run_id"] for e in a["events"] if e["event"] == "started"}
+        ended = {e["run_id"] for e in a["events"] if e["event"] == "ended"}
+        counts = {"ended": len(ended)}
+        for run_id in a["steps"]:
+            here = now_in.get(run_id) == a["name"]
+            if run_id in ended:
+                continue
+            if run_id in started:
+                word = "running" if here and state.get(run_id) == "running" else "cut off"
+            else:
+                word = "waiting" if here and state.get(run_id) == "queued" else "not started"
+            counts[word] = counts.get(word, 0) + 1
+        said = ", ".join(f"{n} {w}" for w, n in counts.items() if n)
+        lines.append(f"allocation {a['name']}: job {a['job_id'] or '-'}, {a['nodes']} node(s) "
+                     f"for {hms(a['walltime_s'] or 0)}; {len(a['steps'])} step(s): "
+                     f"{said or 'none ended'}")
+    return lines
+
+
 def cancel(plan: Plan) -> list[str]:
     """Cancel every queued or running job of the study; their ids."""
     if not plan.scheduler.queued:

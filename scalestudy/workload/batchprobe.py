@@ -23,7 +23,14 @@ from typing import Any
 import torch
 
 from .timing import mean, time_iterations
-from .train import Batch, TrainConfig, make_optimizer, make_scheduler, plain_step
+from .train import (
+    Batch,
+    TrainConfig,
+    make_optimizer,
+    make_scheduler,
+    plain_step,
+    tune_backends,
+)
 
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -137,6 +144,7 @@ def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.d
         cpu_limit = resident_bytes() + int(memory_limit_gb * GIB)
         limit_address_space(memory_limit_gb + SAFETY_MARGIN_GIB)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    tune_backends(device)  # as train.run: each batch's throughput is what a run gets
 
     def fits(batch_size: int) -> bool:
         if device.type == "cuda":

@@ -20,6 +20,11 @@ from typing import Any
 #: Matmul edge for the measured peak: large enough to reach the BLAS's/GPU's top speed
 #: (CPU: ~0.1-0.2 s per product on one core), small enough to take about a second.
 MATMUL_N = {"cuda": 8192, "cpu": 2048}
+#: Seconds of untimed products first: a GPU's clocks come up from idle (345 MHz on an
+#: idle H200, 1980 MHz under load). A CPU gets one untimed product.
+MATMUL_WARMUP_S = {"cuda": 0.25, "cpu": 0.0}
+#: (timings, products per timing): the best timing counts.
+MATMUL_TIMINGS = {"cuda": (5, 20), "cpu": (3, 1)}
 
 
 def lm_fields(*, throughput: float, world_size: int, seq_len: int, flops_per_token: int,
@@ -81,23 +86,34 @@ def resolve_peak(value: float | str, precision: str, device: Any,
 
 
 def measure_matmul_tflops(device: Any, precision: str) -> float:
-    """TFLOP/s of the best of a few n x n x n matmuls in the run's precision on
-    `device`, with this process's threads (a CPU rank: its share of the cores)."""
+    """TFLOP/s of n x n x n matmuls in the run's precision on `device`, with this
+    process's threads (a CPU rank: its share of the cores): the best of a few timings.
+
+    On a GPU one product takes about 1.4 ms (n = 8192 on an H100/H200), so a handful of
+    products measures a GPU still leaving idle: the warm-up runs products for at least
+    MATMUL_WARMUP_S seconds, and each timing covers a batch of products (MATMUL_TIMINGS)
+    between two synchronisations (one host round trip per batch, not per product)."""
     import torch
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    n = MATMUL_N["cuda" if device.type == "cuda" else "cpu"]
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    n = MATMUL_N[kind]
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    warm, reps = (3, 10) if device.type == "cuda" else (1, 3)
-    for _ in range(warm):
+    sync = (lambda: torch.cuda.synchronize(device)) if kind == "cuda" else (lambda: None)
+    reps, batch = MATMUL_TIMINGS[kind]
+    start = time.perf_counter()
+    while True:  # at least one product, then until the warm-up time has passed
         a @ b
+        sync()
+        if time.perf_counter() - start >= MATMUL_WARMUP_S[kind]:
+            break
     best = float("inf")
     for _ in range(reps):
         sync()
         start = time.perf_counter()
-        a @ b
+        for _ in range(batch):
+            a @ b
         sync()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, (time.perf_counter() - start) / batch)
     return 2 * n ** 3 / best / 1e12

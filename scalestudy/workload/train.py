@@ -263,12 +263,18 @@ def _time_compute(step: Callable[[], object], cfg: TrainConfig, sync: Callable[[
                            batches_per_iter=cfg.batches_per_iter, sync=sync)
 
 
+def tune_backends(device: torch.device) -> None:
+    """What every timed phase sets first: on CUDA, cuDNN times its convolution algorithms
+    for each new shape (in the warm-up) and keeps the fastest."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+
 def run(backend: Backend, cfg: TrainConfig, device: torch.device,
         on_iter: Callable[[int, float], object] | None = None) -> TrainResult:
     """Build the model, time training (and, with diagnostics, compute-only steps and an
     allreduce probe up to the gradient size); returns this rank's measurements."""
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
+    tune_backends(device)
     sync = _sync_fn(device)
     model, batch = build(cfg, device)
     params = num_parameters(model)
