@@ -53,3 +53,31 @@ def test_peak_resident_memory_resets_between_batches() -> None:
     after = reset_peak_resident()
     assert grown >= before + (60 << 20)
     assert after < grown  # the peak of the freed block is forgotten
+
+
+def test_the_probe_tunes_the_backends_as_a_run_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN's algorithm search is on in a run (train.run) and so in the probe, whose
+    throughput per batch is meant to be what a run of that batch gets."""
+    from scalestudy.workload import batchprobe
+    from scalestudy.workload.models import build_model
+    from scalestudy.workload.train import TrainConfig
+
+    tuned: list[str] = []
+    monkeypatch.setattr(batchprobe, "tune_backends", lambda device: tuned.append(device.type))
+    cfg = TrainConfig(model="small_cnn", image_size=8, num_classes=4, batch_size=1,
+                      precision="fp32", warmup_iters=0, iters=1, batches_per_iter=1, seed=0)
+    points, best = batchprobe.probe(lambda: build_model("small_cnn", 4), cfg,
+                                    torch.device("cpu"), 2, 4, log=lambda line: None)
+    assert tuned == ["cpu"] and best == 4 and [p.batch_size for p in points] == [2, 4]
+
+
+def test_cudnn_search_is_switched_on_for_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from scalestudy.workload.train import tune_backends
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    tune_backends(SimpleNamespace(type="cpu"))
+    assert torch.backends.cudnn.benchmark is False
+    tune_backends(SimpleNamespace(type="cuda"))
+    assert torch.backends.cudnn.benchmark is True

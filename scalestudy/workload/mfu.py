@@ -20,8 +20,8 @@ from typing import Any
 #: Matmul edge for the measured peak: large enough to reach the BLAS's/GPU's top speed
 #: (CPU: ~0.1-0.2 s per product on one core), small enough to take about a second.
 MATMUL_N = {"cuda": 8192, "cpu": 2048}
-#: Seconds of untimed products first: a GPU's clocks come up from idle (345 MHz on an
-#: idle H200, 1980 MHz under load). A CPU gets one untimed product.
+#: Seconds of untimed products first, so a GPU is timed in its sustained state (an idle
+#: H200 sits at 345 MHz and reaches its power limit under load). A CPU gets one product.
 MATMUL_WARMUP_S = {"cuda": 0.25, "cpu": 0.0}
 #: (timings, products per timing): the best timing counts.
 MATMUL_TIMINGS = {"cuda": (5, 20), "cpu": (3, 1)}
@@ -89,10 +89,11 @@ def measure_matmul_tflops(device: Any, precision: str) -> float:
     """TFLOP/s of n x n x n matmuls in the run's precision on `device`, with this
     process's threads (a CPU rank: its share of the cores): the best of a few timings.
 
-    On a GPU one product takes about 1.4 ms (n = 8192 on an H100/H200), so a handful of
-    products measures a GPU still leaving idle: the warm-up runs products for at least
-    MATMUL_WARMUP_S seconds, and each timing covers a batch of products (MATMUL_TIMINGS)
-    between two synchronisations (one host round trip per batch, not per product)."""
+    On a GPU this is the *sustained* rate: products run for MATMUL_WARMUP_S seconds
+    first, then each timing covers a batch of products (MATMUL_TIMINGS) between two
+    synchronisations. A few single products time a burst instead, which varies with the
+    GPU's state: on one H200 (docs/gpu.md), 743-777 TFLOP/s as bursts after 2.5 s idle,
+    671-679 sustained, where a training step runs under the same 700 W power limit."""
     import torch
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
