@@ -1,20 +1,23 @@
 """The figures only a GPU gives: the bundled workload beside bare PyTorch loops, in one call.
 
-    python benchmarks/gpu_figures.py [--out DIR] [--budget-s 400] [--cpu-smoke]
+    python benchmarks/gpu_figures.py [--out DIR] [--budget-s 480] [--cpu-smoke]
         [--only cnn_bare cnn_ddp ...]
 
 Steps, in this order (each a child process; its output goes to DIR/steps.log stamped
 with the wall clock): the bare CNN loops (torchvision and bundled ResNet-50, the bundled
-one in one-rank DDP, torchvision in fp16 with GradScaler), the workload's ResNet-50 under
-torchrun (DDP, NCCL; diagnostics on: compute-only timing and the allreduce probe), the
-bare GPT loop, the workload's GPT under DDP and under FSDP2, the workload's ResNet-50 in
-fp16, the batch-size probe, `scalestudy validate --preflight` of a local spec
-(benchmarks/gpu_local.yaml), the workload with torch.compile. nvidia-smi samples the
-board power every 200 ms in the background (DIR/power.csv); each run's NVML energy over
-its timed iterations is held against nvidia-smi's mean power over the same wall-clock
-window. A step runs only when its estimate fits in what is left of `--budget-s`, so one
-call ends in time and says what it skipped. DIR/results.json holds every figure and
-record (rewritten after each step); DIR/summary.md the table, also printed last.
+one in one-rank DDP, torchvision in fp16 with GradScaler); the workload's ResNet-50 under
+torchrun (DDP, NCCL; diagnostics on: compute-only timing and the allreduce probe), again
+with --gradient-as-bucket-view; the bare GPT loop; the workload's GPT under DDP and
+FSDP2, then with --gradient-as-bucket-view and --no-reshard-after-forward; the workload's
+ResNet-50 in fp16; the batch-size probe; `scalestudy validate --preflight` of a local
+spec (benchmarks/gpu_local.yaml); the measured matmul peak, burst and sustained
+(gpu_peak_check.py); the workload with torch.compile. nvidia-smi samples the board power
+every 200 ms in the background (DIR/power.csv); each run's NVML energy over its timed
+iterations is held against nvidia-smi's mean power over the same wall-clock window. A
+step runs only when its estimate fits in what is left of `--budget-s`, so one call ends
+in time and says what it skipped. DIR/results.json holds every figure and record
+(rewritten after each step); DIR/summary.md the table, also printed last. docs/gpu.md
+has the figures of 2026-11-26 and how they were taken.
 
 `--cpu-smoke` runs every step at tiny sizes on the CPU (small CNN, gpt-tiny, gloo), so
 the device call cannot fail on a typo; steps that need CUDA say so and are skipped.
@@ -45,15 +48,18 @@ from gpu_summary import energy_vs_power, read_power, summarize  # noqa: E402
 #: Sizes on the GPU and in the CPU smoke test.
 GPU = {"cnn": "resnet50", "image": 224, "cnn_batch": 256, "warmup": 4, "iters": 10,
        "steps": 5, "gpt": "gpt-1.3b", "seq": 1024, "gpt_warmup": 2, "gpt_iters": 8,
-       "probe": ["--min-batch", "256", "--max-batch", "8192"], "fp16_iters": 4,
-       "compile_iters": 6}
+       "probe": ["--min-batch", "256", "--max-batch", "8192"], "compile_iters": 4}
 SMOKE = {"cnn": "small_cnn", "image": 32, "cnn_batch": 8, "warmup": 1, "iters": 2,
          "steps": 2, "gpt": "gpt-tiny", "seq": 64, "gpt_warmup": 1, "gpt_iters": 2,
          "probe": ["--min-batch", "4", "--max-batch", "32", "--memory-limit-gb", "0.5"],
-         "fp16_iters": 2, "compile_iters": 2}
+         "compile_iters": 2}
 #: Each step's estimated seconds on the GPU (start-up included) and its hard limit.
-ESTIMATE = {"cnn_bare": 70, "cnn_ddp": 40, "gpt_bare": 30, "gpt_ddp": 35, "gpt_fsdp": 35,
-            "cnn_fp16": 30, "probe": 60, "preflight": 10, "cnn_compile": 100}
+ESTIMATE = {"cnn_bare": 70, "cnn_ddp": 40, "cnn_ddp_view": 30, "gpt_bare": 30,
+            "gpt_ddp": 35, "gpt_fsdp": 35, "gpt_ddp_view": 35, "gpt_fsdp_keep": 35,
+            "cnn_fp16": 30, "probe": 60, "preflight": 10, "peak_check": 45,
+            "cnn_compile": 100}
+#: Steps that need CUDA (skipped, and said so, in the CPU smoke test).
+CUDA_ONLY = ("cnn_fp16", "peak_check")
 STEPS = tuple(ESTIMATE)
 
 
@@ -182,8 +188,8 @@ def steps(runner: Runner, sizes: dict[str, Any], cuda: str) -> dict[str, Any]:
            "--precision", "bf16", "--device", cuda, "--warmup-iters", str(s["gpt_warmup"]),
            "--iters", str(s["gpt_iters"]), "--batches-per-iter", str(s["steps"]),
            "--no-diagnostics", "--peak-tflops", "measure"]
-    short = ["--warmup-iters", "2", "--iters", str(s["fp16_iters"]), "--batches-per-iter",
-             str(s["steps"]), "--no-diagnostics"]
+    short = ["--warmup-iters", "2", "--iters", str(s["compile_iters"]),
+             "--batches-per-iter", str(s["steps"]), "--no-diagnostics"]
     return {
         "cnn_bare": lambda: bare(runner, "cnn_bare", [
             "cnn", "--model", s["cnn"], "--image-size", str(s["image"]),
@@ -193,19 +199,27 @@ def steps(runner: Runner, sizes: dict[str, Any], cuda: str) -> dict[str, Any]:
             "torchvision_fp16"]),
         "cnn_ddp": lambda: workload(runner, "cnn_ddp", [*cnn, "--precision", "bf16",
                                                         *timing, "--diagnostics"]),
+        "cnn_ddp_view": lambda: workload(runner, "cnn_ddp_view", [
+            *cnn, "--precision", "bf16", *timing, "--no-diagnostics",
+            "--gradient-as-bucket-view"]),
         "cnn_fp16": lambda: workload(runner, "cnn_fp16", [*cnn, "--precision", "fp16",
-                                                          *short]),
+                                                          *timing, "--no-diagnostics"]),
         "gpt_bare": lambda: bare(runner, "gpt_bare", [
             "gpt", "--model", s["gpt"], "--seq-len", str(s["seq"]), "--batch-size",
             gpt_batch, "--precision", "bf16", "--warmup", str(s["gpt_warmup"]), "--iters",
             str(s["gpt_iters"]), "--steps", str(s["steps"]), "--measure-peak"]),
         "gpt_ddp": lambda: workload(runner, "gpt_ddp", [*gpt, "--backend", "ddp"]),
         "gpt_fsdp": lambda: workload(runner, "gpt_fsdp", [*gpt, "--backend", "fsdp"]),
+        "gpt_ddp_view": lambda: workload(runner, "gpt_ddp_view", [
+            *gpt, "--backend", "ddp", "--gradient-as-bucket-view"]),
+        "gpt_fsdp_keep": lambda: workload(runner, "gpt_fsdp_keep", [
+            *gpt, "--backend", "fsdp", "--no-reshard-after-forward"]),
         "probe": lambda: workload(runner, "probe", [
             "--probe-batch", "--model", s["cnn"], "--image-size", str(s["image"]),
             "--precision", "bf16", "--channels-last", "--device", cuda, "--iters", "1",
             "--batches-per-iter", "2", *s["probe"]], torchrun=False),
         "preflight": lambda: _preflight(runner),
+        "peak_check": lambda: _peak_check(runner),
         "cnn_compile": lambda: workload(runner, "cnn_compile", [
             *cnn, "--precision", "bf16", "--compile", *short]),
     }
@@ -220,6 +234,17 @@ def _preflight(runner: Runner) -> dict[str, Any]:
     return {"rc": done["rc"], "seconds": done["seconds"], "command": "scalestudy validate "
             "--preflight benchmarks/gpu_local.yaml",
             "output": [text for _, text in done["lines"]]}
+
+
+def _peak_check(runner: Runner) -> dict[str, Any]:
+    """benchmarks/gpu_peak_check.py: the measured matmul peak, burst and sustained."""
+    cmd = [sys.executable, str(HERE / "gpu_peak_check.py")]
+    done = runner.run("peak_check", cmd, ESTIMATE["peak_check"] * 3)
+    out: dict[str, Any] = {k: v for k, v in done.items() if k != "lines"}
+    for _, text in done["lines"]:
+        if text.startswith("PEAK-CHECK "):
+            out["peaks"] = json.loads(text[11:])
+    return out
 
 
 def _gpu_memory_gib() -> float | None:
@@ -273,7 +298,7 @@ def main() -> None:
     """Run the steps that fit, write results.json and summary.md, print the table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-figures")))
-    p.add_argument("--budget-s", type=float, default=400.0)
+    p.add_argument("--budget-s", type=float, default=480.0)
     p.add_argument("--cpu-smoke", action="store_true")
     p.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS))
     args = p.parse_args()
@@ -291,8 +316,8 @@ def main() -> None:
     table = steps(runner, sizes, cuda)
     try:
         for name in args.only:
-            if args.cpu_smoke and name == "cnn_fp16":
-                results["skipped"][name] = "fp16 (autocast + GradScaler) needs CUDA"
+            if args.cpu_smoke and name in CUDA_ONLY:
+                results["skipped"][name] = "needs CUDA"
                 continue
             factor = 0.3 if args.cpu_smoke else 1.0
             if runner.left() < ESTIMATE[name] * factor:

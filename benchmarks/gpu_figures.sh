@@ -3,7 +3,7 @@
 # the GPU image lacks come from carried wheels (.whl/, installed into /tmp/site when
 # pydantic is missing), the GPU and its software are printed, then every step runs into
 # $OUT (results.json, summary.md, steps.log, power.csv; log is the whole output).
-#   OUT=/tmp/figs benchmarks/gpu_figures.sh [--budget-s 400] [--only ...]
+#   OUT=/tmp/figs benchmarks/gpu_figures.sh [--budget-s 480] [--only ...]
 set -o pipefail
 PYTHON=${PYTHON:-python3}
 OUT=${OUT:?set OUT to the output directory}

@@ -118,8 +118,10 @@ def _cnn(steps: dict[str, Any]) -> list[str]:
         lines.append(f"| bare {variant} ({r['model_source']}) | {r['precision']} | "
                      f"{_f(r['throughput'])} | {_f(ratio, 4)} | "
                      f"{_f(r.get('energy_j_per_unit'), 3)} | {_f(r.get('max_memory_gib'))} |")
-    for name, label in (("cnn_ddp", "workload DDP"), ("cnn_fp16", "workload DDP, fp16 + "
-                        "GradScaler"), ("cnn_compile", "workload DDP, torch.compile")):
+    for name, label in (("cnn_ddp", "workload DDP"),
+                        ("cnn_ddp_view", "workload DDP, gradient_as_bucket_view"),
+                        ("cnn_fp16", "workload DDP, fp16 + GradScaler"),
+                        ("cnn_compile", "workload DDP, torch.compile")):
         rec = (steps.get(name) or {}).get("record")
         if rec:
             lines.append(f"| {label} ({rec['dist_backend']}, torchrun, 1 rank) | "
@@ -139,6 +141,16 @@ def _cnn(steps: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _settings(rec: dict[str, Any]) -> str:
+    """The backend and the settings of it that differ from the default."""
+    changed = []
+    if (rec.get("ddp") or {}).get("gradient_as_bucket_view"):
+        changed.append("gradient_as_bucket_view")
+    if (rec.get("fsdp") or {}).get("reshard_after_forward") is False:
+        changed.append("no reshard_after_forward")
+    return rec["backend"] + (f" ({', '.join(changed)})" if changed else "")
+
+
 def _gpt(steps: dict[str, Any], gpu: str | None) -> list[str]:
     datasheet = DATASHEET_DENSE_BF16.get(gpu or "")
     lines = ["| GPT run | tokens/s | model TFLOP/s | MFU (measured matmul) | "
@@ -151,7 +163,7 @@ def _gpt(steps: dict[str, Any], gpu: str | None) -> list[str]:
                      f" | {_f(bare['model_tflops'] / peak if peak else None, 4)} | "
                      f"{_f(bare['model_tflops'] / datasheet if datasheet else None, 4)} | | "
                      f"{_f(bare.get('energy_j_per_unit'), 4)} |")
-    for name in ("gpt_ddp", "gpt_fsdp"):
+    for name in ("gpt_ddp", "gpt_fsdp", "gpt_ddp_view", "gpt_fsdp_keep"):
         rec = (steps.get(name) or {}).get("record")
         if not rec:
             if name in steps:
@@ -162,7 +174,7 @@ def _gpt(steps: dict[str, Any], gpu: str | None) -> list[str]:
             else None
         tokens = rec["throughput"] * sum(rec.get("rank_seconds", [0]))
         per_token = rec["energy_j"] / tokens if rec.get("energy_j") and tokens else None
-        lines.append(f"| workload {rec['backend']} | {_f(rec['throughput'], 0)} | "
+        lines.append(f"| workload {_settings(rec)} | {_f(rec['throughput'], 0)} | "
                      f"{_f(tflops)} | {_f(rec.get('mfu'), 4)} (peak "
                      f"{_f(rec.get('peak_tflops'))}) | "
                      f"{_f(tflops / datasheet if datasheet else None, 4)} | {_f(ratio, 4)} | "
@@ -192,6 +204,11 @@ def summarize(results: dict[str, Any]) -> str:
                 f"{r.get('smi_power_instant_w_mean', '-')} | {r.get('nvml_over_smi', '-')} |"
                 for r in results["energy_vs_power"]]
         out.append("")
+    peaks = (steps.get("peak_check") or {}).get("peaks")
+    if peaks:
+        out += [f"measured matmul peak after {peaks['idle_s']} s idle, TFLOP/s: burst "
+                f"(3 warm-up, best single product) {peaks['old']['values']}; sustained "
+                f"(mfu.py: 0.25 s warm-up, best batch of 20) {peaks['new']['values']}", ""]
     if "preflight" in steps:
         out += ["preflight (rc " + str(steps["preflight"]["rc"]) + "):",
                 *("    " + line for line in steps["preflight"]["output"][-6:]), ""]
