@@ -318,9 +318,10 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
         if progress:
             progress(views)
         final.update(views)
-        # Held runs wait for a person, not for time: following them would never end.
-        return not waiting and all(views[i].state.ended or views[i].state is RunState.HELD
-                                   for i in ids)
+        # Held runs wait for a person, not for time: following them would never end; a
+        # packed run its allocation's end cut off waits for a new allocation.
+        return not waiting and all(views[i].state.ended or views[i].state in (
+            RunState.HELD, RunState.INTERRUPTED) for i in ids)
 
     poll(check, interval_s, max_interval_s, timeout_s, sleep)
     return final

@@ -258,12 +258,35 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
                 return RunOutcome(queued.selection, queued=queued)
             with screen.following([r.run_id for r in select(plan.runs, request.only)]) as seen:
                 states = wait(plan, request.only, queued, most, request.force, seen)
+            states = _repack(plan, request, screen, states, found)
             return RunOutcome(queued.selection, queued=queued, states=states,
                               report=report(plan))
         selection = _here(plan, request, screen)
         with screen.running_here(plan, len(selection.todo)) as progress:
             states = run_here(plan, selection, request.force, progress, request.budget)
         return RunOutcome(selection, states=states, report=report(plan))
+
+
+def _repack(plan: Plan, request: RunRequest, screen: Screen, states: list[RunState],
+            found: Preflight | None) -> list[RunState]:
+    """`run --pack --wait`: runs an allocation's end cut off (walltime, preemption, a node
+    lost, a cancel) go into a new allocation and are followed in turn, as long as they
+    have attempts left; their end states."""
+    chosen = select(plan.runs, request.only)
+    for _ in range(request.max_attempts):
+        cut = [r for r, s in zip(chosen, states, strict=True) if s is RunState.INTERRUPTED]
+        if not (request.pack or plan.study.job.pack) or not cut:
+            break
+        screen.note(f"{len(cut)} run(s) cut off by the end of their allocation: packing "
+                    "them into a new one")
+        queued = submit_packed(plan, request.only, None, request.max_attempts,
+                               request.budget, found)
+        if not queued.submitted:
+            break
+        screen.queued(queued)
+        with screen.following([r.run_id for r in chosen]) as seen:
+            states = wait(plan, request.only, queued, None, False, seen)
+    return states
 
 
 def with_tags(plan: Plan, tags: tuple[str, ...]) -> Plan:
