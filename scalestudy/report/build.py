@@ -191,6 +191,8 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
         b += _model_blocks(a)
     b += parallelism_blocks(table)
     b += cost_blocks(a.costs, runs, a.target, a.picks)
+    if a.spend is not None:
+        b += [Heading("What the study used", 3), Items(a.spend.sentences())]
     b.append(Heading("Plots"))
     b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
     b += [Heading("Quality flags"),

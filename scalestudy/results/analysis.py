@@ -30,6 +30,7 @@ from scalestudy.results.cost import costs_of, pick_sentences
 from scalestudy.results.findings import Findings, findings, variant_outcomes
 from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
+from scalestudy.results.spend import Spend
 from scalestudy.results.summary import POINT_KEYS, headline, records
 
 #: References with the function that says where each one was written.
@@ -83,6 +84,7 @@ class Analysis:
     found: Findings
     headline: list[str]
     picks: list[str]  # what --deadline and --budget pick
+    spend: Spend | None = None  # packed: what its allocations held and used
 
     @property
     def unit(self) -> str:
@@ -119,7 +121,7 @@ class Analysis:
 def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
             options: AnalysisOptions | None = None, where: Where | None = None,
             references: Sequence[RefSet] = (), target: Target | None = None,
-            generated: str | None = None) -> Analysis:
+            generated: str | None = None, spend: Spend | None = None) -> Analysis:
     """Analyse the collected runs of a study (runs.csv's rows) in one pass."""
     options, where = options or AnalysisOptions(), where or Where()
     table = scaling_table(runs, scaling, options.baseline, options.thresholds)
@@ -140,7 +142,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         flagged=flagged_runs(completed_runs(runs), options.thresholds), costs=costs,
         found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
-        picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours))
+        picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
+        spend=spend)
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -195,4 +198,5 @@ def _summary(a: Analysis) -> dict[str, Any]:
         "headline": list(a.headline),
         "findings": a.findings,
         "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs)},
+        **({"spend": a.spend.to_json()} if a.spend is not None else {}),
     }

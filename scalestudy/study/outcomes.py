@@ -110,6 +110,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     from scalestudy.report.build import build_report
     from scalestudy.results.analysis import Where, analyse
     from scalestudy.results.references import load_references
+    from scalestudy.results.spend import spend_of
 
     study = plan.study
     _refuse_an_empty_report(plan)
@@ -120,7 +121,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
     analysis = analyse(study.name, study.scaling, collect(plan), options=options,
                        where=Where(study.system, cores, one_host), references=refs,
-                       target=study.target)
+                       target=study.target, spend=spend_of(plan.directory))
     built = build_report(plan.directory, analysis, study.description)
     from scalestudy.study.history import store_study
 

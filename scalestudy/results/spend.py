@@ -1,0 +1,160 @@
+"""What a packed study itself used: the node-hours its allocations held (their whole
+nodes from the step runner's start to its last event, idle ones included), the
+node-hours its steps were busy, and each allocation's queue wait (submitted to started),
+from the journal (jobs.jsonl) and the allocations' step journals (steps.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Held:
+    """One allocation as it ran."""
+
+    name: str
+    nodes: int
+    seconds: float  # the runner's start to its last event
+    busy_node_s: float  # its steps' nodes x their time
+    wait_s: float | None  # submitted to the runner's start
+    steps: int  # steps it started
+    finished: bool  # the runner saw every step end
+
+
+@dataclass(frozen=True)
+class Spend:
+    """A packed study's allocations, and what they held against what they used."""
+
+    allocations: tuple[Held, ...]
+
+    @property
+    def held_node_h(self) -> float:
+        """Node-hours the allocations held."""
+        return sum(a.nodes * a.seconds for a in self.allocations) / 3600
+
+    @property
+    def busy_node_h(self) -> float:
+        """Node-hours the steps ran on."""
+        return sum(a.busy_node_s for a in self.allocations) / 3600
+
+    @property
+    def idle_node_h(self) -> float:
+        """Node-hours held with no step on them."""
+        return max(0.0, self.held_node_h - self.busy_node_h)
+
+    def sentences(self) -> list[str]:
+        """The report's words."""
+        held, idle = self.held_node_h, self.idle_node_h
+        share = f" ({idle / held:.0%} of them)" if held else ""
+        waits = [a.wait_s for a in self.allocations if a.wait_s is not None]
+        cut = [a.name for a in self.allocations if not a.finished]
+        out = [f"The runs ran packed, as steps of {len(self.allocations)} allocation(s): "
+               f"{held:.3g} node-hours held, counted whole (every node of an allocation for "
+               f"as long as it ran), of which {self.busy_node_h:.3g} ran a step and "
+               f"{idle:.3g} stood idle{share} while smaller runs held part of an "
+               "allocation or a larger one waited for its nodes."]
+        if waits:
+            out.append(f"Queue waits: {len(waits)} in all, one per allocation instead of "
+                       f"one per run ({', '.join(f'{w:.0f} s' for w in waits)}).")
+        if cut:
+            out.append(f"Allocation(s) {', '.join(cut)} ended before every step had: "
+                       "their time is counted to their last recorded event.")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """summary.json's `spend`."""
+        return {"allocations": [a.__dict__ for a in self.allocations],
+                "node_hours_held": round(self.held_node_h, 4),
+                "node_hours_busy": round(self.busy_node_h, 4),
+                "node_hours_idle": round(self.idle_node_h, 4)}
+
+
+def _at(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and _at(data.get("at")) is not None:
+            out.append(data)
+    return out
+
+
+def spend_of(study_dir: Path) -> Spend | None:
+    """The packed study's spend, or None when none of its runs ran packed."""
+    root = study_dir / "allocations"
+    if not root.is_dir():
+        return None
+    submitted: dict[str, datetime] = {}
+    for entry in _journal(study_dir):
+        name, at = entry.get("allocation"), _at(entry.get("submitted_at"))
+        if name and at and (name not in submitted or at < submitted[name]):
+            submitted[name] = at
+    held = []
+    for directory in sorted(root.iterdir(), key=lambda p: (len(p.name), p.name)):
+        found = _held(directory, submitted.get(directory.name))
+        if found is not None:
+            held.append(found)
+    return Spend(tuple(held)) if held else None
+
+
+def _journal(study_dir: Path) -> list[dict[str, Any]]:
+    try:
+        lines = (study_dir / "jobs.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("job_id"):
+            out.append(data)
+    return out
+
+
+def _held(directory: Path, submitted: datetime | None) -> Held | None:
+    """One allocation from its step journal (None: its runner never started)."""
+    try:
+        spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    events = _events(directory / "steps.jsonl")
+    starts = [e for e in events if e.get("event") == "allocation"]
+    if not starts:
+        return None
+    nodes_of = {s["run_id"]: int(s["nodes"]) for s in spec.get("steps", [])}
+    moments = [(e, at) for e in events if (at := _at(e["at"])) is not None]
+    begin = next(at for e, at in moments if e.get("event") == "allocation")
+    end = max(at for _, at in moments)
+    busy, running = 0.0, {}
+    for e, at in moments:
+        kind, run_id = e.get("event"), e.get("run_id")
+        if kind == "started":
+            running[run_id] = at
+        elif kind == "ended" and run_id in running:
+            busy += nodes_of.get(run_id, 1) * (at - running.pop(run_id)).total_seconds()
+        elif kind == "allocation":  # a requeued runner: what ran before it ended then
+            running.clear()
+    busy += sum(nodes_of.get(r, 1) * (end - t).total_seconds() for r, t in running.items())
+    return Held(directory.name, int(spec.get("nodes") or 0), (end - begin).total_seconds(),
+                busy, None if submitted is None else (begin - submitted).total_seconds(),
+                sum(1 for e in events if e.get("event") == "started"),
+                any(e.get("event") == "done" for e in events))
