@@ -69,3 +69,31 @@ def test_pbs_twenty_runs_three_kills_a_server_restart_nothing_lost_nothing_twice
     assert figures["journal_matches_server"] and figures["qselect_agrees"], figures
     assert figures["jobs"] == 20 and figures["adopted"] >= 1  # the protocol error's job
     assert done.returncode == 0
+
+
+PACK_SCRIPT = ROOT / "scripts" / "fault-inject-pack"
+
+
+def test_pack_script_help_and_a_bad_repeat_count() -> None:
+    done = subprocess.run([sys.executable, str(PACK_SCRIPT), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "--run-kills" in done.stdout
+    bad = subprocess.run([sys.executable, str(PACK_SCRIPT), "--repeats", "31"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--repeats is 1 to 30" in bad.stderr
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_packed_allocations_killed_half_way_lose_and_repeat_nothing(slurm_cluster,
+                                                                    tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(PACK_SCRIPT), "--repeats", "4", "--kills", "2", "--run-kills",
+         "2", "--json", "--keep", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert done.returncode in (0, 1), done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["faults"]["allocation_kills"] == 2, done.stderr
+    assert figures["runs"] == 12 and figures["completed"] == 12, figures
+    assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
+    assert figures["journal_matches_sacct"] and figures["allocations"] >= 3
+    assert done.returncode == 0

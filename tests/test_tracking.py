@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.core.grid import job_name
 from scalestudy.core.states import RunState
-from scalestudy.execute.journal import Intent
+from scalestudy.execute.journal import Intent, Job
 from scalestudy.execute.submit import journal
-from scalestudy.execute.tracking import cancel_runs, follow, refresh, submit_runs
+from scalestudy.execute.tracking import cancel_runs, follow, recover, refresh, submit_runs
 from scalestudy.site.schedulers import SubmitError
 from scalestudy.study import make_plan
 
@@ -425,3 +426,18 @@ def test_a_held_job_is_held_with_its_reason_and_following_stops(plan) -> None:
     # A follower does not wait for ever on a run only a person can release.
     final = follow(plan, plan.runs[:2], runner=fake, sleep=lambda s: None)
     assert final[run_ids["101"]].state is RunState.HELD
+
+
+def test_a_run_killed_between_its_allocations_job_lines_adopts_that_allocation(plan) -> None:
+    # `run --pack` SIGKILLed after recording the allocation's job for one of its runs:
+    # the other run's intent finds the same job by the allocation's name, known or not
+    first, second = plan.runs[:2]
+    fake = NamedSlurm()
+    fake.names["715"] = job_name(plan.study.name, "pack-a3")
+    book = journal(plan)
+    for run in (first, second):
+        book.record(Intent(run.run_id, 1, "2026-11-26T00:00:00+00:00", allocation="a3"))
+    book.record(Job(first.run_id, "715", 1, "slurm", "pack", allocation="a3"))
+    assert recover(plan, fake) == [(second.run_id, "715")]
+    adopted = book.latest()[second.run_id]
+    assert adopted.allocation == "a3" and adopted.adopted and adopted.via == "pack"

@@ -246,7 +246,10 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
     adopted = []
     for run_id, intent in intents.items():
         run = runs.get(run_id)
-        orphans = sorted(found.get(named(intent), set()) - known,
+        # an allocation's name is never reused: its job is the run's even where the
+        # journal already records it for the allocation's other runs
+        mine = found.get(named(intent), set())
+        orphans = sorted(mine if intent.allocation else mine - known,
                          key=lambda j: (len(j), j)) if run is not None else []
         if orphans:
             job_id = orphans[-1]
