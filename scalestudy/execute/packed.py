@@ -48,9 +48,11 @@ def next_index(plan: Plan) -> int:
     return max(taken, default=0) + 1
 
 
-def write_allocation(plan: Plan, allocation: Allocation, name: str) -> Path:
+def write_allocation(plan: Plan, allocation: Allocation, name: str,
+                     archive: bool = True) -> Path:
     """Write the steps' scripts (runs/<id>/job.sh, each run's files of an earlier attempt
-    kept in attempts/<n>/), allocation.json and the allocation's job script; its path."""
+    kept in attempts/<n>/ unless `archive` is false: a dry run), allocation.json and the
+    allocation's job script; its path."""
     alloc_dir = (root(plan) / name).resolve()
     alloc_dir.mkdir(parents=True, exist_ok=True)
     scheduler = plan.scheduler
@@ -59,7 +61,8 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str) -> Path:
         run = step.run
         run_dir = plan.run_dir(run).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
-        ws.archive_attempt(run_dir)
+        if archive:
+            ws.archive_attempt(run_dir)
         ws.write_run(run_dir, run.params())
         script = run_dir / ws.SCRIPT
         ws.write_text_atomic(script, render(plan.study, plan.system, run, run_dir, step=True),

@@ -332,7 +332,25 @@ def _dry_run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
 
     selection = choose_runs(plan, request.only, request.rerun, request.max_attempts)
     screen.chosen(selection)
+    if plan.scheduler.queued and (request.pack or plan.study.job.pack):
+        return RunOutcome(selection, prepared=_dry_pack(plan, selection, request, screen))
     check_budget(plan, selection.todo, request.budget)
     if plan.scheduler.queued:
         job_limit(plan, request.max_jobs, None, screen.note)  # what the real run keeps to
     return RunOutcome(selection, prepared=dry_run(plan, selection, request.force))
+
+
+def _dry_pack(plan: Plan, selection: Selection, request: RunRequest, screen: Screen
+              ) -> list[Run]:
+    """`run --pack --dry-run`: the steps' scripts and each allocation's script, written to
+    allocations/dry-run-<n>/ (never a name a real allocation takes); those runs."""
+    from scalestudy.execute.packed import write_allocation
+    from scalestudy.study.packing import allocations, check_packed_budget
+
+    planned = allocations(plan, selection.todo) if selection.todo else []
+    check_packed_budget(planned, request.budget)
+    for a in planned:
+        script = write_allocation(plan, a, f"dry-run-{a.index}", archive=False)
+        screen.note(f"would queue allocation {a.index}: {a.nodes} node(s), "
+                    f"{len(a.steps)} run(s): {script}")
+    return [s.run for a in planned for s in a.steps]

@@ -1,0 +1,61 @@
+"""Packed runs, the submitting side (execute.packed): the scripts a packed study writes,
+and a packed run's state from its allocation's job and its step journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalestudy.core.states import JobStatus, RunState
+from scalestudy.execute.journal import Job
+from scalestudy.execute.packed import step_state, step_times
+from scalestudy.site.schedulers import JobState
+from scalestudy.study import RunRequest, make_plan, run
+from tests.test_tracking import PROFILE, SPEC
+
+
+class Quiet:
+    def __getattr__(self, name: str):  # every Screen method: say nothing
+        return lambda *a, **k: None
+
+
+def test_a_packed_dry_run_writes_step_scripts_and_the_allocations(tmp_path: Path) -> None:
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    got = run(plan, RunRequest(dry_run=True, pack=True), Quiet())
+    assert sorted(r.run_id for r in got.prepared) == sorted(r.run_id for r in plan.runs)
+    alloc = plan.directory / "allocations" / "dry-run-1"
+    script = (alloc / "job.sh").read_text()
+    nodes = max(r.nodes for r in plan.runs)
+    assert f"#SBATCH -N {nodes}" in script and "-m scalestudy.execute.allocation" in script
+    for r in plan.runs:
+        step = (plan.run_dir(r) / "job.sh").read_text()
+        assert "#SBATCH" not in step and '--nodelist="$SCALESTUDY_STEP_HOSTS"' in step
+        assert f"--ntasks={r.world_size}" in step and "--exclusive" in step
+        assert not (plan.run_dir(r) / "attempts").exists()  # a dry run archives nothing
+    assert not (plan.directory / "jobs.jsonl").exists()  # and queues nothing
+
+
+ENTRY = Job("r1", "77", 1, "slurm", "pack", "2026-11-26T00:00:00+00:00", allocation="a1")
+
+
+def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> None:
+    running = JobState("77", JobStatus.RUNNING, "RUNNING")
+    over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
+    started = {"event": "started", "run_id": "r1", "hosts": ["n1", "n2"],
+               "at": "2026-11-26T00:01:00+00:00"}
+    ended = {"event": "ended", "run_id": "r1", "rc": 0, "timed_out": False,
+             "at": "2026-11-26T00:03:30+00:00"}
+    assert step_state(tmp_path, ENTRY, running, None).state is RunState.QUEUED
+    now = step_state(tmp_path, ENTRY, running, started)
+    assert now.state is RunState.RUNNING and "n1,n2" in (now.reason or "")
+    done = step_state(tmp_path, ENTRY, over, ended).ended
+    assert done is not None and done.state is JobStatus.COMPLETED and done.exit_code == 0
+    cut = step_state(tmp_path, ENTRY, over, started)
+    assert cut.state is RunState.INTERRUPTED and "while this run ran" in (cut.reason or "")
+    assert step_state(tmp_path, ENTRY, over, None).state is RunState.INTERRUPTED
+    (tmp_path / "exit_code").write_text("0\n")  # the step ended; its line was cut off
+    assert step_state(tmp_path, ENTRY, over, started).ended is not None
+    limit = step_state(tmp_path, ENTRY, running, {**ended, "rc": 143, "timed_out": True})
+    assert limit.ended is not None and limit.ended.state is JobStatus.TIMEOUT
+    assert step_times([started, ended]) == ("2026-11-26T00:01:00+00:00", 150.0)
