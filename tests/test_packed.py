@@ -59,3 +59,18 @@ def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> Non
     limit = step_state(tmp_path, ENTRY, running, {**ended, "rc": 143, "timed_out": True})
     assert limit.ended is not None and limit.ended.state is JobStatus.TIMEOUT
     assert step_times([started, ended]) == ("2026-11-26T00:01:00+00:00", 150.0)
+
+
+def test_pack_on_a_system_without_a_queue_is_a_one_line_error(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    (tmp_path / "t.yaml").write_text("name: t\nsystem: local\nworkload: {model: small_cnn}\n"
+                                     "grid: {nodes: [1]}\n")
+    for command in ("plan", "run"):
+        done = run_cli(command, "t.yaml", "--pack", cwd=tmp_path)
+        assert done.returncode == 2 and "no allocation to pack into" in done.stderr
+        assert "Traceback" not in done.stderr
+    (tmp_path / "u.yaml").write_text((tmp_path / "t.yaml").read_text() + "job: {pack: true}\n")
+    done = run_cli("validate", "u.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "u.yaml:5: job.pack" in done.stderr
+    assert not (tmp_path / "results").exists()

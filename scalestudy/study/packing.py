@@ -175,8 +175,14 @@ def pack_summary(plan: Plan) -> dict[str, Any]:
 
     from scalestudy.site.queues import hms
 
+    if not plan.scheduler.queued:
+        from scalestudy.core.errors import ScalestudyError
+
+        raise ScalestudyError(
+            f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
+            "there is no allocation to pack into; plan without --pack")
     found = None
-    if plan.scheduler.queued and all(shutil.which(c) for c in plan.scheduler.needed_commands()):
+    if all(shutil.which(c) for c in plan.scheduler.needed_commands()):
         from scalestudy.execute.preflight import preflight
 
         found = preflight(plan, python=False)
