@@ -5,12 +5,16 @@ testbed while other users' jobs keep its queue busy.
     python benchmarks/pack_queue.py [--trials 2] [--fillers 12] [--filler-s 8] [--json]
 
 Each trial queues `--fillers` jobs of another "user" first (1 or 2 nodes, each sleeping
-`--filler-s` seconds, from a seeded generator: every trial gets the same queue), then
-submits the same study (a `command` workload of 1-, 2- and 4-node runs, two repeats, each
-run sleeping 4 s) and times `scalestudy run --wait` from its start to its end. The modes
-alternate (per-run, packed, per-run, packed, ...) so that a slow period of the machine
-falls on both; the figure is their ratio, trial by trial, and the queue waits the
-journals and step journals give (per-run: each job's; packed: one per allocation).
+`--filler-s` seconds, from a seeded generator: every trial gets the same queue), and
+that user goes on submitting one more every `--arrival-s` seconds while the study runs;
+then the same study (a `command` workload of 1-, 2- and 4-node runs, two repeats, each
+run sleeping 4 s) is submitted, one job per run with `--max-jobs` (a per-user limit of
+jobs in the queue, as sites' debug queues have) or packed, and `scalestudy run --wait`
+is timed from its start to the last run's end (its `exit_code` file; `--wait`'s polls
+back off to a minute and would round the figure). The modes alternate (per-run, packed, per-run,
+...) so that a slow period of the machine falls on both; the figure is their ratio,
+trial by trial, with the queue waits the journals and step journals give (per-run: each
+job's; packed: one per allocation).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -60,6 +65,26 @@ def fillers(count: int, seconds: float, seed: int, env: dict[str, str], work: Pa
         subprocess.run(["sbatch", "-N", str(nodes), "-J", f"other-{i}", "-o", "/dev/null",
                         "--wrap", f"sleep {seconds}"], env=env, check=True, cwd=work,
                        capture_output=True, timeout=30)
+
+
+class Arrivals(threading.Thread):
+    """The other user's new jobs, one every `every` seconds, until stopped."""
+
+    def __init__(self, every: float, seconds: float, seed: int, env: dict[str, str],
+                 work: Path) -> None:
+        super().__init__(daemon=True)
+        self.every, self.seconds, self.env, self.work = every, seconds, env, work
+        self.rng = random.Random(seed + 1)
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.halt.wait(self.every):
+            subprocess.run(["sbatch", "-N", str(self.rng.choice((1, 2))), "-J",
+                            f"arrival-{i}", "-o", "/dev/null", "--wrap",
+                            f"sleep {self.seconds}"], env=self.env, cwd=self.work,
+                           capture_output=True, timeout=30)
+            i += 1
 
 
 def drain(env: dict[str, str]) -> None:
@@ -99,11 +124,18 @@ def trial(mode: str, index: int, args: argparse.Namespace, env: dict[str, str],
     spec = work / f"{name}.yaml"
     spec.write_text(STUDY.format(name=name))
     fillers(args.fillers, args.filler_s, args.seed, env, work)
-    started = time.monotonic()
+    arrivals = Arrivals(args.arrival_s, args.filler_s, args.seed, env, work)
+    arrivals.start()
+    started = time.time()
+    mode_args = ["--pack"] if mode == "packed" else ["--max-jobs", str(args.max_jobs)]
     done = subprocess.run([SCALESTUDY, "run", str(spec), "--wait", "--no-preflight",
-                           *(["--pack"] if mode == "packed" else [])], cwd=work, env=env,
+                           *mode_args], cwd=work, env=env,
                           capture_output=True, text=True, timeout=1800)
-    seconds = time.monotonic() - started
+    # to the last run's end (its exit_code file), not to `run --wait`'s next poll
+    ends = [p.stat().st_mtime for p in (work / "results" / name / "runs").glob("*/exit_code")]
+    seconds = (max(ends) if ends else time.time()) - started
+    arrivals.halt.set()
+    arrivals.join()
     if done.returncode != 0:
         sys.exit(f"pack_queue: {mode} trial {index} failed:\n{done.stdout}\n{done.stderr}")
     queue = waits(work / "results" / name)
@@ -117,6 +149,10 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=2, help="trials of each mode")
     parser.add_argument("--fillers", type=int, default=12, help="other jobs queued first")
     parser.add_argument("--filler-s", type=float, default=8.0, help="each one's seconds")
+    parser.add_argument("--arrival-s", type=float, default=4.0,
+                        help="another job of the other user every this many seconds")
+    parser.add_argument("--max-jobs", type=int, default=2,
+                        help="per-run: the per-user limit of jobs in the queue")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -137,6 +173,7 @@ def main() -> int:
     figures = {"trials": rows, "packed_over_per_run": [round(x, 3) for x in ratios],
                "median_ratio": round(statistics.median(ratios), 3),
                "conditions": {"fillers": args.fillers, "filler_s": args.filler_s,
+                              "arrival_s": args.arrival_s, "max_jobs": args.max_jobs,
                               "runs": 6, "run_s": 4, "nodes": 4}}
     print(json.dumps(figures, indent=1) if args.json else
           "\n".join(f"{k}: {v}" for k, v in figures.items()))
