@@ -16,6 +16,7 @@ from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Job, Journal
 from scalestudy.execute.status import read_status
+from scalestudy.results.spend import allocation_start
 
 #: Variables of the job's environment that are its tuning (communication libraries).
 TUNING_PREFIXES: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "FI_", "UCX_", "MPICH_",
@@ -88,7 +89,15 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
         placement["job_id"] = placement["job_id"] or job.job_id
         placement["submitted"] = job.submitted_at
         when = _moment(job.submitted_at)
-        if when is not None and started is not None:
+        if job.allocation:  # packed: the queue wait is the allocation's, the rest the step's
+            placement["allocation"] = job.allocation
+            began = allocation_start(directory.parents[1] if directory.parent.name == "runs"
+                                     else directory.parents[3], job.allocation)
+            if when is not None and began is not None:
+                placement["queue_wait_s"] = round((began - when).total_seconds(), 3)
+                if started is not None:
+                    placement["step_wait_s"] = round((started - began).total_seconds(), 3)
+        elif when is not None and started is not None:
             placement["queue_wait_s"] = round((started - when).total_seconds(), 3)
     return Attempt(dict(params), number, found.state.value, record, prov, tags, started,
                    ended)

@@ -23,6 +23,7 @@ class Held:
     wait_s: float | None  # submitted to the runner's start
     steps: int  # steps it started
     finished: bool  # the runner saw every step end
+    run_ids: tuple[str, ...] = ()  # the runs it started
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class Spend:
     """A packed study's allocations, and what they held against what they used."""
 
     allocations: tuple[Held, ...]
+    #: Where the results store has them: one-job-per-run attempts on this system, their
+    #: median queue wait (s) and how many there are (what packing saves per run).
+    per_run_wait: tuple[float, int] | None = None
 
     @property
     def held_node_h(self) -> float:
@@ -60,6 +64,13 @@ class Spend:
         if waits:
             out.append(f"Queue waits: {len(waits)} in all, one per allocation instead of "
                        f"one per run ({', '.join(f'{w:.0f} s' for w in waits)}).")
+        if waits and self.per_run_wait is not None:
+            median, count = self.per_run_wait
+            runs = len({r for a in self.allocations for r in a.run_ids})
+            out.append(f"One job per run on this system waited a median of {median:.0f} s "
+                       f"in the queue ({count} such attempts in the results store): "
+                       f"{runs} runs, one wait each, against these {len(waits)} waits of "
+                       f"{sum(waits):.0f} s in all.")
         if cut:
             out.append(f"Allocation(s) {', '.join(cut)} ended before every step had: "
                        "their time is counted to their last recorded event.")
@@ -67,7 +78,11 @@ class Spend:
 
     def to_json(self) -> dict[str, Any]:
         """summary.json's `spend`."""
-        return {"allocations": [a.__dict__ for a in self.allocations],
+        return {"allocations": [{**a.__dict__, "run_ids": list(a.run_ids)}
+                                for a in self.allocations],
+                **({"per_run_wait_median_s": round(self.per_run_wait[0], 1),
+                    "per_run_wait_attempts": self.per_run_wait[1]}
+                   if self.per_run_wait else {}),
                 "node_hours_held": round(self.held_node_h, 4),
                 "node_hours_busy": round(self.busy_node_h, 4),
                 "node_hours_idle": round(self.idle_node_h, 4)}
@@ -94,6 +109,14 @@ def _events(path: Path) -> list[dict[str, Any]]:
         if isinstance(data, dict) and _at(data.get("at")) is not None:
             out.append(data)
     return out
+
+
+def allocation_start(study_dir: Path, name: str) -> datetime | None:
+    """When allocation `name`'s step runner first started (its queue wait's end)."""
+    for event in _events(study_dir / "allocations" / name / "steps.jsonl"):
+        if event.get("event") == "allocation":
+            return _at(event["at"])
+    return None
 
 
 def spend_of(study_dir: Path) -> Spend | None:
@@ -157,4 +180,6 @@ def _held(directory: Path, submitted: datetime | None) -> Held | None:
     return Held(directory.name, int(spec.get("nodes") or 0), (end - begin).total_seconds(),
                 busy, None if submitted is None else (begin - submitted).total_seconds(),
                 sum(1 for e in events if e.get("event") == "started"),
-                any(e.get("event") == "done" for e in events))
+                any(e.get("event") == "done" for e in events),
+                tuple(dict.fromkeys(str(e["run_id"]) for e in events
+                                    if e.get("event") == "started")))

@@ -110,7 +110,6 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     from scalestudy.report.build import build_report
     from scalestudy.results.analysis import Where, analyse
     from scalestudy.results.references import load_references
-    from scalestudy.results.spend import spend_of
 
     study = plan.study
     _refuse_an_empty_report(plan)
@@ -121,11 +120,39 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
     analysis = analyse(study.name, study.scaling, collect(plan), options=options,
                        where=Where(study.system, cores, one_host), references=refs,
-                       target=study.target, spend=spend_of(plan.directory))
+                       target=study.target, spend=_spend(plan))
     built = build_report(plan.directory, analysis, study.description)
     from scalestudy.study.history import store_study
 
     return replace(built, stored=store_study(plan))
+
+
+def _spend(plan: Plan) -> Any:
+    """A packed study's spend, with the results store's one-job-per-run queue waits on
+    its system beside it (where the store has any)."""
+    import statistics
+
+    from scalestudy.results.spend import spend_of
+
+    spend = spend_of(plan.directory)
+    if spend is None:
+        return None
+    from scalestudy.study.history import open_store
+
+    try:
+        store = open_store()
+        try:
+            rows = store.rows(system=plan.system.name)
+        finally:
+            store.dispose()
+    except Exception:  # a store that cannot be read only costs the comparison
+        return spend
+    waits = [p["queue_wait_s"] for r in rows
+             if isinstance(p := (r.get("provenance") or {}).get("placement") or {}, dict)
+             and not p.get("allocation") and isinstance(p.get("queue_wait_s"), (int, float))]
+    if not waits:
+        return spend
+    return replace(spend, per_run_wait=(statistics.median(waits), len(waits)))
 
 
 def _refuse_an_empty_report(plan: Plan) -> None:
