@@ -87,3 +87,13 @@ def test_the_allocations_end_cuts_steps_off_and_a_restart_skips_ended_ones(
 def test_pbs_node_files_keep_one_line_per_rank_slot() -> None:
     nodefile = ["n1", "n1", "n2", "n2", "n3", "n3"]
     assert step_hostfile(nodefile, ["n2", "n3"], None) == "n2\nn2\nn3\nn3\n"
+
+
+def test_an_engine_this_release_does_not_know_is_refused_with_why(tmp_path: Path) -> None:
+    alloc = make(tmp_path, [("a", 1, "true", 60)], hosts=1)
+    spec = json.loads((alloc / "allocation.json").read_text())
+    (alloc / "allocation.json").write_text(json.dumps({**spec, "engine": "flux"}))
+    runner = start(alloc)
+    assert runner.wait(timeout=60) == 2
+    assert "engine 'flux' is not known here" in runner.stderr.read()
+    assert not (alloc / "steps.jsonl").exists()

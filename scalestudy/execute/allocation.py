@@ -213,12 +213,29 @@ def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(proc.pid, signum)
 
 
+#: The engines that can run an allocation's steps, by the name allocation.json gives
+#: (`engine`, default "steps"). An engine takes the allocation directory and the job id,
+#: runs the steps of allocation.json on the nodes of `nodefile`, and writes the events
+#: above to steps.jsonl: the submitting side reads nothing else. A nested Flux instance
+#: (each step a Flux job) is the next engine to slot in here.
+ENGINES: dict[str, type[Runner]] = {"steps": Runner}
+
+
 def main(argv: list[str]) -> int:
-    """`python -m scalestudy.execute.allocation DIR JOB_ID`."""
+    """`python -m scalestudy.execute.allocation DIR JOB_ID`: the allocation's engine."""
     if len(argv) != 2:
         print("usage: python -m scalestudy.execute.allocation DIR JOB_ID", file=sys.stderr)
         return 2
-    return Runner(Path(argv[0]), argv[1]).run()
+    directory = Path(argv[0])
+    name = json.loads((directory / "allocation.json").read_text(encoding="utf-8")).get(
+        "engine", "steps")
+    engine = ENGINES.get(name)
+    if engine is None:
+        print(f"allocation engine {name!r} is not known here (known: "
+              f"{', '.join(sorted(ENGINES))}): this scalestudy is older than the one that "
+              "wrote allocation.json", file=sys.stderr)
+        return 2
+    return engine(directory, argv[1]).run()
 
 
 if __name__ == "__main__":

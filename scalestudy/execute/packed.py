@@ -73,7 +73,8 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
                       "limit_s": step.limit_s, "expected_s": step.expected_s,
                       "log": log, "err": log if scheduler.joins_output else "stderr.log"})
     ws.write_json_atomic(alloc_dir / "allocation.json", {
-        "schema": SCHEMA, "study": plan.study.name, "name": name, "nodes": allocation.nodes,
+        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": "steps",
+        "nodes": allocation.nodes,
         "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
         "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})
     script = alloc_dir / ws.SCRIPT
