@@ -95,5 +95,7 @@ def test_packed_allocations_killed_half_way_lose_and_repeat_nothing(slurm_cluste
     assert figures["faults"]["allocation_kills"] == 2, done.stderr
     assert figures["runs"] == 12 and figures["completed"] == 12, figures
     assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
-    assert figures["journal_matches_sacct"] and figures["allocations"] >= 3
+    # the first allocation is killed while steps remain: at least one more followed (the
+    # second kill may land once its allocation has ended every step)
+    assert figures["journal_matches_sacct"] and figures["allocations"] >= 2
     assert done.returncode == 0
