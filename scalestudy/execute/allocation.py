@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from scalestudy.execute.journal import append_line
+
 SCHEMA = "scalestudy.steps/1"
 #: Seconds a step is given to end after SIGTERM before it is killed.
 GRACE_S = 10.0
@@ -43,17 +45,8 @@ def now() -> str:
 
 
 def append(path: Path, entry: dict[str, Any]) -> None:
-    """One JSON line, durable before returning (a torn last line is left behind)."""
-    line = json.dumps({"schema": SCHEMA, **entry}, sort_keys=True) + "\n"
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = "\n" + line
-        os.write(fd, line.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """One step-journal line, durable before returning."""
+    append_line(path, {"schema": SCHEMA, **entry})
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -84,6 +84,21 @@ class Resolved:
 Entry = Intent | Job | Resolved
 
 
+def append_line(path: Path, data: dict[str, Any]) -> None:
+    """Append one JSON line to an append-only journal and make it durable before
+    returning; after a torn last line (a crash mid-write) it starts a line of its own."""
+    line = json.dumps(data, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -121,16 +136,7 @@ class Journal:
         (a crash mid-write) the entry starts a line of its own, not glued to the torn
         one (which would make both unreadable)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry.to_json(), sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = "\n" + line
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_line(self.path, entry.to_json())
 
     def lines(self) -> list[Entry]:
         """Every readable entry, oldest first."""

@@ -11,6 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from scalestudy.execute.allocation import read_events
+from scalestudy.execute.journal import Journal
+
 
 @dataclass(frozen=True)
 class Held:
@@ -96,19 +99,8 @@ def _at(text: Any) -> datetime | None:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and _at(data.get("at")) is not None:
-            out.append(data)
-    return out
+    """A step journal's events that say when they happened."""
+    return [e for e in read_events(path) if _at(e.get("at")) is not None]
 
 
 def allocation_start(study_dir: Path, name: str) -> datetime | None:
@@ -125,8 +117,8 @@ def spend_of(study_dir: Path) -> Spend | None:
     if not root.is_dir():
         return None
     submitted: dict[str, datetime] = {}
-    for entry in _journal(study_dir):
-        name, at = entry.get("allocation"), _at(entry.get("submitted_at"))
+    for entry in Journal(study_dir / "jobs.jsonl").entries():
+        name, at = entry.allocation, _at(entry.submitted_at)
         if name and at and (name not in submitted or at < submitted[name]):
             submitted[name] = at
     held = []
@@ -135,22 +127,6 @@ def spend_of(study_dir: Path) -> Spend | None:
         if found is not None:
             held.append(found)
     return Spend(tuple(held)) if held else None
-
-
-def _journal(study_dir: Path) -> list[dict[str, Any]]:
-    try:
-        lines = (study_dir / "jobs.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("job_id"):
-            out.append(data)
-    return out
 
 
 def _held(directory: Path, submitted: datetime | None) -> Held | None:
