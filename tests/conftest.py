@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-# The real-Slurm, real-OpenPBS and real-PostgreSQL fixtures (`slurm_cluster`,
-# `pbs_cluster`, `postgres_url`), for every test module.
-pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed", "tests.postgres_testbed"]
+# The real-Slurm, real-OpenPBS, real-Flux and real-PostgreSQL fixtures (`slurm_cluster`,
+# `pbs_cluster`, `flux_cluster`, `postgres_url`), for every test module.
+pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed", "tests.flux_testbed",
+                  "tests.postgres_testbed"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
