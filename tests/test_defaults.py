@@ -37,7 +37,8 @@ def test_ranks_per_node_defaults_to_the_profiles_gpus(system: str, tmp_path: Pat
     assert [r.ranks_per_node for r in plan.runs] == [gpus, gpus]
     assert [r.world_size for r in plan.runs] == [gpus, 2 * gpus]
     script = render(plan.study, plan.system, plan.runs[1], tmp_path / "run")
-    ranks = {"slurm": f"--ntasks-per-node={gpus}", "pbs": f"--ppn {gpus}"}
+    ranks = {"slurm": f"--ntasks-per-node={gpus}", "pbs": f"--ppn {gpus}",
+             "flux": f"--nodes=2 --ntasks={2 * gpus}"}
     assert ranks[plan.system.scheduler] in script, script
 
 

@@ -76,6 +76,11 @@ def _run_with_stubs(script: Path, work: Path) -> list[list[str]]:
     # `scontrol show hostnames` on a login node: one host here.
     (stubs / "scontrol").write_text("#!/bin/bash\necho n1\n")
     (stubs / "scontrol").chmod(0o755)
+    # `flux` in a batch job: its hosts and id here, and `flux run` recorded like srun.
+    (stubs / "flux").write_text(
+        '#!/bin/bash\ncase $1 in hostlist) echo n1;; job) echo 7;; getattr) echo f7;;\n'
+        '*) ' + STUB.split("\n", 1)[1].replace("\n", "\n    ") + ';;\nesac\n')
+    (stubs / "flux").chmod(0o755)
     (work / "bash_env").write_text(BASH_ENV)
     (work / "nodefile").write_text("n1\n")
     out = work / "out"
@@ -127,13 +132,14 @@ def test_hostile_values_stay_data_on_every_system(profile: str, arg: str, env_va
         # Exactly the rendered directives, in the block the scheduler reads, and no
         # directive-looking line anywhere else (a value never starts a line).
         directives = context(study, system, run, run_dir, python=stub_python)["directives"]
-        prefixes = ("#SBATCH", "#PBS")
+        prefixes = ("#SBATCH", "#PBS", "# flux:")
         block = [ln for ln in _directive_block(text) if ln.startswith(prefixes)]
         assert block == directives
         assert sum(1 for ln in text.split("\n") if ln.lstrip().startswith(prefixes)) \
             == len(directives)
         if system.scheduler != "local":
-            assert directives[-1] in (f"#SBATCH {directive}", f"#PBS {directive}")
+            assert directives[-1] in (f"#SBATCH {directive}", f"#PBS {directive}",
+                                      f"# flux: {directive}")
         calls = _run_with_stubs(script, work)
         assert not list(work.rglob("pwned")) and not list(work.rglob("touch_pwned"))
         program = [c for c in calls if arg in c]

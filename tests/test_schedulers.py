@@ -27,8 +27,8 @@ JOB = JobRequest(name="study-abc123", nodes=2, ranks_per_node=4, walltime="00:30
 
 
 def test_registry_lists_backends_and_rejects_unknown_names() -> None:
-    assert schedulers.names() == ["local", "pbs", "slurm"]
-    with pytest.raises(ScalestudyError, match="valid schedulers: local, pbs, slurm"):
+    assert schedulers.names() == ["flux", "local", "pbs", "slurm"]
+    with pytest.raises(ScalestudyError, match="valid schedulers: flux, local, pbs, slurm"):
         schedulers.get("lsf")
 
 

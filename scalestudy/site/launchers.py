@@ -1,4 +1,4 @@
-"""Launchers: how ranks are started (srun, PALS/MPICH mpiexec, Open MPI mpirun, torchrun, local).
+"""Launchers: how ranks start (srun, PALS mpiexec, Open MPI mpirun, flux run, torchrun, local).
 
 Pure: each builds the launch command of one run as a list of words. A plain `str`
 word is shell-quoted by the template; a `Shell` word (a variable such as
@@ -181,6 +181,26 @@ def mpirun(launch: Launch, slots: Slots) -> list[Word]:
     return [*words, *opts.extra_args]
 
 
+def flux_run(launch: Launch, slots: Slots) -> list[Word]:
+    """`flux run` in the job's Flux instance: the ranks spread over `nodes` nodes, each
+    with its cores (`-c`) and GPUs (`-g`); binding through the Flux shell's
+    cpu-affinity and gpu-affinity options. Rank discovery from FLUX_TASK_* (and PMI)."""
+    opts = launch.system.launcher_options
+    words: list[Word] = ["flux", "run", f"--nodes={slots.nodes}",
+                         f"--ntasks={slots.nodes * slots.per_node}"]
+    if slots.ranks:
+        words.append(f"--cores-per-task={launch.threads}")
+        if opts.gpus_per_task and launch.system.gpus_per_node:
+            words.append(f"--gpus-per-task={opts.gpus_per_task}")
+    else:  # one torchrun agent per node, with the node's cores for its ranks
+        words.append("--tasks-per-node=1")
+    if opts.cpu_bind:
+        words += ["-o", f"cpu-affinity={opts.cpu_bind}"]
+    if opts.gpu_bind and launch.system.gpus_per_node:
+        words += ["-o", f"gpu-affinity={opts.gpu_bind}"]
+    return [*words, *opts.extra_args]
+
+
 def local_agents(launch: Launch, slots: Slots) -> list[Word]:
     """This host: the job script's function starts `nodes` torchrun agents side by side
     (the first hosts the rendezvous) and stops them all when one fails."""
@@ -195,7 +215,8 @@ def horovodrun(launch: Launch, slots: Slots) -> list[Word]:
             "-H", f"localhost:{ranks}"]
 
 
-STARTERS: dict[str, Starter] = {"srun": srun, "mpiexec": mpiexec, "mpirun": mpirun}
+STARTERS: dict[str, Starter] = {"srun": srun, "mpiexec": mpiexec, "mpirun": mpirun,
+                                "flux": flux_run}
 RANKS = Ranks()
 
 
@@ -214,7 +235,7 @@ def launcher(name: str, via: str | None, system: str, horovod: bool, one_host: b
         if via is None:
             raise ScalestudyError(
                 f"system {system}: launcher torchrun needs launcher_options.torchrun_via "
-                "(srun, mpiexec or mpirun) to start one agent per node")
+                "(srun, mpiexec, mpirun or flux) to start one agent per node")
         name = via
     if name not in STARTERS:
         raise ScalestudyError(f"unknown launcher {name!r}; valid launchers: "

@@ -83,16 +83,17 @@ class LauncherOptions(_Data):
     """How the site starts ranks: binding and launcher flags."""
 
     cpu_bind: str | None = Field(None, description="srun --cpu-bind / mpiexec --cpu-bind / "
-                                 "mpirun --bind-to value")
+                                 "mpirun --bind-to / flux run -o cpu-affinity value")
     depth: int | None = Field(None, ge=1, description="mpiexec --depth: cores per rank")
-    gpu_bind: str | None = Field(None, description="srun --gpu-bind value (e.g. closest)")
-    gpus_per_task: int | None = Field(None, ge=1, description="srun --gpus-per-task")
+    gpu_bind: str | None = Field(None, description="srun --gpu-bind value (e.g. closest); "
+                                 "flux run -o gpu-affinity value (e.g. per-task)")
+    gpus_per_task: int | None = Field(None, ge=1, description="srun / flux run --gpus-per-task")
     mpi: str | None = Field(None, description="srun --mpi plugin (e.g. pmix)")
     gpu_wrapper: str | None = Field(
         None, description="per-rank wrapper that sets the rank's visible GPU (ALCF style)"
     )
     extra_args: list[str] = Field(default_factory=list, description="more launcher arguments")
-    torchrun_via: Literal["srun", "mpiexec", "mpirun"] | None = Field(
+    torchrun_via: Literal["srun", "mpiexec", "mpirun", "flux"] | None = Field(
         None, description="launcher: torchrun: what starts one torchrun agent per node"
     )
 
@@ -104,8 +105,8 @@ class SystemProfile(_Data):
     description: str = Field("", description="one line about the machine")
     docs: list[str] = Field(default_factory=list,
                             description="the user-guide pages the facts come from")
-    scheduler: Literal["local", "slurm", "pbs"] = Field(description="how a job is queued")
-    launcher: Literal["torchrun", "srun", "mpiexec", "mpirun"] = Field(
+    scheduler: Literal["local", "slurm", "pbs", "flux"] = Field(description="how a job is queued")
+    launcher: Literal["torchrun", "srun", "mpiexec", "mpirun", "flux"] = Field(
         description="how ranks are started"
     )
     gpus_per_node: int = Field(0, ge=0, description="GPUs per node (0: CPU ranks)")

@@ -40,6 +40,15 @@ LAUNCHERS: tuple[tuple[str, Mapping[str, tuple[str, ...]]], ...] = (
         },
     ),
     (
+        "flux",
+        {  # `flux run`: its tasks also get PMI_RANK/PMI_SIZE, but no local rank
+            "rank": ("FLUX_TASK_RANK",),
+            "world_size": ("FLUX_JOB_SIZE",),
+            "local_rank": ("FLUX_TASK_LOCAL_ID",),
+            "num_nodes": ("FLUX_JOB_NNODES",),
+        },
+    ),
+    (
         "mpich",
         {  # MPICH hydra, Cray PALS (Polaris/Aurora mpiexec), PMIx
             "rank": ("PMI_RANK", "PALS_RANKID", "PMIX_RANK"),

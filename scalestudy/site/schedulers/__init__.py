@@ -234,4 +234,4 @@ def names() -> list[str]:
 
 
 def _load_backends() -> None:
-    from scalestudy.site.schedulers import local, pbs, slurm  # noqa: F401  (they register)
+    from scalestudy.site.schedulers import flux, local, pbs, slurm  # noqa: F401  (they register)
