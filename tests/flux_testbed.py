@@ -79,6 +79,14 @@ class FluxCluster:
             capture_output=True, text=True, timeout=timeout, env=full_env,
         )
 
+    def scalestudy(self, *args: str, cwd: Path | str,
+                   timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """The scalestudy CLI (this checkout, the venv's Python) as the instance's user."""
+        return self.run_as_user(
+            [str(ROOT / ".venv" / "bin" / "python"), "-c",
+             "from scalestudy.cli import main; main()", *args],
+            cwd=cwd, timeout=timeout, env={"PYTHONPATH": str(ROOT)})
+
     def flux(self, *args: str, cwd: Path | str | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """`flux ARGS` as the instance's user."""
