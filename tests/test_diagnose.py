@@ -300,6 +300,13 @@ def test_two_agents_interleaved_still_leave_the_programs_line() -> None:
     ("slurmstepd: error: execve(): train.sh: No such file or directory\n"
      "srun: error: n1: task 0: Exited with exit code 2\n",
      "slurmstepd: error: execve(): train.sh: No such file or directory"),
+    # flux run of a missing program (flux-core 0.88.0, the testbed)
+    ("0.041s: flux-shell[0]: FATAL: task 0 (host vm): start failed: /no/such/program: No "
+     "such file or directory\n0.042s: job.exception fF2vCiK type=exec severity=0 task 0 "
+     "(host vm): start failed: /no/such/program: No such file or directory\n"
+     "flux-job: task(s) exited with exit code 127\n",
+     "0.041s: flux-shell[0]: FATAL: task 0 (host vm): start failed: /no/such/program: No "
+     "such file or directory"),
 ])
 def test_a_missing_program_or_file_is_not_found(log: str, line: str) -> None:
     found = classify(1, "FAILED", log, "exit code 1")

@@ -1,5 +1,5 @@
-"""scripts/fault-inject and its OpenPBS twin: command lines here; smaller runs against the
-real Slurm and the real OpenPBS."""
+"""scripts/fault-inject and its OpenPBS and Flux twins: command lines here; smaller runs
+against the real Slurm, the real OpenPBS and the real Flux."""
 
 from __future__ import annotations
 
@@ -98,4 +98,37 @@ def test_packed_allocations_killed_half_way_lose_and_repeat_nothing(slurm_cluste
     # the first allocation is killed while steps remain: at least one more followed (the
     # second kill may land once its allocation has ended every step)
     assert figures["journal_matches_sacct"] and figures["allocations"] >= 2
+    assert done.returncode == 0
+
+
+FLUX_SCRIPT = ROOT / "scripts" / "fault-inject-flux"
+
+
+def test_flux_twin_help_and_a_bad_run_count() -> None:
+    done = subprocess.run([sys.executable, str(FLUX_SCRIPT), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "--batch-failures" in done.stdout
+    assert "--submit" not in done.stdout  # submitit submits to Slurm only
+    bad = subprocess.run([sys.executable, str(FLUX_SCRIPT), "--runs", "101"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--runs is at most 100" in bad.stderr
+
+
+@pytest.mark.flux
+@pytest.mark.slow
+def test_flux_twenty_runs_three_kills_nothing_lost_nothing_twice(
+        flux_cluster, flux_tmp_path: Path) -> None:
+    # The broker stays up (other Flux tests share it); only flux batch and scalestudy fail.
+    done = subprocess.run(
+        [sys.executable, str(FLUX_SCRIPT), "--runs", "20", "--kills", "3", "--max-jobs", "8",
+         "--batch-failures", "2", "--json", "--keep", str(flux_tmp_path)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode in (0, 1), done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["faults"]["run_sigkills"] == 3, done.stderr
+    # one failure after the real flux batch queued the job, one before anything was queued
+    assert figures["batch"]["queued_id_lost"] == 1 and figures["batch"]["not_queued"] == 1
+    assert figures["runs_lost"] == 0 and figures["runs_duplicated"] == 0, figures
+    assert figures["journal_matches_server"] and figures["by_name_agrees"], figures
+    assert figures["jobs"] == 20 and figures["adopted"] >= 1  # the lost id's job
     assert done.returncode == 0

@@ -58,15 +58,18 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     WALLTIME: re.compile(
         r"DUE TO TIME LIMIT|walltime \S* ?exceeded|exceeded (?:resource )?walltime|"
         r"job killed: walltime|"
-        r"time limit of .* exceeded", re.I),
+        r"time limit of .* exceeded|"
+        r"job\.exception \S+ type=timeout", re.I),  # flux run: its job's time limit
     # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***"
     PREEMPTED: re.compile(r"DUE TO PREEMPTION|job (?:was )?preempted", re.I),
     REQUEUED: re.compile(r"DUE TO JOB REQUEUE|job (?:was )?requeued", re.I),
-    CANCELLED: re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|job deleted by|qdel"),
+    CANCELLED: re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|job deleted by|qdel|"
+                          r"job\.exception \S+ type=cancel"),  # flux run
     SCHEDULER: re.compile(
         r"Unable to create step|Unable to contact slurm controller|"
         r"Job step creation temporarily disabled|pbs_tmrsh|tm_init failed|"
-        r"cannot connect to server", re.I),
+        r"cannot connect to server|Unable to connect to Flux|"
+        r"job\.exception \S+ type=alloc", re.I),  # flux run: an unsatisfiable request
     OOM: re.compile(
         # Slurm's cgroup: "...killed by the cgroup out-of-memory handler"; Intel's Level
         # Zero: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
@@ -83,7 +86,8 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     NOT_FOUND: re.compile(
         r"\[Errno 2\] No such file or directory|FileNotFoundError|"  # python x.py, open()
         r"execve\(\).*No such file|execvp? error on file|"  # slurmstepd, MPICH hydra
-        r"could not access or execute an executable"),  # Open MPI
+        r"could not access or execute an executable|"  # Open MPI
+        r"start failed: .*No such file or directory"),  # the Flux shell (flux run)
     BAD_ARGUMENTS: re.compile(
         r"error: (?:argument |unrecognized arguments|the following arguments are required)|"
         r"invalid choice:"),
