@@ -92,8 +92,8 @@ def test_pbs_node_files_keep_one_line_per_rank_slot() -> None:
 def test_an_engine_this_release_does_not_know_is_refused_with_why(tmp_path: Path) -> None:
     alloc = make(tmp_path, [("a", 1, "true", 60)], hosts=1)
     spec = json.loads((alloc / "allocation.json").read_text())
-    (alloc / "allocation.json").write_text(json.dumps({**spec, "engine": "flux"}))
+    (alloc / "allocation.json").write_text(json.dumps({**spec, "engine": "slurm-heterogeneous"}))
     runner = start(alloc)
     assert runner.wait(timeout=60) == 2
-    assert "engine 'flux' is not known here" in runner.stderr.read()
+    assert "engine 'slurm-heterogeneous' is not known here" in runner.stderr.read()
     assert not (alloc / "steps.jsonl").exists()

@@ -8,6 +8,7 @@ instance's user through the real CLI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from scalestudy.execute.allocation import read_events
 from tests.conftest import run_cli
 
 if TYPE_CHECKING:
@@ -223,3 +225,42 @@ def test_preflight_reads_the_queues_and_flux_refuses_what_they_do_not_take(
     assert clean.returncode == 0, clean.stderr
     assert clean.stderr.startswith("preflight: ok: flux answers; queue debug takes 1-2 nodes "
                                    "and 01:00:00;"), clean.stderr
+
+
+NESTED = """
+name: nested
+system: profile.yaml
+workload: {model: small_cnn, image_size: 16, num_classes: 10, warmup_iters: 1, iters: 2,
+           batches_per_iter: 2}
+grid: {nodes: [1, 2, 4], ranks_per_node: [2], batch_size: [4]}
+repeats: 2
+job: {walltime: "00:05:00", pack: true, pack_engine: flux}
+"""
+
+
+def test_a_flux_nested_in_a_slurm_job_runs_a_packed_study(
+        flux_cluster: FluxCluster, slurm_cluster: Any, tmp_path: Path) -> None:
+    (tmp_path / "profile.yaml").write_text(SLURM_PROFILE)
+    (tmp_path / "nested.yaml").write_text(NESTED)
+    path = f"{flux_cluster.prefix / 'bin'}:{os.environ['PATH']}"
+    done = run_cli("run", str(tmp_path / "nested.yaml"), "--wait", cwd=tmp_path, path=path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 run(s) packed into 1 job(s)" in done.stdout
+    results = tmp_path / "results" / "nested"
+    journal = [json.loads(x) for x in (results / "jobs.jsonl").read_text().splitlines()]
+    assert len({j["job_id"] for j in journal if "job_id" in j}) == 1  # one queue wait
+    events = read_events(results / "allocations" / "a1" / "steps.jsonl")
+    assert events[0]["event"] == "allocation" and events[0]["engine"] == "flux"
+    assert events[0]["hosts"] == ["n1", "n2", "n3", "n4"] and events[-1]["event"] == "done"
+    started = [e for e in events if e["event"] == "started"]
+    ended = [e for e in events if e["event"] == "ended"]
+    assert len(started) == len(ended) == 6 and all(e["rc"] == 0 for e in ended)
+    runs = pd.read_csv(results / "runs.csv").set_index("run_id")
+    for event in started:  # each step a Flux job of the nested instance, on its nodes
+        assert event["flux_id"].startswith("f")
+        assert len(event["hosts"]) == runs.loc[event["run_id"], "nodes"]
+        step = (results / "runs" / event["run_id"] / "job.sh").read_text()
+        assert step.startswith("#!/bin/bash\n# flux: ") and "flux run --nodes=" in step
+    scaling = pd.read_csv(results / "report" / "scaling.csv")
+    assert sorted(tuple(r) for r in scaling[["world_size", "nodes", "n_repeats"]]
+                  .itertuples(index=False)) == [(2, 1, 2), (4, 2, 2), (8, 4, 2)]

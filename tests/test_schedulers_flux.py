@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.states import Failure, JobStatus
+from scalestudy.execute import commands
 from scalestudy.site import schedulers
 from scalestudy.site.schedulers import JobRequest, SubmitError
 from scalestudy.site.schedulers.flux import ascii_id, parse_queue_list
@@ -141,3 +142,27 @@ def test_directives_are_shell_quoted_flux_lines_before_any_command() -> None:
     with pytest.raises(Exception, match="cannot go into a job directive"):
         sched.directives(JobRequest(name="x; rm -rf ~", nodes=1, ranks_per_node=1,
                                     walltime="00:01:00"))
+
+
+@pytest.mark.parametrize(("said", "tries"), [
+    # flux-core 0.88.0 with FLUX_URI at a socket that is gone, or that nobody listens on
+    ("flux-batch: ERROR: Unable to connect to Flux: broker socket /tmp/x/local was not "
+     "found\n", 4),
+    ("flux-batch: ERROR: Unable to connect to Flux: Connection refused\n", 4),
+    # another user's instance: trying again changes nothing
+    ("flux-batch: ERROR: Unable to connect to Flux: Operation not permitted\n", 1),
+    ("flux-batch: ERROR: Invalid queue 'nosuch' specified\n", 1),
+])
+def test_a_submission_is_tried_again_only_when_flux_was_not_reached(said: str,
+                                                                     tries: int) -> None:
+    calls: list[list[str]] = []
+
+    def runner(argv, cwd=None):
+        calls.append(list(argv))
+        return 1, "", said
+
+    code, _, err = commands.run_retrying(runner, sched.submit_argv("/r/job.sh"),
+                                         idempotent=False, sleep=lambda _s: None)
+    assert len(calls) == tries and calls[0] == ["flux", "batch", "/r/job.sh"]
+    with pytest.raises(SubmitError, match="flux batch failed"):
+        sched.parse_submit(code, "", err)

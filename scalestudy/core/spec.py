@@ -151,6 +151,11 @@ class Job(Model):
     pack: bool = Field(
         False, description="run the study's runs as steps of one allocation (or a few, "
         "split by the queue's limits) instead of one job per run: one queue wait")
+    pack_engine: Literal["steps", "flux"] = Field(
+        "steps", description="what runs the steps of a packed allocation: `steps`, "
+        "scalestudy's step runner (srun steps, host-file subsets); `flux`, a Flux instance "
+        "started in the allocation that schedules each run as a Flux job (Slurm; `flux` "
+        "on PATH when the study is submitted)")
     share_gpus: bool = Field(
         False, description="allow more ranks per node than the system has GPUs: ranks share "
         "GPUs (e.g. under MPS); without it such a grid is an error")

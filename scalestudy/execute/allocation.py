@@ -27,43 +27,16 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from scalestudy.execute.journal import append_line
+from scalestudy.execute.nested import FluxEngine
+from scalestudy.execute.steplog import POLL_S, append, hosts_of, now, read_events
 
-SCHEMA = "scalestudy.steps/1"
+__all__ = ["ENGINES", "Runner", "append", "hosts_of", "main", "now", "read_events"]
+
 #: Seconds a step is given to end after SIGTERM before it is killed.
 GRACE_S = 10.0
-POLL_S = 0.5
-
-
-def now() -> str:
-    """UTC time, ISO 8601, seconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def append(path: Path, entry: dict[str, Any]) -> None:
-    """One step-journal line, durable before returning."""
-    append_line(path, {"schema": SCHEMA, **entry})
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """Every readable line of a steps journal, oldest first."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("event"), str):
-            out.append(data)
-    return out
 
 
 @dataclass
@@ -77,11 +50,6 @@ class Running:
     logs: tuple[TextIO, ...]
     timed_out: bool = False
     killed_at: float | None = None
-
-
-def hosts_of(nodefile: list[str]) -> list[str]:
-    """The allocation's hosts, each once, in the node file's order."""
-    return list(dict.fromkeys(line.split()[0] for line in nodefile if line.strip()))
 
 
 def step_hostfile(nodefile: list[str], hosts: list[str], slots: int | None) -> str:
@@ -209,9 +177,9 @@ def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
 #: The engines that can run an allocation's steps, by the name allocation.json gives
 #: (`engine`, default "steps"). An engine takes the allocation directory and the job id,
 #: runs the steps of allocation.json on the nodes of `nodefile`, and writes the events
-#: above to steps.jsonl: the submitting side reads nothing else. A nested Flux instance
-#: (each step a Flux job) is the next engine to slot in here.
-ENGINES: dict[str, type[Runner]] = {"steps": Runner}
+#: above to steps.jsonl: the submitting side reads nothing else. "flux": a Flux instance
+#: nested in the allocation runs each step as a Flux job (execute.nested).
+ENGINES: dict[str, Any] = {"steps": Runner, "flux": FluxEngine}
 
 
 def main(argv: list[str]) -> int:
@@ -228,7 +196,7 @@ def main(argv: list[str]) -> int:
               f"{', '.join(sorted(ENGINES))}): this scalestudy is older than the one that "
               "wrote allocation.json", file=sys.stderr)
         return 2
-    return engine(directory, argv[1]).run()
+    return int(engine(directory, argv[1]).run())
 
 
 if __name__ == "__main__":

@@ -44,7 +44,10 @@ TRANSIENT = re.compile(
     r"socket timed out|timed out|temporarily unable|try again|unable to contact|"
     r"connection refused|communication|slurm_load_jobs error|server is busy|"
     r"cannot connect to server|pbs_iff|did not answer|Server shutting down|"
-    r"Batch protocol error|No free connections", re.I)
+    r"Batch protocol error|No free connections|"
+    # flux-core: the broker's socket is gone or refuses (its instance restarting)
+    r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)",
+    re.I)
 # A submission is tried again only when nothing can have been queued: a timeout after
 # sending may have queued the job, and a second sbatch would run it twice. PBS: the
 # server refused the connection or the request (shutting down; out of connections; a
@@ -53,7 +56,8 @@ TRANSIENT = re.compile(
 # committed, so it is not among them.
 NOT_QUEUED = re.compile(
     r"temporarily unable|unable to contact|connection refused|cannot connect to server|"
-    r"Server shutting down|No free connections|Job with requested ID already exists",
+    r"Server shutting down|No free connections|Job with requested ID already exists|"
+    r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)",
     re.I)
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
 

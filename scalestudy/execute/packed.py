@@ -31,7 +31,7 @@ from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.site.pack import Allocation
 from scalestudy.site.plan import Plan
-from scalestudy.site.render import render, render_allocation
+from scalestudy.site.render import flux_steps, render, render_allocation
 from scalestudy.site.schedulers import JobState, SubmitError
 
 SCHEMA = "scalestudy.allocation/1"
@@ -56,6 +56,11 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     alloc_dir = (root(plan) / name).resolve()
     alloc_dir.mkdir(parents=True, exist_ok=True)
     scheduler = plan.scheduler
+    engine = plan.study.job.pack_engine
+    # A nested Flux runs each step as the run's own Flux job script (and writes its log).
+    study, system = flux_steps(plan.study, plan.system) if engine == "flux" else (
+        plan.study, plan.system)
+    step_log = "flux.log" if engine == "flux" else scheduler.log_name
     steps = []
     for step in allocation.steps:
         run = step.run
@@ -65,15 +70,15 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
             ws.archive_attempt(run_dir)
         ws.write_run(run_dir, run.params())
         script = run_dir / ws.SCRIPT
-        ws.write_text_atomic(script, render(plan.study, plan.system, run, run_dir, step=True),
-                             mode=0o755)
-        log = scheduler.log_name
+        ws.write_text_atomic(script, render(study, system, run, run_dir,
+                                            step=engine == "steps"), mode=0o755)
+        joined = engine == "flux" or scheduler.joins_output
         steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
                       "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                       "limit_s": step.limit_s, "expected_s": step.expected_s,
-                      "log": log, "err": log if scheduler.joins_output else "stderr.log"})
+                      "log": step_log, "err": step_log if joined else "stderr.log"})
     ws.write_json_atomic(alloc_dir / "allocation.json", {
-        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": "steps",
+        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine,
         "nodes": allocation.nodes,
         "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
         "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})

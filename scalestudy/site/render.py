@@ -27,7 +27,7 @@ from scalestudy.core.spec import Study
 from scalestudy.site import schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.pack import Allocation
-from scalestudy.site.profiles import SystemProfile
+from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
 from scalestudy.site.program import program as make_program
 from scalestudy.site.queues import hms
 from scalestudy.site.schedulers import JobRequest
@@ -308,6 +308,26 @@ def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         ) from None
 
 
+def flux_steps(study: Study, system: SystemProfile) -> tuple[Study, SystemProfile]:
+    """The study and profile a packed allocation's steps are rendered with when a nested
+    Flux instance runs them: each step is then the run's own Flux job script (`# flux:`
+    directives for its nodes, time limit and log; `flux run` starting its ranks, one
+    core set each, one GPU each where the nodes have GPUs). The site's queue, account
+    and directives are the allocation's business, not the nested instance's."""
+    job = study.job.model_copy(update={
+        "account": None, "queue": None, "partition": None, "qos": None, "constraint": None,
+        "filesystems": None, "extra_directives": []})
+    gpus = bool(system.gpus_per_node)
+    torchrun = system.launcher == "torchrun"
+    nested = system.model_copy(update={
+        "scheduler": "flux", "launcher": "torchrun" if torchrun else "flux",
+        "scheduler_options": SchedulerOptions(gpus_directive="none"),
+        "launcher_options": LauncherOptions(
+            cpu_bind="per-task", gpu_bind="per-task" if gpus else None,
+            gpus_per_task=1 if gpus else None, torchrun_via="flux" if torchrun else None)})
+    return study.model_copy(update={"job": job}), nested
+
+
 def render_allocation(study: Study, system: SystemProfile, allocation: Allocation, name: str,
                       alloc_dir: Path, python: str) -> str:
     """The job script of a packed allocation: the largest run's request on the
@@ -327,4 +347,5 @@ def render_allocation(study: Study, system: SystemProfile, allocation: Allocatio
         directives=scheduler.directives(request), version=__version__, study=study.name,
         name=name, steps=len(allocation.steps), nodes=allocation.nodes,
         alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
-        job_id_variable=scheduler.job_id_variable, python=python)
+        job_id_variable=scheduler.job_id_variable, python=python,
+        flux_start=scheduler.flux_start if study.job.pack_engine == "flux" else None)

@@ -5,11 +5,13 @@ queues)."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
 from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
@@ -149,6 +151,23 @@ def describe(allocations_: Sequence[Allocation], expected: Expected) -> list[str
 def _share(a: Allocation) -> str:
     held = a.nodes * a.span_s
     return f"{a.idle_node_s / held:.0%}" if held else "0%"
+
+
+def check_engine(plan: Plan) -> None:
+    """`job.pack_engine: flux`: the scheduler must be able to start Flux in a job, and the
+    `flux` command must be there to be started (it travels into the job on PATH)."""
+    if plan.study.job.pack_engine != "flux":
+        return
+    if plan.scheduler.flux_start is None:
+        raise ScalestudyError(
+            f"job.pack_engine: flux: scalestudy cannot start a Flux instance inside a "
+            f"{plan.scheduler.name} job (it does so in Slurm jobs); set job.pack_engine: "
+            "steps, scalestudy's own step runner")
+    if shutil.which("flux") is None:
+        raise ScalestudyError(
+            "job.pack_engine: flux: no `flux` command on PATH; the allocation starts the "
+            "one on PATH when the study is submitted: load the site's flux module (or put "
+            "flux-core's bin directory on PATH) and run again")
 
 
 def check_packed_budget(planned: Sequence[Allocation], budget: float | None) -> None:

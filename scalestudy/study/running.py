@@ -110,8 +110,9 @@ def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempt
     as steps of as few allocations as the queue's limits allow."""
     from scalestudy.execute.packed import queue_allocations
     from scalestudy.execute.tracking import Tracker, recover
-    from scalestudy.study.packing import allocations, check_packed_budget
+    from scalestudy.study.packing import allocations, check_engine, check_packed_budget
 
+    check_engine(plan)
     adopted = recover(plan)
     views = Tracker(plan).refresh()
     selection = choose_runs(plan, only, rerun, max_attempts,

@@ -125,6 +125,10 @@ class Scheduler:
     slots_lines: ClassVar[bool] = False
     #: The scheduler joins a job's stderr into its log (`log_name`).
     joins_output: ClassVar[bool] = False
+    #: Shell words that start a Flux instance over the whole job, one broker per node,
+    #: followed by its first program (a packed allocation's `flux` engine); None: the
+    #: scheduler has no way here to start one.
+    flux_start: ClassVar[str | None] = None
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

@@ -139,6 +139,13 @@ class Slurm(Scheduler):
     nodes_command = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
     job_id_variable = "SLURM_JOB_ID"
     slots_lines = True
+    # Flux's guide to running under Slurm: one broker per node, bootstrapped through
+    # Slurm's PMI-2; each broker gets its node's CPUs (a step otherwise gets one per
+    # task) and, as every step does, all of the job's GPUs. --ntasks: srun would take
+    # the job's SLURM_NTASKS (its ranks) otherwise.
+    flux_start = ('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+                  '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
+                  'flux start')
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#SBATCH` lines, short options where Slurm users write them."""

@@ -1,0 +1,165 @@
+"""The Flux engine of a packed allocation: a Flux instance nested in the Slurm job runs
+each step as a Flux job, and Flux schedules them onto the nodes that are free.
+
+The allocation's job script starts one Flux broker per node (`srun ... flux start`) with
+this engine as the instance's first program: `python -m scalestudy.execute.allocation
+DIR JOB_ID` with `"engine": "flux"` in DIR/allocation.json. Each step's script is the
+run's own Flux job script (templates/flux.sh.j2: `# flux:` directives for its nodes, its
+time limit and its log, `flux run` to start its ranks). The engine submits them all, in
+the allocation's order, with `flux batch`; Flux starts each as soon as its nodes are
+free (first come, first served), kills one at its own time limit, and says how each
+ended. The engine writes what Flux reports to DIR/steps.jsonl, as the step runner does
+(execute.allocation): `started` once Flux says the job runs (with its nodes and the
+time Flux started it), `ended` once it is inactive (its return code; `timed_out` when
+Flux's time limit took it; `why` when Flux could never start it). The submitting side
+reads nothing else. The standard library alone, like the step runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scalestudy.execute.steplog import POLL_S, append, hosts_of, now, read_events
+
+#: Every id in the ASCII spelling (`f6q9bC2j`), whatever the locale.
+ENV = {"FLUX_F58_FORCE_ASCII": "1"}
+_RANGE = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
+
+
+def expand(nodelist: str) -> list[str]:
+    """`node[0-1],n4` -> ["node0", "node1", "n4"] (Flux's RFC 29 host list)."""
+    out: list[str] = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
+        match = _RANGE.match(item)
+        if not match:
+            out.append(item)
+            continue
+        head, body, tail = match.groups()
+        for part in body.split(","):
+            low, _, high = part.partition("-")
+            for n in range(int(low), int(high or low) + 1):
+                out.append(f"{head}{n:0{len(low)}d}{tail}")
+    return out
+
+
+def _at(stamp: Any) -> str:
+    """A Flux timestamp (seconds since the epoch) as the journal writes times."""
+    if isinstance(stamp, (int, float)):
+        return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")
+    return now()
+
+
+def _records(text: str) -> Iterator[dict[str, Any]]:
+    """Job records of `flux jobs --json` (one object for one id, else {"jobs": [...]})."""
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    yield from (j for j in (jobs if isinstance(jobs, list) else [data]) if isinstance(j, dict)
+                and "id" in j)
+
+
+class FluxEngine:
+    """Submits the allocation's steps to the nested Flux instance and journals them."""
+
+    def __init__(self, directory: Path, job_id: str) -> None:
+        self.dir = directory
+        self.job_id = job_id
+        spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
+        self.steps: list[dict[str, Any]] = spec["steps"]
+        nodefile = (directory / "nodefile").read_text(encoding="utf-8").splitlines()
+        self.hosts = hosts_of(nodefile)
+        self.journal = directory / "steps.jsonl"
+        self.ids: dict[str, str] = {}  # Flux job id -> run id, while it has not ended
+        self.started: set[str] = set()
+
+    def flux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`flux ARGS` in the nested instance (FLUX_URI is its own)."""
+        return subprocess.run(["flux", *args], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, **ENV}, stdin=subprocess.DEVNULL)
+
+    def submit(self, step: dict[str, Any]) -> None:
+        """Queue one step in the instance; a refusal ends it with Flux's words."""
+        done = self.flux("batch", step["script"])
+        job = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        if done.returncode != 0 or not job:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            append(self.journal, {"event": "ended", "run_id": step["run_id"], "at": now(),
+                                  "rc": 2, "timed_out": False,
+                                  "why": f"flux batch refused it: {said[-1] if said else ''}"})
+            return
+        self.ids[job] = step["run_id"]
+
+    def poll(self) -> None:
+        """Journal what Flux says of the steps that have not ended yet."""
+        if not self.ids:
+            return
+        done = self.flux("jobs", "--json", *self.ids)
+        for job in _records(done.stdout):
+            flux_id = str(job.get("jobid") or job.get("id"))
+            run_id = self.ids.get(flux_id)
+            if run_id is None:
+                continue
+            state = job.get("state")
+            if state in ("RUN", "CLEANUP", "INACTIVE") and run_id not in self.started \
+                    and "t_run" in job:
+                self.started.add(run_id)
+                append(self.journal, {"event": "started", "run_id": run_id,
+                                      "at": _at(job.get("t_run")), "flux_id": flux_id,
+                                      "hosts": expand(str(job.get("nodelist") or ""))})
+            if state == "INACTIVE":
+                del self.ids[flux_id]
+                append(self.journal, self._ended(run_id, job))
+
+    @staticmethod
+    def _ended(run_id: str, job: dict[str, Any]) -> dict[str, Any]:
+        """The `ended` event of a job Flux says is inactive."""
+        code = job.get("returncode")
+        rc = code if isinstance(code, int) and code >= 0 else 128 + signal.SIGTERM
+        exception = job.get("exception") or {}
+        entry = {"event": "ended", "run_id": run_id, "at": _at(job.get("t_inactive")),
+                 "rc": rc, "timed_out": job.get("result") == "TIMEOUT",
+                 "flux_result": job.get("result")}
+        if "t_run" not in job and exception.get("occurred"):  # never started
+            entry["why"] = (f"Flux could not start it ({exception.get('type')}: "
+                            f"{exception.get('note') or ''})")
+        return entry
+
+    def stop(self, signum: int, _frame: object) -> None:
+        """The allocation is ending: cancel every step (each is cut off, not ended)."""
+        if self.ids:
+            self.flux("cancel", *self.ids)
+        os._exit(128 + signum)
+
+    def run(self) -> int:
+        """Every step not ended yet, submitted in order; 0 once all have ended."""
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+            signal.signal(signum, self.stop)
+        append(self.journal, {"event": "allocation", "at": now(), "hosts": self.hosts,
+                              "job_id": self.job_id, "engine": "flux"})
+        done = {e["run_id"] for e in read_events(self.journal) if e["event"] == "ended"}
+        for step in self.steps:
+            if step["run_id"] in done:
+                continue
+            if step["nodes"] > len(self.hosts):
+                append(self.journal, {"event": "ended", "run_id": step["run_id"],
+                                      "at": now(), "rc": 2, "timed_out": False,
+                                      "why": f"needs {step['nodes']} nodes, the allocation "
+                                             f"has {len(self.hosts)}"})
+                continue
+            self.submit(step)
+        while self.ids:
+            time.sleep(POLL_S)
+            self.poll()
+        append(self.journal, {"event": "done", "at": now()})
+        return 0
