@@ -264,3 +264,24 @@ def test_a_flux_nested_in_a_slurm_job_runs_a_packed_study(
     scaling = pd.read_csv(results / "report" / "scaling.csv")
     assert sorted(tuple(r) for r in scaling[["world_size", "nodes", "n_repeats"]]
                   .itertuples(index=False)) == [(2, 1, 2), (4, 2, 2), (8, 4, 2)]
+
+
+def test_a_packed_study_on_flux_is_one_flux_batch_whose_instance_runs_the_steps(
+        flux_cluster: FluxCluster, work: Path) -> None:
+    spec = write(work, "packed.yaml", COMMAND.format(
+        name="packed", command=THROUGHPUT, nodes="[1, 2, 4]", walltime="00:05:00")
+        .replace('job: {walltime: "00:05:00"}', 'job: {walltime: "00:05:00", pack: true}')
+        + "repeats: 2\n")
+    done = cli(flux_cluster, work, "run", spec, "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 run(s) packed into 1 job(s)" in done.stdout
+    results = work / "results" / "packed"
+    journal = [json.loads(x) for x in (results / "jobs.jsonl").read_text().splitlines()]
+    (job_id,) = {j["job_id"] for j in journal if "job_id" in j}
+    assert flux_cluster.job(job_id)["result"] == "COMPLETED"
+    events = read_events(results / "allocations" / "a1" / "steps.jsonl")
+    assert events[0]["engine"] == "flux" and events[0]["job_id"] == job_id
+    ended = [e for e in events if e["event"] == "ended"]
+    assert len(ended) == 6 and all(e["rc"] == 0 for e in ended), ended
+    script = (results / "allocations" / "a1" / "job.sh").read_text()
+    assert "# flux: --nodes=4" in script and "\nexec " + str(PYTHON) in script

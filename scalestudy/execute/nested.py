@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from scalestudy.execute.steplog import POLL_S, append, hosts_of, now, read_events
+from scalestudy.execute.steplog import POLL_S, append, now, read_events
 
 #: Every id in the ASCII spelling (`f6q9bC2j`), whatever the locale.
 ENV = {"FLUX_F58_FORCE_ASCII": "1"}
@@ -77,8 +77,10 @@ class FluxEngine:
         self.job_id = job_id
         spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
         self.steps: list[dict[str, Any]] = spec["steps"]
+        # One line per node, kept as they are: the nodes of a test instance may all
+        # carry the machine's one host name (Flux tells its nodes apart by rank).
         nodefile = (directory / "nodefile").read_text(encoding="utf-8").splitlines()
-        self.hosts = hosts_of(nodefile)
+        self.hosts = [line.split()[0] for line in nodefile if line.strip()]
         self.journal = directory / "steps.jsonl"
         self.ids: dict[str, str] = {}  # Flux job id -> run id, while it has not ended
         self.started: set[str] = set()

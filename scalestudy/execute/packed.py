@@ -56,7 +56,7 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     alloc_dir = (root(plan) / name).resolve()
     alloc_dir.mkdir(parents=True, exist_ok=True)
     scheduler = plan.scheduler
-    engine = plan.study.job.pack_engine
+    engine = scheduler.pack_engine(plan.study.job.pack_engine)
     # A nested Flux runs each step as the run's own Flux job script (and writes its log).
     study, system = flux_steps(plan.study, plan.system) if engine == "flux" else (
         plan.study, plan.system)

@@ -348,4 +348,5 @@ def render_allocation(study: Study, system: SystemProfile, allocation: Allocatio
         name=name, steps=len(allocation.steps), nodes=allocation.nodes,
         alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
         job_id_variable=scheduler.job_id_variable, python=python,
-        flux_start=scheduler.flux_start if study.job.pack_engine == "flux" else None)
+        flux_start=scheduler.flux_start
+        if scheduler.pack_engine(study.job.pack_engine) == "flux" else None)

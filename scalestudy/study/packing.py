@@ -156,9 +156,13 @@ def _share(a: Allocation) -> str:
 def check_engine(plan: Plan) -> None:
     """`job.pack_engine: flux`: the scheduler must be able to start Flux in a job, and the
     `flux` command must be there to be started (it travels into the job on PATH)."""
-    if plan.study.job.pack_engine != "flux":
+    scheduler = plan.scheduler
+    engine = scheduler.pack_engine(plan.study.job.pack_engine)
+    if engine == "steps" and scheduler.nodes_command is None:
+        raise ScalestudyError(f"run --pack: a {scheduler.name} job cannot run steps here")
+    if engine != "flux" or scheduler.flux_start == "":
         return
-    if plan.scheduler.flux_start is None:
+    if scheduler.flux_start is None:
         raise ScalestudyError(
             f"job.pack_engine: flux: scalestudy cannot start a Flux instance inside a "
             f"{plan.scheduler.name} job (it does so in Slurm jobs); set job.pack_engine: "

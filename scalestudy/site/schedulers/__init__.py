@@ -126,9 +126,14 @@ class Scheduler:
     #: The scheduler joins a job's stderr into its log (`log_name`).
     joins_output: ClassVar[bool] = False
     #: Shell words that start a Flux instance over the whole job, one broker per node,
-    #: followed by its first program (a packed allocation's `flux` engine); None: the
+    #: followed by its first program (a packed allocation's `flux` engine); "": the job
+    #: is a Flux instance already (it is the engine a packed study uses); None: the
     #: scheduler has no way here to start one.
     flux_start: ClassVar[str | None] = None
+
+    def pack_engine(self, asked: str) -> str:
+        """The engine of this scheduler's packed allocations, given the spec's."""
+        return "flux" if self.flux_start == "" else asked
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

@@ -133,6 +133,10 @@ class Flux(Scheduler):
     log_name = "flux.log"
     job_id_variable = "FLUX_ENCLOSING_ID"
     joins_output = True
+    # A batch job is a Flux instance of its own: a packed allocation's steps are Flux
+    # jobs in it (engine flux), no step runner handing out nodes.
+    nodes_command = "flux hostlist --expand --delimiter='\\n' local"
+    flux_start = ""
 
     def directives(self, job: JobRequest) -> list[str]:
         """`# flux:` lines (RFC 36): whole nodes (`-N` alone is node-exclusive), the time
