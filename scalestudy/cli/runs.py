@@ -186,7 +186,7 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
         no_preflight: NoPreflightOpt = False, tag: TagOpt = None,
         results: ResultsOpt = Path("results"), pack: PackOpt = False) -> None:
-    """Run (here) or submit (Slurm, PBS) the runs not done yet, then report.
+    """Run (here) or submit (Slurm, PBS, Flux) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
     runs/<id>/attempts/<n>/. Interrupted runs (Ctrl-C) run again without it."""
