@@ -285,3 +285,36 @@ def test_a_packed_study_on_flux_is_one_flux_batch_whose_instance_runs_the_steps(
     assert len(ended) == 6 and all(e["rc"] == 0 for e in ended), ended
     script = (results / "allocations" / "a1" / "job.sh").read_text()
     assert "# flux: --nodes=4" in script and "\nexec " + str(PYTHON) in script
+
+
+def test_a_flux_engine_allocation_cancelled_half_way_loses_and_repeats_nothing(
+        flux_cluster: FluxCluster, slurm_cluster: Any, tmp_path: Path) -> None:
+    (tmp_path / "profile.yaml").write_text(SLURM_PROFILE)
+    (tmp_path / "cut.yaml").write_text(NESTED.replace("name: nested", "name: cut"))
+    path = f"{flux_cluster.prefix / 'bin'}:{os.environ['PATH']}"
+    first = run_cli("run", str(tmp_path / "cut.yaml"), cwd=tmp_path, path=path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    results = tmp_path / "results" / "cut"
+    job_id = json.loads((results / "jobs.jsonl").read_text().splitlines()[-1])["job_id"]
+
+    def ended_ok() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for alloc in (results / "allocations").iterdir():
+            for e in read_events(alloc / "steps.jsonl"):
+                if e["event"] == "ended" and e["rc"] == 0:
+                    counts[e["run_id"]] = counts.get(e["run_id"], 0) + 1
+        return counts
+
+    deadline = time.monotonic() + 180
+    while sum(ended_ok().values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    subprocess.run(["scancel", job_id], check=True)
+    before = ended_ok()
+    assert 2 <= sum(before.values()) < 6
+    again = run_cli("run", str(tmp_path / "cut.yaml"), "--wait", cwd=tmp_path, path=path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    counts = ended_ok()
+    assert len(counts) == 6 and set(counts.values()) == {1}  # none lost, none twice
+    second = read_events(results / "allocations" / "a2" / "steps.jsonl")
+    assert not {e["run_id"] for e in second if e["event"] == "started"} & set(before)
+    assert set(pd.read_csv(results / "runs.csv")["state"]) == {"completed"}

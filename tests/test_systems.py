@@ -17,8 +17,8 @@ from scalestudy.core.errors import SpecError
 from scalestudy.site.profiles import SystemProfile, available, load_system
 from tests.conftest import ROOT, run_cli
 
-SHIPPED = ["aurora", "frontier", "generic-pbs", "generic-slurm", "juwels-booster", "local",
-           "perlmutter", "polaris"]
+SHIPPED = ["aurora", "el-capitan", "frontier", "generic-flux", "generic-pbs", "generic-slurm",
+           "juwels-booster", "local", "perlmutter", "polaris"]
 CLUSTERS = [name for name in SHIPPED if name != "local"]
 CONVENTIONS = ROOT / "tests" / "data" / "conventions.yaml"
 WALLTIME = re.compile(r"^(?:\d+-)?\d{1,3}:[0-5]\d:[0-5]\d$")
@@ -59,6 +59,8 @@ def test_scheduler_and_launcher_agree(name: str) -> None:
         assert p.launcher == "mpiexec" or (p.launcher == "torchrun" and via == "mpiexec")
     elif p.scheduler == "slurm":
         assert p.launcher in ("srun", "mpirun") or (p.launcher == "torchrun" and via == "srun")
+    elif p.scheduler == "flux":
+        assert p.launcher == "flux" or (p.launcher == "torchrun" and via == "flux")
     else:
         assert (p.scheduler, p.launcher) == ("local", "torchrun")
 

@@ -30,6 +30,9 @@ from typing import Any
 
 from scalestudy.execute.steplog import POLL_S, append, now, read_events
 
+#: Seconds a step cancelled by nobody here waits before it counts as ended: the
+#: allocation's own end, which cancels it, signals the engine within them.
+CUT_OFF_S = 2.0
 #: Every id in the ASCII spelling (`f6q9bC2j`), whatever the locale.
 ENV = {"FLUX_F58_FORCE_ASCII": "1"}
 _RANGE = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
@@ -120,6 +123,10 @@ class FluxEngine:
                                       "at": _at(job.get("t_run")), "flux_id": flux_id,
                                       "hosts": expand(str(job.get("nodelist") or ""))})
             if state == "INACTIVE":
+                if job.get("result") == "CANCELED":
+                    # nobody here cancels a step: the allocation's end is what does, and
+                    # its signal is a moment behind (the step is then cut off, not ended)
+                    time.sleep(CUT_OFF_S)
                 del self.ids[flux_id]
                 append(self.journal, self._ended(run_id, job))
 

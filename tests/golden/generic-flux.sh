@@ -1,0 +1,46 @@
+#!/bin/bash
+# flux: --job-name=conv-b5c4c3c6af
+# flux: --nodes=2
+# flux: --exclusive
+# flux: --time-limit=3600s
+# flux: --bank=MyProject
+# flux: --output=/scratch/results/conv/runs/b5c4c3c6af/flux.log
+# scalestudy 0.1.0: study conv, run b5c4c3c6af (repeat 0)
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
+# system generic-flux: flux + flux; GPUs: one GPU per rank: flux run --gpus-per-task=1 gives each task its own GPU and the Flux shell's gpu-affinity=per-task sets CUDA_VISIBLE_DEVICES to it (the rank sees cuda:0)
+# Submit by hand with: flux batch /scratch/results/conv/runs/b5c4c3c6af/job.sh
+# The script is the first program of a Flux instance of its own on the job's nodes;
+# `flux run` below launches in that instance.
+set -euo pipefail
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/b5c4c3c6af
+# The job's output goes next to its record (Flux joins both streams into its --output).
+exec > /scratch/results/conv/runs/b5c4c3c6af/stdout.log 2> /scratch/results/conv/runs/b5c4c3c6af/stderr.log
+cd /scratch/studies
+
+# --- environment: 1 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=1
+
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=generic-flux
+export SCALESTUDY_TAGS=''
+env | LC_ALL=C sort > /scratch/results/conv/runs/b5c4c3c6af/env.txt
+# The job's nodes, one per line, in rank order.
+flux hostlist --expand --delimiter='\n' local > /scratch/results/conv/runs/b5c4c3c6af/hosts.txt
+
+# Rank 0's node, and a port from the job id (jobs may share nodes) below the
+# kernel's ephemeral range (32768 and up), where MPI and Flux take theirs. Inside a
+# batch job FLUX_JOB_ID is empty: the job's id is the enclosing instance's.
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/b5c4c3c6af/hosts.txt)"
+job_number="$(flux job id --to=dec "${FLUX_ENCLOSING_ID:-$(flux getattr jobid)}")"
+MASTER_PORT=$(( 20000 + job_number % 10000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: flux ---
+set +e
+flux run --nodes=2 --ntasks=8 --cores-per-task=1 --gpus-per-task=1 -o cpu-affinity=per-task -o gpu-affinity=per-task python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b5c4c3c6af/metrics.jsonl --device cuda
+rc=$?
+set -e
+echo "$rc" > /scratch/results/conv/runs/b5c4c3c6af/exit_code
+exit "$rc"
