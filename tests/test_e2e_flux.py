@@ -21,6 +21,7 @@ import yaml
 
 from scalestudy.execute.allocation import read_events
 from tests.conftest import run_cli
+from tests.test_e2e_pack_slurm import completions
 
 if TYPE_CHECKING:
     from tests.flux_testbed import FluxCluster
@@ -313,7 +314,7 @@ def test_a_flux_engine_allocation_cancelled_half_way_loses_and_repeats_nothing(
     assert 2 <= sum(before.values()) < 6
     again = run_cli("run", str(tmp_path / "cut.yaml"), "--wait", cwd=tmp_path, path=path)
     assert again.returncode == 0, again.stdout + again.stderr
-    counts = ended_ok()
+    counts = completions(results)
     assert len(counts) == 6 and set(counts.values()) == {1}  # none lost, none twice
     second = read_events(results / "allocations" / "a2" / "steps.jsonl")
     assert not {e["run_id"] for e in second if e["event"] == "started"} & set(before)

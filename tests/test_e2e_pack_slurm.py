@@ -63,6 +63,18 @@ def ended_ok(directory: Path) -> dict[str, int]:
     return counts
 
 
+def completions(directory: Path) -> dict[str, int]:
+    """run id -> how many of its attempts ran to exit code 0 (its exit_code files, the
+    current attempt's and those kept in attempts/<n>/): a step cut off right after it
+    ended has no `ended` line, but its exit_code file says it completed."""
+    counts: dict[str, int] = {}
+    for run_dir in (directory / "runs").iterdir():
+        files = [run_dir / "exit_code", *run_dir.glob("attempts/*/exit_code")]
+        counts[run_dir.name] = sum(1 for f in files
+                                   if f.exists() and f.read_text().strip() == "0")
+    return counts
+
+
 def rows(directory: Path) -> list[tuple]:
     scaling = pd.read_csv(directory / "report" / "scaling.csv")
     return sorted(tuple(r) for r in scaling[["world_size", "nodes", "batch_size",
@@ -110,7 +122,7 @@ def test_an_allocation_cancelled_half_way_loses_and_repeats_nothing(tmp_path: Pa
     assert 2 <= sum(before.values()) < 6
     again = run_cli("run", path, "--pack", "--wait", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    counts = ended_ok(directory)
+    counts = completions(directory)
     assert len(counts) == 6 and set(counts.values()) == {1}  # none lost, none twice
     started_in_a2 = {r for e, r in steps(directory)["a2"] if e == "started"}
     assert not started_in_a2 & set(before)
