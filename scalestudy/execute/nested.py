@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -29,29 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.execute.steplog import POLL_S, append, now, read_events
+from scalestudy.workload.env import expand_hostlist
 
 #: Seconds a step cancelled by nobody here waits before it counts as ended: the
 #: allocation's own end, which cancels it, signals the engine within them.
 CUT_OFF_S = 2.0
 #: Every id in the ASCII spelling (`f6q9bC2j`), whatever the locale.
 ENV = {"FLUX_F58_FORCE_ASCII": "1"}
-_RANGE = re.compile(r"^(.*?)\[([^\]]+)\](.*)$")
 
 
 def expand(nodelist: str) -> list[str]:
-    """`node[0-1],n4` -> ["node0", "node1", "n4"] (Flux's RFC 29 host list)."""
-    out: list[str] = []
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
-        match = _RANGE.match(item)
-        if not match:
-            out.append(item)
-            continue
-        head, body, tail = match.groups()
-        for part in body.split(","):
-            low, _, high = part.partition("-")
-            for n in range(int(low), int(high or low) + 1):
-                out.append(f"{head}{n:0{len(low)}d}{tail}")
-    return out
+    """`node[0-1],n4` -> ["node0", "node1", "n4"] (Flux's RFC 29 host list, the syntax
+    of Slurm's, which the workload's rank discovery already reads)."""
+    return expand_hostlist(nodelist)
 
 
 def _at(stamp: Any) -> str:
