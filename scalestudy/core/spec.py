@@ -44,6 +44,8 @@ Name = Annotated[
     Field(description="letters, digits, `.`, `_`, `-`; starts with a letter or digit"),
 ]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+#: A variable's name, or a prefix of names ending in `*` (job.record_env).
+EnvPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\*?$")]
 Scalar = str | int | float | bool
 
 
@@ -143,6 +145,12 @@ class Job(Model):
         description="shell lines run before the launch (module load, conda activate): "
         "they are commands by design and are copied as written",
     )
+    record_env: list[EnvPattern] = Field(
+        default_factory=list,
+        description="more environment variables to record in each run's env.txt, beside "
+        "the ones that shape performance (NCCL_*, FI_*, OMP_*, the scheduler's...): names, "
+        "or prefixes ending in `*`; a name that looks secret (TOKEN, PASSWORD, KEY...) is "
+        "still redacted")
     python: str | None = Field(
         None, pattern=r"^/[^\x00-\x1f]*$",
         description="absolute path of the Python the jobs start (a venv on a filesystem the "

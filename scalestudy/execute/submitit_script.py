@@ -21,7 +21,7 @@ from scalestudy.execute import workspace as ws
 from scalestudy.execute.submitit_task import WorkloadTask
 from scalestudy.site.plan import Plan
 from scalestudy.site.program import Program
-from scalestudy.site.render import context, job_request, quote
+from scalestudy.site.render import context, environment, job_request, quote
 
 TASK = "task.pkl"
 
@@ -43,6 +43,8 @@ class SubmititScript:
         minutes = math.ceil(walltime_seconds(plan.study.job.walltime) / 60)
         exports = [f"export OMP_NUM_THREADS={ctx['threads']}",
                    *(f"export {k}={quote(v)}" for k, v in ctx["env"].items())]
+        # env.txt, written in the job script as the rendered scripts write it
+        record = environment().get_template("_record_env.sh.j2").render(ctx).splitlines()
         link = (f"ln -sfn {quote(str(folder / TASK))} "
                 f"{quote(str(folder))}/\"${{SLURM_JOB_ID}}_submitted.pkl\"")
         executor = submitit.SlurmExecutor(folder=folder, python=quote(ctx["python"]))
@@ -50,12 +52,12 @@ class SubmititScript:
             job_name=job.name, nodes=run.nodes, ntasks_per_node=run.ranks_per_node,
             cpus_per_task=ctx["threads"], gpus_per_node=job.gpus_per_node or None,
             time=minutes, partition=job.queue, qos=job.qos, constraint=job.constraint,
-            account=job.account, setup=[*ctx["setup"], *exports, link],
+            account=job.account, setup=[*ctx["setup"], *exports, *record, link],
             stderr_to_stdout=False,
         )
         program: Program = ctx["program"]  # what every rank runs, built once for the run
         task = submitit.helpers.DelayedSubmission(
-            WorkloadTask(program.argv(), str(run_dir), ctx["workdir"]))
+            WorkloadTask(program.argv(), str(run_dir), ctx["workdir"], tuple(ctx["record_env"])))
         task.set_timeout(minutes, executor.max_num_timeout)
         tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
         task.dump(tmp)

@@ -28,8 +28,6 @@ class WorkloadTask:
         run_dir = Path(self.run_dir)
         os.environ["SCALESTUDY_RUN_DIR"] = str(run_dir)
         if dist.rank == 0:
-            (run_dir / "env.txt").write_text(
-                "".join(f"{k}={v}\n" for k, v in sorted(os.environ.items())))
             hosts = submitit.JobEnvironment().hostnames
             (run_dir / "hosts.txt").write_text("".join(f"{h}\n" for h in hosts))
             with (run_dir / "stdout.log").open("ab") as out, \

@@ -24,7 +24,7 @@ from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
-from scalestudy.site import schedulers
+from scalestudy.site import envrecord, schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.pack import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
@@ -181,6 +181,10 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "step": step,
         "launch": launch_words(launch),
         "env": env,
+        # env.txt: the allowlist, the spec's variables and job.record_env (site.envrecord)
+        "record_env_pattern": envrecord.case_pattern([*env, *study.job.record_env]),
+        "secret_name_ere": envrecord.SECRET_NAME,
+        "redacted": envrecord.REDACTED,
         "setup": [*system.setup, *study.job.setup],
         "threads": threads,
         "walltime": study.job.walltime,

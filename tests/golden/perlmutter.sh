@@ -33,7 +33,33 @@ export CUDA_VISIBLE_DEVICES=3,2,1,0
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=perlmutter
 export SCALESTUDY_TAGS=''
-env | LC_ALL=C sort > /scratch/results/conv/runs/01075150eb/env.txt
+# env.txt: the variables that shape performance and those the spec names (job.record_env),
+# sorted, one a line; a secret-looking name's value redacted, a URL's password masked.
+scalestudy_record_env() {
+    local name value masked
+    local secret='TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|AUTH|SESSION|SIGNATURE|CERT|(^|_)(API_?)?KEYS?($|_)|ACCESS_?KEY'
+    local url='([A-Za-z][A-Za-z0-9+.-]*://[^:/@[:space:]]*):[^@/[:space:]]*@'
+    for name in $(compgen -e | LC_ALL=C sort); do
+        case $name in
+            NCCL_*|TORCH_*|PYTORCH_*|GLOO_*|TP_*|FI_*|UCX_*|CXI_*|NVSHMEM_*|MPICH_*|MPIR_*|OMPI_*|PMI_*|PMIX_*|PALS_*|I_MPI_*|MV2_*|HOROVOD_*|OMP_*|KMP_*|GOMP_*|MKL_*|OPENBLAS_*|CUDA_*|NVIDIA_*|HIP_*|ROCM_*|HSA_*|MIOPEN_*|RCCL_*|ZE_*|CCL_*|ONEAPI_*|SYCL_*|XLA_*|SLURM_*|SRUN_*|PBS_*|FLUX_*|LSB_*|APPTAINER_*|SINGULARITY_*|SHIFTER_*|PODMAN_*|ENROOT_*|CRAY_*|PE_*|SCALESTUDY_*|MASTER_*|PET_*|DS_*|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|HOSTNAME|PATH|LD_LIBRARY_PATH|LD_PRELOAD|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|LOADEDMODULES|TMPDIR|FI_MR_CACHE_MONITOR|CUDA_VISIBLE_DEVICES) ;;
+            *) continue ;;
+        esac
+        value=${!name}
+        if [[ ${name^^} =~ $secret ]]; then
+            value='<redacted>'
+        else
+            masked=
+            while [[ $value =~ $url ]]; do
+                masked+=${value%%"${BASH_REMATCH[0]}"*}${BASH_REMATCH[1]}':***@'
+                value=${value#*"${BASH_REMATCH[0]}"}
+            done
+            value=$masked$value
+        fi
+        value=${value//$'\n'/ }
+        printf '%s=%s\n' "$name" "${value//$'\r'/ }"
+    done
+}
+(umask 027; scalestudy_record_env > /scratch/results/conv/runs/01075150eb/env.txt)
 scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/01075150eb/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
