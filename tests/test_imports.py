@@ -5,6 +5,7 @@ tests/data/imports/SOURCES.md), read as those tools print them."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,15 @@ def test_horovod_synthetic_benchmarks(name: str, gpus: int, total: float, per_gp
 
 def test_torchtitan_logs_new_and_old() -> None:
     [new] = parse(DATA / "torchtitan_llama3_debug_8xh200_tflops.log", "torchtitan")
-    assert new.point == {"model": "llama3 debugmodel", "world_size": 8}
+    assert new.point == {"model": "llama3 debugmodel", "world_size": 8, "batch_size": 8,
+                         "global_batch": 64}
+    assert new.details["nccl"] == "2.27.5" and new.status == "completed"
+    assert new.ended == datetime(2025, 11, 25, 19, 45, 4, 83000, tzinfo=timezone.utc)
     assert new.details["steps"] == 10 and new.details["tflops_per_gpu"] == 24.22
     assert new.value == new.details["tokens_per_s_per_gpu"] * 8 and new.unit == "tokens/s"
     [old] = parse(DATA / "torchtitan_llama3_8b_8xh200_tps_mfu_older.log", "torchtitan")
-    assert old.point == {"model": "llama3 8B", "world_size": 8}
+    assert old.point == {"model": "llama3 8B", "world_size": 8, "batch_size": 1,
+                         "global_batch": 8}
     assert old.details["tflops_per_gpu"] is None and 0.3 < old.details["mfu"] < 0.5
     [given] = parse(DATA / "torchtitan_llama3_8b_8xh200_tps_mfu_older.log", "torchtitan",
                     gpus=16)
@@ -136,3 +141,106 @@ def test_compare_a_study_with_imported_results(tmp_path: Path) -> None:
     assert missing.returncode == 0
     refused = run_cli("compare", "history:nonodes", str(ours), cwd=tmp_path, env_extra=env)
     assert refused.returncode == 2 and "import it again with --nodes N" in refused.stderr
+
+
+@pytest.mark.parametrize(("name", "rows", "world", "nodes", "nccl", "first", "last"), [
+    # 12 V100s in one process (DGX-2): `time algbw busbw error`, no root column
+    ("nccl_tests_allreduce_dgx2_12xv100_old_layout.txt", 31, 12, 1, None,
+     (8, 61.03, 0.0), (8589934592, 127453.0, 123.57)),
+    # 2 x p3dn over EFA, NCCL's INFO lines and a truncation mark inside the output
+    ("nccl_tests_allreduce_2node_p3dn_v100_nccl2.4.8_old_layout.txt", 28, 16, 2, "2.4.8",
+     (8, 145.4, 0.0), (1073741824, 228178.0, 8.95)),
+])
+def test_nccl_tests_older_layout_is_read_by_its_header(name, rows, world, nodes, nccl, first,
+                                                       last) -> None:
+    found = parse(DATA / name, "nccl-tests")
+    assert len(found) == rows  # every row of the table, none dropped
+    for row, (size, time_us, busbw) in ((found[0], first), (found[-1], last)):
+        assert row.point["message_bytes"] == size and row.details["time_us"] == time_us
+        assert row.value == busbw  # the better of out-of-place and in-place, never `error`
+        assert row.point["world_size"] == world and row.point["nodes"] == nodes
+        assert row.details["layout"] == "no-root" and row.details["nccl"] == nccl
+    assert all(r.value is not None and r.value < 1000 for r in found)
+
+
+def test_an_nccl_tests_header_of_unknown_layout_is_refused(tmp_path: Path) -> None:
+    text = (DATA / "nccl_tests_allreduce_2node_h100.txt").read_text()
+    odd = tmp_path / "odd.txt"
+    odd.write_text(text.replace("busbw #wrong", "busbw  extra #wrong", 1))
+    with pytest.raises(ScalestudyError, match="header this release cannot read"):
+        parse(odd, "nccl-tests")
+
+
+def test_mlperf_aborted_run_is_no_time_to_train() -> None:
+    [row] = parse(DATA / "mlperf_v1.0_inspur_nf5488a5_bert_aborted_result_1.txt", "mlperf")
+    assert row.status == "aborted" and row.value is None
+    assert row.details["status"] == "aborted" and "did not reach" in row.details["why"]
+    assert row.point["model"] == "bert" and row.point["nodes"] == 1
+    assert row.ended == datetime.fromtimestamp(1623981325.263, timezone.utc)
+
+
+def test_torchtitan_log_of_only_the_warmup_step_is_no_rate(tmp_path: Path) -> None:
+    lines = (DATA / "torchtitan_llama3_debug_8xh200_tflops.log").read_text().splitlines()
+    cut = next(i for i, line in enumerate(lines) if "step:  2 " in line)
+    short = tmp_path / "titan-step1.log"  # the real log, ended after its first step
+    short.write_text("\n".join(lines[:cut]) + "\n")
+    [row] = parse(short, "torchtitan")
+    assert row.status == "warmup_only" and row.value is None
+    assert row.details["warmup_tokens_per_s_per_gpu"] == 5756
+
+
+@pytest.mark.parametrize(("name", "model", "batch", "total", "ended", "nccl"), [
+    ("horovod_synthetic_tf2_8gpu_k8s_roce_timestamped_indented.log", "ResNet50", 32, 874.2,
+     datetime(2020, 6, 18, 14, 29, 36, tzinfo=timezone.utc), "2.4.8"),
+    ("horovod_synthetic_pytorch_4cpu_a64fx_indented.log", "resnet50", 75, 104.5, None, None),
+])
+def test_horovod_indented_and_timestamped_lines(name, model, batch, total, ended,
+                                                nccl) -> None:
+    [row] = parse(DATA / name, "horovod")
+    assert row.point["model"] == model and row.point["batch_size"] == batch
+    assert row.value == total and row.ended == ended and row.details.get("nccl") == nccl
+
+
+def test_an_import_is_dated_by_its_log_and_kept_for_a_rebuild(tmp_path: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    env = {"SCALESTUDY_STORE": str(store)}
+    copy = tmp_path / "copy.log"  # a copy made today: its mtime is not when it ran
+    copy.write_bytes((DATA / "torchtitan_llama3_debug_8xh200_tflops.log").read_bytes())
+    done = run_cli("history", "import", str(copy), "--format", "torchtitan", cwd=tmp_path,
+                   env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert "dated 2025-11-25 19:45 UTC by the log" in done.stderr
+    aborted = run_cli("history", "import",
+                      str(DATA / "mlperf_v1.0_inspur_nf5488a5_bert_aborted_result_1.txt"),
+                      "--format", "mlperf", cwd=tmp_path, env_extra=env)
+    assert "1 aborted (not a result)" in aborted.stdout
+    nodate = run_cli("history", "import", str(DATA / "nccl_tests_allreduce_2node_h100.txt"),
+                     "--format", "nccl-tests", "--date", "2024-03-01", cwd=tmp_path,
+                     env_extra=env)
+    assert "dated 2024-03-01 00:00 UTC by --date" in nodate.stderr
+    before = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
+    [titan] = [r for r in before if r["source"] == "torchtitan"]
+    assert titan["ended"].startswith("2025-11-25 19:45:04")
+    [bert] = [r for r in before if r["source"] == "mlperf"]
+    assert bert["state"] == "failed" and bert["metrics"]["failure"] == "aborted"
+    assert bert["metrics"]["value"] is None
+    store.unlink()  # the store is lost: results/ brings the imports back
+    again = run_cli("history", "ingest", "results", cwd=tmp_path, env_extra=env)
+    assert again.returncode == 0, again.stderr
+    assert "3 kept import(s)" in again.stdout
+    after = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
+    key = ("source", "run_id", "state", "ended", "throughput", "model")
+    assert sorted(tuple(str(r[k]) for k in key) for r in after) == \
+        sorted(tuple(str(r[k]) for k in key) for r in before)
+
+
+def test_a_multi_file_import_is_all_or_nothing(tmp_path: Path) -> None:
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    done = run_cli("history", "import", str(DATA / "horovod_synthetic_pytorch_4gpu.log"),
+                   str(DATA / "SOURCES.md"), "--format", "horovod", cwd=tmp_path,
+                   env_extra=env)
+    assert done.returncode == 2 and "SOURCES.md: no horovod results in it" in done.stderr
+    assert "Traceback" not in done.stderr
+    rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
+    assert rows == []
+    assert not list((tmp_path / "results").glob("imports/*"))

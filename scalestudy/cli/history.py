@@ -62,10 +62,14 @@ def ingest(directories: Annotated[list[Path], typer.Argument(
     from scalestudy.study import history as uc
 
     done = uc.ingest(directories, store)
+    from scalestudy.study.imports import IMPORTS
+
+    studies = [d for d in done if d.directory.parent.name != IMPORTS]
     for item in done:
-        out.print(f"{item.directory}: {item.attempts} run attempt(s)", highlight=False)
-    out.print(f"ingested {sum(d.attempts for d in done)} run attempt(s) of {len(done)} "
-              "study(ies)")
+        what = "run attempt(s)" if item in studies else "imported measurement(s)"
+        out.print(f"{item.directory}: {item.attempts} {what}", highlight=False)
+    out.print(f"ingested {sum(d.attempts for d in studies)} run attempt(s) of {len(studies)} "
+              f"study(ies) and {len(done) - len(studies)} kept import(s)")
 
 
 def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -265,12 +269,41 @@ def import_(
     nodes: Annotated[int | None, typer.Option(
         min=1, help="nodes of the run, where the file does not say (so that `compare "
         "history:NAME` can align it with a study)")] = None,
+    date: Annotated[str | None, typer.Option(
+        help="when it ran (YYYY-MM-DD[THH:MM], UTC), for a log that has no date "
+        "[default: the log's own, else the file's modification time]")] = None,
+    results: Annotated[Path, typer.Option(
+        help="the results directory that keeps a copy (results/imports/), so `history "
+        "ingest` brings it back")] = Path("results"),
     store: StoreOpt = None,
 ) -> None:
-    """Put results measured by other tools beside scalestudy's own, with their source."""
-    from scalestudy.study import history as uc
+    """Put results measured by other tools beside scalestudy's own, with their source
+    (all files or none)."""
+    from scalestudy.study import imports as uc
 
-    done = uc.import_results(files, fmt, store, system=system, name=name,
-                             tags=tuple(tag or ()), gpus=gpus, nodes=nodes)
+    options = uc.Options(fmt, system, name, tuple(tag or ()), gpus, nodes, _date(date))
+    done = uc.import_results(files, options, store, results)
     for item in done:
-        out.print(f"{item.directory}: {item.attempts} measurement(s) ({fmt})", highlight=False)
+        note = "".join(f", {n} {uc.NOT_A_RESULT.get(s, s)} (not a result)"
+                       for s, n in item.not_results.items())
+        out.print(f"{item.path}: {item.measurements} measurement(s) ({fmt}){note}",
+                  highlight=False)
+        when = item.ended.strftime("%Y-%m-%d %H:%M UTC") if item.ended else "?"
+        err.print(f"  dated {when} by {item.dated_by}", highlight=False)
+    err.print(f"kept under {results / uc.IMPORTS}/ (`history ingest {results}` restores "
+              "them)", highlight=False)
+
+
+def _date(text: str | None) -> Any:
+    """--date as an aware datetime (UTC where it names no zone)."""
+    if text is None:
+        return None
+    from datetime import datetime, timezone
+
+    from scalestudy.core.errors import ScalestudyError
+
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ScalestudyError(f"--date {text!r}: give YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

@@ -180,16 +180,19 @@ class Store:
             found = [dict(r._mapping) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r["tags"] or [])]
 
-    def put_imported(self, key: str, name: str, system: str | None, source: str,
-                     rows: list[dict[str, Any]]) -> int:
-        """Store results measured elsewhere (one imported file: `key` names it, e.g. by
-        its hash) beside scalestudy's own; importing it again replaces its rows."""
+    def put_imported(self, files: list[tuple[str, str, str | None, str, list[dict[str, Any]]]]
+                     ) -> list[int]:
+        """Store results measured elsewhere beside scalestudy's own, all files or none
+        (one transaction): each (key naming the file, e.g. by its hash; name; system;
+        format; rows). Importing a file again replaces its rows."""
         with self.engine.begin() as conn:
-            study_id = _study_row(conn, key, {"study": name, "system": system}, source)
-            conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
-            if rows:
-                conn.execute(sa.insert(attempts), [{**r, "study_id": study_id} for r in rows])
-        return len(rows)
+            for key, name, system, source, rows in files:
+                study_id = _study_row(conn, key, {"study": name, "system": system}, source)
+                conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
+                if rows:
+                    conn.execute(sa.insert(attempts),
+                                 [{**r, "study_id": study_id} for r in rows])
+        return [len(rows) for *_, rows in files]
 
     def dispose(self) -> None:
         """Close the store's connections."""

@@ -56,8 +56,9 @@ class Ingested:
 
 def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
     """Index study directories (results/<study>), or every study under a results
-    directory; idempotent."""
+    directory and the imports it keeps (results/imports/); idempotent."""
     from scalestudy.results.store import study_dirs
+    from scalestudy.study.imports import kept, reimport
 
     store = open_store(url)
     out = []
@@ -68,10 +69,12 @@ def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
                                       "results directory (results/<study>) or results/")
             found = [Path(directory)] if (Path(directory) / "runs").is_dir() else \
                 study_dirs(Path(directory))
-            if not found:
+            imported = kept(Path(directory))
+            if not found and not imported:
                 raise ScalestudyError(f"{directory}: holds no run directories (runs/<id>/); "
                                       "give results/<study> or the results directory")
             out += [Ingested(d, store.ingest(d)) for d in found]
+            out += [Ingested(d, reimport(d, url).measurements) for d in imported]
     finally:
         store.dispose()
     return out
@@ -193,60 +196,3 @@ def junit(checked: Checked) -> str:
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
     return ET.tostring(suite, encoding="unicode") + "\n"
-
-
-def import_results(files: list[Path], fmt: str, url: str | None = None, *,
-                   system: str | None = None, name: str | None = None,
-                   tags: tuple[str, ...] = (), gpus: int | None = None,
-                   nodes: int | None = None) -> list[Ingested]:
-    """Store results measured by other tools beside scalestudy's, each file with its
-    source (format, path, hash); importing a file again replaces its rows."""
-    import hashlib
-    from datetime import datetime, timezone
-
-    from scalestudy.results.imports import parse
-
-    store = open_store(url)
-    done = []
-    try:
-        for path in files:
-            found = parse(path, fmt, gpus)
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            when = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc)
-            source = {"format": fmt, "file": str(Path(path).resolve()), "sha256": digest}
-            rows = [_imported_row(i, item, source, tags, when, nodes) for i, item in
-                    enumerate(found)]
-            done.append(Ingested(Path(path), store.put_imported(
-                f"import:{digest}", name or Path(path).stem, system, fmt, rows)))
-    finally:
-        store.dispose()
-    return done
-
-
-def _imported_row(index: int, item: Any, source: dict[str, str], tags: tuple[str, ...],
-                  when: Any, nodes: int | None = None) -> dict[str, Any]:
-    """One imported measurement as a stored attempt: a throughput where it is one
-    (img/s, tokens/s), else its value and unit in the metrics. `nodes`: what the file
-    does not say (the ranks per node follow, where they divide evenly)."""
-    point = {**item.point, **({"nodes": nodes} if nodes else {})}
-    world = point.get("world_size")
-    if nodes and world and world % nodes:
-        raise ScalestudyError(f"--nodes {nodes}: the {world} GPUs of the results do not "
-                              "divide evenly over them")
-    rate = item.unit.endswith("/s") and not item.unit.startswith("GB/s")
-    return {
-        "run_id": f"{index:05d}", "attempt": 1, "state": "completed",
-        "nodes": point.get("nodes"), "world_size": world,
-        "ranks_per_node": world // point["nodes"] if world and point.get("nodes") else None,
-        "batch_size": point.get("batch_size"), "global_batch": point.get("global_batch"),
-        "backend": None, "tuning": None, "model": point.get("model"), "repeat": 0,
-        "throughput": item.value if rate else None,
-        "throughput_per_gpu": item.value / world if rate and world else None,
-        "unit": item.unit, "started": None, "ended": when,
-        "params": {k: v for k, v in point.items() if v is not None},
-        "metrics": {"value": item.value, "unit": item.unit, **item.details},
-        "provenance": {"source": source,
-                       "hardware": ({"gpu_model": item.details["gpu_model"]}
-                                    if item.details.get("gpu_model") else {})},
-        "tags": list(tags),
-    }

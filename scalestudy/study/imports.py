@@ -1,0 +1,191 @@
+"""`history import`: results measured by other tools go into the store beside scalestudy's
+runs, all files or none, and a copy of each file with how it was imported is kept under
+results/imports/, so `history ingest results/` brings the imports back with the studies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.errors import ScalestudyError
+
+#: Where a results directory keeps its imports (one folder per file, by its hash).
+IMPORTS = "imports"
+#: The version of import.json this release writes and reads.
+RECORD_VERSION = 1
+#: The stored state of a measurement the log says is not a result.
+NOT_A_RESULT = {"aborted": "aborted", "warmup_only": "warm-up only"}
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    """What `history import` did with one file."""
+
+    path: Path
+    format: str
+    measurements: int
+    not_results: dict[str, int]  # status -> count (aborted, warmup_only)
+    dated_by: str  # the log, --date, or the file's modification time
+    ended: datetime | None
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a file is imported (what it does not say itself)."""
+
+    fmt: str
+    system: str | None = None
+    name: str | None = None
+    tags: tuple[str, ...] = ()
+    gpus: int | None = None
+    nodes: int | None = None
+    date: datetime | None = None
+
+    def record(self) -> dict[str, Any]:
+        """As import.json keeps them."""
+        return {"format": self.fmt, "system": self.system, "name": self.name,
+                "tags": list(self.tags), "gpus": self.gpus, "nodes": self.nodes,
+                "date": self.date.isoformat() if self.date else None}
+
+
+def import_results(files: list[Path], options: Options, url: str | None = None,
+                   results: Path | None = Path("results")) -> list[ImportedFile]:
+    """Read every file, then store them all in one transaction (a file that cannot be
+    read stores none), then keep each under `results`/imports/ (None: keep none)."""
+    from scalestudy.results.store import Store
+
+    read = [_read(Path(p), options) for p in files]
+    staged = _stage(read, options, results) if results is not None else []
+    store = Store(url)
+    try:
+        store.put_imported([(f"import:{r['sha256']}", options.name or Path(r["path"]).stem,
+                             options.system, options.fmt, r["rows"]) for r in read])
+    except BaseException:
+        for tmp, _ in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        store.dispose()
+    for tmp, final in staged:
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.replace(final)
+    return [r["summary"] for r in read]
+
+
+def kept(results: Path) -> list[Path]:
+    """The import folders a results directory keeps (results/imports/<hash>/)."""
+    return sorted(p.parent for p in (Path(results) / IMPORTS).glob("*/import.json"))
+
+
+def reimport(folder: Path, url: str | None = None) -> ImportedFile:
+    """Store a kept import again (`history ingest`: a rebuilt store gets it back)."""
+    try:
+        record = json.loads((folder / "import.json").read_text(encoding="utf-8"))
+        version = int(record.get("version", 0))
+        opts = record["options"]
+        source = folder / record["copy"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ScalestudyError(f"{folder}/import.json: unreadable ({exc}); import the file "
+                              "again with `scalestudy history import`") from None
+    if version > RECORD_VERSION:
+        raise ScalestudyError(f"{folder}/import.json: version {version} is newer than this "
+                              f"scalestudy reads ({RECORD_VERSION}): upgrade scalestudy")
+    date = opts.get("date") or record.get("dated")
+    options = Options(opts["format"], opts.get("system"), opts.get("name") or
+                      Path(record.get("file", source.name)).stem, tuple(opts.get("tags", ())),
+                      opts.get("gpus"), opts.get("nodes"),
+                      datetime.fromisoformat(date) if date else None)
+    [done] = import_results([source], options, url, results=None)
+    return done
+
+
+def _read(path: Path, options: Options) -> dict[str, Any]:
+    """One file parsed into stored rows, with its hash and its summary."""
+    from scalestudy.results.imports import parse
+
+    found = parse(path, options.fmt, options.gpus)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    ended = next((i.ended for i in reversed(found) if i.ended is not None), None)
+    if options.date is not None:
+        when, dated_by = options.date, "--date"
+    elif ended is not None:
+        when, dated_by = ended, "the log"
+    else:
+        when = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+        dated_by = "the file's modification time (the log has no date: --date sets one)"
+    source = {"format": options.fmt, "file": str(path.resolve()), "sha256": digest,
+              "dated_by": dated_by.split(" (")[0]}
+    rows = [_row(i, item, source, options, when) for i, item in enumerate(found)]
+    bad: dict[str, int] = {}
+    for item in found:
+        if item.status != "completed":
+            bad[item.status] = bad.get(item.status, 0) + 1
+    return {"path": path, "sha256": digest, "rows": rows, "when": when,
+            "summary": ImportedFile(path, options.fmt, len(found), bad, dated_by, when)}
+
+
+def _stage(read: list[dict[str, Any]], options: Options,
+           results: Path) -> list[tuple[Path, Path]]:
+    """A copy of each file and its import.json in a folder beside its final place
+    (results/imports/<hash>), to be moved there once the store has them."""
+    base = Path(results) / IMPORTS
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ScalestudyError(f"{base}: cannot create it ({exc.strerror}); give --results "
+                              "a directory you can write, where the studies are") from None
+    staged = []
+    for r in read:
+        tmp = Path(tempfile.mkdtemp(prefix=".import-", dir=base))
+        copy = f"source{''.join(Path(r['path']).suffixes[-1:])}"
+        shutil.copyfile(r["path"], tmp / copy)
+        record = {"version": RECORD_VERSION, "file": str(Path(r["path"]).resolve()),
+                  "copy": copy, "sha256": r["sha256"], "options": options.record(),
+                  "dated": r["when"].isoformat(),
+                  "imported": datetime.now(timezone.utc).isoformat()}
+        (tmp / "import.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        staged.append((tmp, base / r["sha256"][:16]))
+    return staged
+
+
+def _row(index: int, item: Any, source: dict[str, str], options: Options,
+         when: datetime) -> dict[str, Any]:
+    """One imported measurement as a stored attempt: a throughput where it is one
+    (img/s, tokens/s), else its value and unit in the metrics; what the log says is not
+    a result (aborted, warm-up only) is a failed attempt with no value. `--nodes`: what
+    the file does not say (the ranks per node follow, where they divide evenly)."""
+    nodes = options.nodes
+    point = {**item.point, **({"nodes": nodes} if nodes else {})}
+    world = point.get("world_size")
+    if nodes and world and world % nodes:
+        raise ScalestudyError(f"--nodes {nodes}: the {world} GPUs of the results do not "
+                              "divide evenly over them")
+    result = item.status == "completed" and item.value is not None
+    rate = result and item.unit.endswith("/s") and not item.unit.startswith("GB/s")
+    metrics = {"value": item.value if result else None, "unit": item.unit, **item.details}
+    if not result:
+        metrics["failure"] = item.status
+    versions = {k: item.details[k] for k in ("nccl",) if item.details.get(k)}
+    return {
+        "run_id": f"{index:05d}", "attempt": 1,
+        "state": "completed" if result else "failed",
+        "nodes": point.get("nodes"), "world_size": world,
+        "ranks_per_node": world // point["nodes"] if world and point.get("nodes") else None,
+        "batch_size": point.get("batch_size"), "global_batch": point.get("global_batch"),
+        "backend": None, "tuning": None, "model": point.get("model"), "repeat": 0,
+        "throughput": item.value if rate else None,
+        "throughput_per_gpu": item.value / world if rate and world else None,
+        "unit": item.unit, "started": None, "ended": when,
+        "params": {k: v for k, v in point.items() if v is not None},
+        "metrics": metrics,
+        "provenance": {"source": source, "versions": versions,
+                       "hardware": ({"gpu_model": item.details["gpu_model"]}
+                                    if item.details.get("gpu_model") else {})},
+        "tags": list(options.tags),
+    }
