@@ -123,3 +123,58 @@ def test_history_check_without_a_baseline_says_which_to_give(tmp_path: Path) -> 
     done = run_cli("history", "check", str(tmp_path / "results" / "s"), cwd=tmp_path,
                    env_extra={"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")})
     assert done.returncode == 2 and "no completed baseline runs" in done.stderr
+
+
+def test_points_of_other_work_are_never_compared() -> None:
+    """The same study with image_size 64 instead of 32: other work, not a regression."""
+    rng = random.Random(13)
+    small, large = side(rng), side(rng, {4: .8, 8: .8, 16: .8})
+    for r in small:
+        r["params"] = {"image_size": 32, "precision": "fp32", "system": "local"}
+    for r in large:
+        r["params"] = {"image_size": 64, "precision": "fp32", "system": "local"}
+    verdicts = check(large, small)
+    assert [v.status for v in verdicts] == ["unlike"] * 3
+    assert not any(v.regressed for v in verdicts)
+    assert verdicts[0].differs == ["image_size 32 -> 64"]
+    assert verdicts[0].line().startswith("not compared: resnet50 1x4 (4 GPUs)")
+
+
+def test_a_drop_two_repeats_cannot_call_is_undecided_with_the_repeats_it_needs() -> None:
+    """-60 % with the bands apart, 2 repeats a side: not "ok"."""
+    base = [row(w, v, r) for w in (4, 8, 16) for r, v in enumerate((100.0, 112.0))]
+    new = [row(w, v, r) for w in (4, 8, 16) for r, v in enumerate((40.0, 47.0))]
+    verdicts = check(new, base)
+    assert all(v.status == "undecided" and not v.regressed for v in verdicts)
+    v = verdicts[0]
+    assert v.p_value > v.threshold == pytest.approx(0.01 / 3)
+    assert v.needed is not None and v.needed > 2
+    assert v.line().startswith("UNDECIDED: ") and f"about {v.needed} repeats a side" in v.line()
+    # with that many repeats of the same spread, the gate does call it
+    more = [row(w, v_, r) for w in (4, 8, 16) for r, v_ in enumerate(
+        [100.0, 112.0] * (v.needed // 2) + [106.0] * (v.needed % 2))]
+    less = [row(w, v_, r) for w in (4, 8, 16) for r, v_ in enumerate(
+        [40.0, 47.0] * (v.needed // 2) + [43.5] * (v.needed % 2))]
+    assert all(x.regressed for x in check(less, more))
+    once = check(new[::2], base[::2])
+    assert once[0].line().startswith("NOT TESTED: ") and "2 or more repeats" in once[0].line()
+
+
+def test_a_drop_the_runs_measure_as_compute_is_not_called_communication() -> None:
+    """CPU contention slowed the smallest point by a third, too noisily for its own test;
+    the larger point's drop is compute: its measured comm overhead fell."""
+    def at(world: int, values: list[float], comm: float) -> list[dict]:
+        rows = [row(world, v, r) for r, v in enumerate(values)]
+        for r in rows:
+            r["metrics"] = {"comm_overhead": comm}
+        return rows
+
+    base = at(4, [100, 101, 99, 100, 100], 0.0) + at(8, [70, 70.5, 69.5, 70, 70], 0.296)
+    new = (at(4, [40, 95, 60, 67, 98], 0.0)  # -32.8 %, noisy
+           + at(8, [50, 50.5, 49.5, 50, 50.2], 0.146))
+    verdicts = {v.world_size: v for v in check(new, base)}
+    assert not verdicts[4].regressed
+    assert verdicts[8].regressed and verdicts[8].cause == "compute"
+    # the same drop with comm overhead grown is communication
+    grown = at(4, [100, 100.5, 99.5, 100, 100], 0.0) + at(8, [50, 50.5, 49.5, 50, 50.2], 0.5)
+    assert {v.world_size: v for v in check(grown, base)}[8].cause == "communication"

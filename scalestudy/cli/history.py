@@ -175,6 +175,16 @@ def check(
     if not got.verdicts:
         err.print("note: no point was measured on both sides: nothing was compared",
                   highlight=False)
+    undecided = [v for v in got.verdicts if v.status in ("not tested", "undecided")]
+    unlike = [v for v in got.verdicts if v.status == "unlike"]
+    if undecided:
+        needed = max((v.needed or 2 for v in undecided), default=2)
+        err.print(f"note: the gate cannot alarm at {len(undecided)} point(s) with these "
+                  f"repeats (not tested or undecided): about {needed} repeats a side would "
+                  "decide them (`repeats:` in the spec)", highlight=False)
+    if unlike:
+        err.print(f"note: {len(unlike)} point(s) left out: the baseline did other work "
+                  "there (see `not compared`)", highlight=False)
     if got.regressions:
         raise RegressionFound(f"{len(got.regressions)} point(s) regressed: "
                               + "; ".join(v.point + f" ({v.cause})" for v in got.regressions))

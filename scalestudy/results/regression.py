@@ -11,7 +11,11 @@ A point regresses when all three hold:
 - the repeat bands do not overlap (the newest side's fastest repeat is slower than the
   baseline's slowest).
 A point measured once on either side is not tested: one number cannot tell a change
-from noise. Simulated identical reruns (Gaussian noise, CV 1 to 5 %, 3 or 5 repeats,
+from noise, and it says so (never "ok"). A drop beyond the noise with the bands apart that
+the test cannot make significant with so few repeats is "undecided", with the repeats a
+side that would decide it. Points that do different work (another image size, precision,
+workload option or system) are never compared: the verdict names what differs.
+Simulated identical reruns (Gaussian noise, CV 1 to 5 %, 3 or 5 repeats,
 6,000 points each) alarmed on at most 0.08 % of points; a 10 % slowdown with CV 2 % and
 5 repeats was found at 98 % of points (tests/test_regression.py holds the simulation).
 
@@ -32,43 +36,81 @@ from typing import Any
 
 #: A drop must exceed this many coefficients of variation of the repeats to count.
 NOISE_BANDS = 3.0
-#: What makes runs measurements of one point (besides the repeat and the run id).
+#: What makes runs measurements of one point (besides the repeat and the run id); the
+#: run's other parameters that change the work (image size, precision, the workload,
+#: training options, the system) are part of its key too (point_of).
 POINT_KEYS: tuple[str, ...] = ("model", "nodes", "ranks_per_node", "world_size",
                                "batch_size", "backend", "tuning")
 #: What makes points one scaling group (every key of a point but the scale).
 GROUP_KEYS: tuple[str, ...] = ("model", "batch_size", "backend", "tuning")
+#: Parameters that name a measurement or follow from the others: never part of a key.
+NOT_WORK: frozenset[str] = frozenset({"run_id", "study", "repeat", "scaling",
+                                      "global_batch", "dp", *POINT_KEYS})
+#: The most repeats a side the gate suggests (beyond: the drop is within the noise).
+MAX_SUGGESTED = 64
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One point: both sides' repeats, the change, the test, and what it means."""
+    """One point: both sides' repeats, the change, the test, and what it means.
+
+    `status`: regression; ok; not tested (a side has one repeat); undecided (a drop
+    beyond the noise with bands apart, which these repeats cannot make significant:
+    `needed` repeats a side would); unlike (no baseline point does the same work:
+    `differs` says what differs, and nothing is compared)."""
 
     point: str
     world_size: int
     newest: list[float]
     baseline: list[float]
-    change: float  # newest median / baseline median - 1
-    p_value: float | None  # None: not tested (a side has one repeat)
+    change: float | None  # newest median / baseline median - 1
+    p_value: float | None  # None: not tested
     regressed: bool
     cause: str  # "compute", "communication", "" (none)
     provenance: list[str] = field(default_factory=list)  # "nccl 2.21.5 -> 2.23.4"
+    status: str = "ok"
+    beyond_noise: bool = False  # the drop exceeds min_drop and the repeats' noise
+    threshold: float | None = None  # the p-value it had to beat (alpha / points tested)
+    needed: int | None = None  # repeats a side that would decide an undecided drop
+    comm: tuple[float | None, float | None] = (None, None)  # comm overhead, newest/base
+    differs: list[str] = field(default_factory=list)  # unlike: "image_size 32 -> 64"
 
     def line(self) -> str:
         """The verdict in one line."""
+        if self.status == "unlike":
+            return (f"not compared: {self.point}: the baseline measured other work "
+                    f"({', '.join(self.differs)}); compare it with a baseline of the same "
+                    "settings")
         counts = f"{len(self.newest)} vs {len(self.baseline)} repeats"
         if self.p_value is None:
             test = f"not tested ({counts}: a side has one)"
         else:
-            test = f"p = {self.p_value:.3g}, {counts}"
-        head = (f"REGRESSION ({self.cause}): " if self.regressed else "ok: ")
+            test = f"p = {self.p_value:.3g} against {self.threshold:.2g}, {counts}"
+        head = {"regression": f"REGRESSION ({self.cause}): ", "ok": "ok: ",
+                "not tested": "NOT TESTED: ", "undecided": "UNDECIDED: "}[self.status]
         changed = f"; changed: {', '.join(self.provenance)}" if self.provenance else ""
+        need = ""
+        if self.status == "undecided":
+            need = (f"; these repeats cannot call it: about {self.needed} repeats a side "
+                    "would" if self.needed else "; within reach of no repeat count")
+        elif self.status == "not tested":
+            need = "; one number cannot tell a change from noise: 2 or more repeats a side"
         return (f"{head}{self.point}: per-GPU throughput {self.change:+.1%} "
                 f"({statistics.median(self.newest):,.4g} vs "
-                f"{statistics.median(self.baseline):,.4g}; {test}){changed}")
+                f"{statistics.median(self.baseline):,.4g}; {test}){need}{changed}")
+
+
+def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters beyond POINT_KEYS that change the work (from the stored params):
+    image size, precision, workload kind, training options, system."""
+    params = row.get("params") or {}
+    return {k: v for k, v in params.items() if k not in NOT_WORK and v is not None
+            and isinstance(v, (str, int, float, bool))}
 
 
 def point_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(k) for k in POINT_KEYS)
+    """A point's key: everything that changes the work (repeats of one key compare)."""
+    return (*(row.get(k) for k in POINT_KEYS), tuple(sorted(work_of(row).items())))
 
 
 def describe_point(row: Mapping[str, Any]) -> str:
@@ -79,24 +121,82 @@ def describe_point(row: Mapping[str, Any]) -> str:
             f"{row.get('backend')}/{row.get('tuning')}")
 
 
+def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    """What differs in the work of two rows' points, as `name old -> new`."""
+    a = {**{k: newest.get(k) for k in POINT_KEYS}, **work_of(newest)}
+    b = {**{k: baseline.get(k) for k in POINT_KEYS}, **work_of(baseline)}
+    return [f"{k} {b.get(k, '(none)')} -> {a.get(k, '(none)')}"
+            for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
+
+
 def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]],
           alpha: float = 0.01, min_drop: float = 0.03) -> list[Verdict]:
-    """A verdict per point measured on both sides (completed attempts only)."""
+    """A verdict per point measured on both sides (completed attempts only), and an
+    `unlike` one per newest point whose scale the baseline measured with other work."""
     ours, theirs = _by_point(newest), _by_point(baseline)
     shared = [k for k in ours if k in theirs]
     tested = sum(len(ours[k]) > 1 and len(theirs[k]) > 1 for k in shared)
+    threshold = alpha / max(tested, 1)
     verdicts: dict[tuple[Any, ...], Verdict] = {}
     for key in shared:
         a = [float(r["throughput_per_gpu"]) for r in ours[key]]
         b = [float(r["throughput_per_gpu"]) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
-        regressed = (p is not None and p < alpha / max(tested, 1)
-                     and -change > max(min_drop, NOISE_BANDS * noise(a, b)) and max(a) < min(b))
-        verdicts[key] = Verdict(describe_point(ours[key][0]), int(ours[key][0]["world_size"]),
-                                a, b, change, p, regressed, "",
-                                provenance_changes(ours[key], theirs[key]))
-    return _with_causes(verdicts)
+        beyond = -change > max(min_drop, NOISE_BANDS * noise(a, b))
+        alarm = beyond and max(a) < min(b)
+        if p is None:
+            status = "not tested"
+        elif alarm and p < threshold:
+            status = "regression"
+        elif alarm:
+            status = "undecided"
+        else:
+            status = "ok"
+        verdicts[key] = Verdict(
+            describe_point(ours[key][0]), int(ours[key][0]["world_size"]), a, b, change, p,
+            status == "regression", "", provenance_changes(ours[key], theirs[key]),
+            status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
+            needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
+            comm=(_comm(ours[key]), _comm(theirs[key])))
+    return [*_with_causes(verdicts), *_unlike(ours, theirs)]
+
+
+def _unlike(ours: dict[tuple[Any, ...], list[Mapping[str, Any]]],
+            theirs: dict[tuple[Any, ...], list[Mapping[str, Any]]]) -> list[Verdict]:
+    """Newest points the baseline has only with other work at the same scale."""
+    out = []
+    for key, rows in ours.items():
+        if key in theirs:
+            continue
+        scale = key[:len(POINT_KEYS)]
+        other = next((r for k, r in theirs.items() if k[:len(POINT_KEYS)] == scale), None)
+        if other is None:
+            continue
+        a = [float(r["throughput_per_gpu"]) for r in rows]
+        out.append(Verdict(describe_point(rows[0]), int(rows[0]["world_size"]), a,
+                           [float(r["throughput_per_gpu"]) for r in other], None, None, False,
+                           "", status="unlike", differs=differences(rows[0], other[0])))
+    return out
+
+
+def _comm(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The median comm overhead the runs measured themselves (1 - compute / step)."""
+    values = [float(m["comm_overhead"]) for r in rows
+              if isinstance(m := (r.get("metrics") or {}), Mapping)
+              and isinstance(m.get("comm_overhead"), (int, float))]
+    return statistics.median(values) if values else None
+
+
+def repeats_needed(a: Sequence[float], b: Sequence[float], threshold: float) -> int | None:
+    """The repeats a side that would make this drop, at this noise, significant below
+    `threshold` (the same means and spreads, more of them); None: more than
+    MAX_SUGGESTED."""
+    sa, sb = statistics.stdev(a), statistics.stdev(b)
+    for n in range(max(len(a), len(b)) + 1, MAX_SUGGESTED + 1):
+        if welch_p(statistics.fmean(a), sa, n, statistics.fmean(b), sb, n) < threshold:
+            return n
+    return None
 
 
 def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], list[Mapping[str, Any]]]:
@@ -108,19 +208,24 @@ def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], list[M
 
 
 def _with_causes(verdicts: dict[tuple[Any, ...], Verdict]) -> list[Verdict]:
-    """Name each regression: compute where the group's smallest scale regressed (every
-    larger scale inherits it), communication where only larger scales did."""
+    """Name each regression. Compute: the group's smallest scale dropped beyond the noise
+    too (whether or not its own test could call it), or the regressed point's own comm
+    overhead did not grow (the runs measure it: the loss is in the work per GPU).
+    Communication: only larger scales dropped, and the share of a step spent
+    communicating grew (or was not measured)."""
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for key in verdicts:
-        groups.setdefault(tuple(dict(zip(POINT_KEYS, key, strict=True))[k]
-                                for k in GROUP_KEYS), []).append(key)
+        fields_ = dict(zip(POINT_KEYS, key[:len(POINT_KEYS)], strict=True))
+        groups.setdefault((*(fields_[k] for k in GROUP_KEYS), key[-1]), []).append(key)
     out = []
     for keys in groups.values():
         keys.sort(key=lambda k: verdicts[k].world_size)
         smallest = verdicts[keys[0]]
-        compute = smallest.regressed
         for k in keys:
             v = verdicts[k]
+            new_comm, old_comm = v.comm
+            comm_grew = new_comm is None or old_comm is None or new_comm > old_comm
+            compute = smallest.beyond_noise or smallest.regressed or not comm_grew
             cause = ("compute" if compute else "communication") if v.regressed else ""
             out.append(Verdict(**{**v.__dict__, "cause": cause}))
     return out
@@ -159,13 +264,19 @@ def provenance_changes(newest: Sequence[Mapping[str, Any]],
 def welch_less(a: Sequence[float], b: Sequence[float]) -> float:
     """One-sided Welch's t-test p-value for mean(a) < mean(b) (two repeats or more on
     each side); equal samples give 1 where a is not lower."""
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    return welch_p(statistics.fmean(a), statistics.stdev(a), len(a),
+                   statistics.fmean(b), statistics.stdev(b), len(b))
+
+
+def welch_p(ma: float, sa: float, na: int, mb: float, sb: float, nb: int) -> float:
+    """Welch's one-sided p-value for mean a < mean b from the sides' means, standard
+    deviations and counts."""
+    va, vb = sa * sa / na, sb * sb / nb
     if va + vb == 0:
         return 0.0 if ma < mb else 1.0
     t = (ma - mb) / math.sqrt(va + vb)
-    dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0.0)
-                            + (vb ** 2 / (len(b) - 1) if vb else 0.0))
+    dof = (va + vb) ** 2 / ((va ** 2 / (na - 1) if va else 0.0)
+                            + (vb ** 2 / (nb - 1) if vb else 0.0))
     return student_t_cdf(t, dof)
 
 
