@@ -177,6 +177,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_rows(empty_url: str) -> Non
     v1 = sa.MetaData()
     meta = store_module.meta.to_metadata(v1)
     attempts = store_module.attempts.to_metadata(v1)
+    attempts._columns.remove(attempts.c.campaign)  # added by version 3
     studies = sa.Table(
         "studies", v1, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("directory", sa.Text, nullable=False, unique=True),
@@ -196,11 +197,61 @@ def test_a_version_1_store_is_migrated_and_keeps_its_rows(empty_url: str) -> Non
             provenance={}, tags=["v1"]))
     engine.dispose()
     opened = Store(empty_url)
-    assert opened.version() == store_module.SCHEMA_VERSION == 2
+    assert opened.version() == store_module.SCHEMA_VERSION == 3
     [row] = opened.rows()
     assert (row["study"], row["source"], row["throughput"], row["tags"]) == (
         "s", "scalestudy", 400.0, ["v1"])
+    assert row["campaign"] is None
     opened.dispose()
+
+
+def test_a_version_2_store_is_migrated_to_campaigns(empty_url: str) -> None:
+    """The store as version 2 wrote it (attempts without `campaign`), on SQLite and on
+    PostgreSQL, opens as the current one with its rows."""
+    v2 = sa.MetaData()
+    meta = store_module.meta.to_metadata(v2)
+    studies = store_module.studies.to_metadata(v2)
+    attempts = store_module.attempts.to_metadata(v2)
+    attempts._columns.remove(attempts.c.campaign)  # as version 2 had it
+    engine = sa.create_engine(store_module.store_url(empty_url))
+    with engine.begin() as conn:
+        v2.create_all(conn)
+        conn.execute(sa.insert(meta).values(key="schema_version", value="2"))
+        conn.execute(sa.insert(studies).values(id=1, directory="/r/s", name="s",
+                                               system="polaris", scaling="weak",
+                                               ingested=datetime.now(timezone.utc),
+                                               source="scalestudy"))
+        conn.execute(sa.insert(attempts).values(
+            study_id=1, run_id="abc", attempt=2, state="completed", world_size=4,
+            throughput=400.0, throughput_per_gpu=100.0, params={"run_id": "abc"},
+            provenance={}, tags=[]))
+        assert "campaign" not in {c["name"] for c in sa.inspect(conn).get_columns("attempts")}
+    engine.dispose()
+    opened = Store(empty_url)
+    assert opened.version() == 3
+    [row] = opened.rows()
+    assert (row["run_id"], row["attempt"], row["throughput"], row["campaign"]) == (
+        "abc", 2, 400.0, None)
+    opened.dispose()
+
+
+def test_the_previous_release_store_file_opens(tmp_path: Path) -> None:
+    """A SQLite store the previous release wrote (tests/data/previous-release): migrated,
+    its studies and import kept, and its runs ingested again beside them."""
+    import shutil
+
+    data = Path(__file__).parent / "data" / "previous-release"
+    url = str(tmp_path / "h.sqlite")
+    shutil.copyfile(data / "history-v2.sqlite", url)
+    store = Store(url)
+    assert store.version() == 3
+    rows = store.rows()
+    assert sorted(r["source"] for r in rows) == ["horovod", "scalestudy", "scalestudy"]
+    assert all(r["campaign"] is None for r in rows)
+    shutil.copytree(data / "results", tmp_path / "results")
+    assert store.ingest(tmp_path / "results" / "prev") == 2
+    assert len(store.rows()) == 5
+    store.dispose()
 
 
 def test_a_store_where_one_cannot_write_is_said_not_raised(tmp_path: Path) -> None:

@@ -47,10 +47,11 @@ def history(
         return
     from scalestudy.report.terminal import text_table
 
-    out.print(text_table("studies", ["study", "source", "system", "tags", "ended",
-                                     "completed", "failed"], _studies(rows), width=out.width))
-    out.print(text_table("points over time (median of the repeats)",
-                         ["point", "study", "ended", "repeats", "value", "unit"],
+    out.print(text_table("studies", ["study", "source", "system", "tags", "campaigns",
+                                     "ended", "completed", "failed"], _studies(rows),
+                         width=out.width))
+    out.print(text_table("points over time (median of each campaign's repeats)",
+                         ["point", "study", "campaign", "ended", "repeats", "value", "unit"],
                          _points(rows), width=out.width))
 
 
@@ -81,8 +82,9 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
         tags = sorted({t for r in items for t in r["tags"] or []})
         ended = [r["ended"] for r in items if r["ended"] is not None]
         table.append([str(items[0]["study"]), str(items[0].get("source") or "scalestudy"),
-                      str(items[0]["system"] or "?"),
-                      ",".join(tags) or "-", _when(max(ended)) if ended else "?",
+                      str(items[0]["system"] or "?"), ",".join(tags) or "-",
+                      str(len({campaign_of(r) for r in items})),
+                      _when(max(ended)) if ended else "?",
                       str(sum(r["state"] == "completed" for r in items)),
                       str(sum(r["state"] == "failed" for r in items))])
     return table
@@ -93,18 +95,24 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
     for r in rows:
         if _value(r) is None:
             continue
-        key = (_point_name(r), r["directory"], ",".join(r["tags"] or []))
+        key = (_point_name(r), r["directory"], campaign_of(r), ",".join(r["tags"] or []))
         by.setdefault(key, []).append(r)
     table = []
-    for (point, _, tags), items in by.items():
+    for (point, _, campaign, tags), items in by.items():
         ends = [r["ended"] for r in items if r["ended"] is not None]
         ended = max(ends) if ends else "?"
         value = statistics.median(v for v in map(_value, items) if v is not None)
         unit = str(items[0]["unit"]) + ("" if items[0]["throughput_per_gpu"] is None
                                         else " per GPU")
         table.append([point, str(items[0]["study"]) + (f" [{tags}]" if tags else ""),
-                      _when(ended), str(len(items)), f"{value:,.4g}", unit])
+                      campaign, _when(ended), str(len(items)), f"{value:,.4g}", unit])
     return table
+
+
+def campaign_of(row: dict[str, Any]) -> str:
+    """A stored attempt's campaign; for one stored before campaigns, its attempt number
+    (a study's runs were started together, attempt by attempt)."""
+    return str(row.get("campaign") or f"attempt {row.get('attempt')}")
 
 
 def _value(row: dict[str, Any]) -> float | None:
@@ -118,8 +126,14 @@ def _value(row: dict[str, Any]) -> float | None:
 
 def _point_name(row: dict[str, Any]) -> str:
     if row.get("source", "scalestudy") == "scalestudy":
-        return (f"{row['model']} {row['nodes']}x{row['ranks_per_node']} "
-                f"b{row['batch_size']} {row['backend']}/{row['tuning']}")
+        from scalestudy.results.regression import work_of
+
+        work = " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())
+                        if k not in ("system", "workload"))
+        model = row["model"] or (row.get("params") or {}).get("workload") or "program"
+        return (f"{model} {row['nodes']}x{row['ranks_per_node']} "
+                f"b{row['batch_size']} {row['backend']}/{row['tuning']}"
+                + (f" {work}" if work else ""))
     params = row.get("params") or {}
     return " ".join(f"{k} {v}" for k, v in params.items()) or str(row["run_id"])
 

@@ -206,12 +206,24 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
                       f"{r.repeat}: {plan.run_dir(r) / 'job.sh'}", highlight=False)
         out.print(f"{len(got.prepared)} of {len(plan.runs)} runs to do (dry run: nothing "
                   "executed)")
+    elif _ran_nothing(got):  # a nightly job must not pass silently
+        raise RunFailed(f"nothing was run: {len(got.selection.exhausted)} run(s) failed "
+                        "every allowed attempt (--max-attempts counts a run's failures since "
+                        "it last completed); `scalestudy status` says why; raise "
+                        "--max-attempts, or fix the cause and run with --rerun failed")
     elif got.report is None:
         if got.queued is not None and got.queued.waiting:
             out.print("run again (or with --wait) to submit the rest")
         out.print(f"follow with: scalestudy status {plan.study.source}", highlight=False)
     else:
         _report_and_exit(plan, got, failures_shown=not plan.scheduler.queued)
+
+
+def _ran_nothing(got: RunOutcome) -> bool:
+    """Nothing was started, and runs were left because they failed every attempt."""
+    started = got.states or (got.queued is not None and (got.queued.submitted
+                                                         or got.queued.allocations))
+    return bool(got.selection.exhausted) and not started and not got.selection.todo
 
 
 def _report_and_exit(plan: Plan, got: RunOutcome, failures_shown: bool) -> None:

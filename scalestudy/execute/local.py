@@ -70,6 +70,7 @@ def execute(
     params: dict[str, Any],
     timeout_s: float,
     command_regex: str | None = None,
+    campaign: str | None = None,
 ) -> dict[str, Any]:
     """Run run_dir/job.sh to its end; write and return its status.json.
 
@@ -77,7 +78,7 @@ def execute(
     stdout.log and written to metrics.jsonl. The previous attempt's files are moved
     to attempts/<n>/ first.
     """
-    ws.archive_attempt(run_dir)
+    ws.archive_attempt(run_dir, campaign)
     started = time.monotonic()
     status = RunStatus(RunState.RUNNING, started_at=_now(), pid=os.getpid())
     write_status(run_dir, status)
@@ -128,7 +129,8 @@ def execute_runs(plan: Plan, runs: Sequence[Run], progress: Progress | None = No
     for run in runs:
         if progress:
             progress(run, None)
-        status = execute(plan.run_dir(run).resolve(), run.params(), timeout, regex)
+        status = execute(plan.run_dir(run).resolve(), run.params(), timeout, regex,
+                         plan.campaign)
         statuses.append(status)
         if progress:
             progress(run, status)

@@ -67,7 +67,7 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
         run_dir = plan.run_dir(run).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         if archive:
-            ws.archive_attempt(run_dir)
+            ws.archive_attempt(run_dir, plan.campaign)
         ws.write_run(run_dir, run.params())
         script = run_dir / ws.SCRIPT
         ws.write_text_atomic(script, render(study, system, run, run_dir,

@@ -115,7 +115,7 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
     prepare(plan, now_runs, force=True)
     for run in now_runs:
         run_dir = plan.run_dir(run).resolve()
-        ws.archive_attempt(run_dir)
+        ws.archive_attempt(run_dir, plan.campaign)
         script = run_dir / ws.SCRIPT
         attempt = attempts.get(run.run_id, 0) + 1
         book.record(Intent(run.run_id, attempt, now()))

@@ -31,9 +31,11 @@ SCRIPT = "job.sh"
 METRICS_TAIL_BYTES = 64 * 1024
 NO_RECORD = "no metrics record in metrics.jsonl"
 BAD_THROUGHPUT = "throughput is not a finite positive number"
+#: The campaign (one `scalestudy run`) an attempt belongs to, written as it starts.
+CAMPAIGN = "campaign"
 # What a new attempt moves aside so that earlier attempts' logs are kept.
 ATTEMPT_FILES = ("stdout.log", "stderr.log", STATUS, METRICS, "env.txt", "hosts.txt",
-                 "exit_code")
+                 "exit_code", CAMPAIGN)
 
 
 #: The version of run.json this release writes (version 1 has no `schema` key).
@@ -191,19 +193,38 @@ def study_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def archive_attempt(directory: Path) -> Path | None:
-    """Move the previous attempt's logs and status to attempts/<n>/ (nothing is lost)."""
+def archive_attempt(directory: Path, campaign: str | None = None) -> Path | None:
+    """Move the previous attempt's logs and status to attempts/<n>/ (nothing is lost);
+    the new attempt's `campaign` file names the `run` that starts it."""
     present = [name for name in ATTEMPT_FILES if (directory / name).exists()]
-    if not present:
-        return None
-    attempts = directory / "attempts"
-    attempts.mkdir(exist_ok=True)
-    number = 1 + sum(1 for p in attempts.iterdir() if p.is_dir())
-    target = attempts / str(number)
-    target.mkdir()
-    for name in present:
-        os.replace(directory / name, target / name)
+    target = None
+    if present:
+        attempts = directory / "attempts"
+        attempts.mkdir(exist_ok=True)
+        number = 1 + sum(1 for p in attempts.iterdir() if p.is_dir())
+        target = attempts / str(number)
+        target.mkdir()
+        for name in present:
+            os.replace(directory / name, target / name)
+    if campaign:
+        write_text_atomic(directory / CAMPAIGN, f"{campaign}\n")
     return target
+
+
+def read_campaign(directory: Path) -> str | None:
+    """The campaign an attempt (a run directory or attempts/<n>/) belongs to, if known."""
+    try:
+        return (Path(directory) / CAMPAIGN).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def new_campaign() -> str:
+    """A campaign id: its start in UTC, sortable, and 4 random hex digits."""
+    import secrets
+    from datetime import datetime, timezone
+
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
 def attempt_count(directory: Path) -> int:

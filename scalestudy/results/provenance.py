@@ -45,6 +45,7 @@ class Attempt:
     tags: tuple[str, ...]
     started: datetime | None
     ended: datetime | None
+    campaign: str | None = None  # the `run` that started it (None: before campaigns)
 
 
 def attempts_of(study_dir: Path) -> list[Attempt]:
@@ -100,7 +101,7 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
         elif when is not None and started is not None:
             placement["queue_wait_s"] = round((started - when).total_seconds(), 3)
     return Attempt(dict(params), number, found.state.value, record, prov, tags, started,
-                   ended)
+                   ended, ws.read_campaign(directory))
 
 
 def _moment(text: str | None) -> datetime | None:

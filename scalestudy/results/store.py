@@ -25,7 +25,7 @@ from scalestudy.results.provenance import Attempt, attempts_of
 #: The variable that names the store (a URL, or a SQLite file's path).
 URL_VARIABLE = "SCALESTUDY_STORE"
 #: The schema this release writes and reads; older ones are migrated on open.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: What measured a study's rows when scalestudy did not (the import's format).
 OWN = "scalestudy"
 
@@ -70,6 +70,8 @@ attempts = sa.Table(
     sa.Column("metrics", sa.JSON),
     sa.Column("provenance", sa.JSON, nullable=False),
     sa.Column("tags", sa.JSON, nullable=False),
+    # version 3: the campaign (one `scalestudy run`) that started the attempt
+    sa.Column("campaign", sa.Text),
     sa.UniqueConstraint("study_id", "run_id", "attempt"))
 sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
 
@@ -79,8 +81,14 @@ def _add_source(conn: sa.Connection) -> None:
                          f"DEFAULT '{OWN}'"))
 
 
+def _add_campaign(conn: sa.Connection) -> None:
+    """Version 3: each attempt names its campaign (NULL for attempts stored before; the
+    run directories say it where they know it, and `history ingest` fills it in)."""
+    conn.execute(sa.text("ALTER TABLE attempts ADD COLUMN campaign TEXT"))
+
+
 #: Migrations: version n-1 -> n, each in the transaction that records version n.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {2: _add_source}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {2: _add_source, 3: _add_campaign}
 
 
 def default_path() -> Path:
@@ -161,9 +169,10 @@ class Store:
 
     def rows(self, *, system: str | None = None, model: str | None = None,
              since: datetime | None = None, tag: str | None = None,
-             study: str | None = None) -> list[dict[str, Any]]:
+             study: str | None = None, directory: str | None = None
+             ) -> list[dict[str, Any]]:
         """Ingested attempts (with their study's name, system and directory), oldest
-        first, filtered by system, model, end time and tag."""
+        first, filtered by system, model, end time, tag, study name and directory."""
         query = (sa.select(attempts, studies.c.name.label("study"),
                            studies.c.directory, studies.c.system, studies.c.source)
                  .join(studies, attempts.c.study_id == studies.c.id)
@@ -176,6 +185,8 @@ class Store:
             query = query.where(attempts.c.ended >= since)
         if study:
             query = query.where(studies.c.name == study)
+        if directory:
+            query = query.where(studies.c.directory == directory)
         with self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r["tags"] or [])]
@@ -284,6 +295,7 @@ def _row(study_id: int, a: Attempt) -> dict[str, Any]:
         "unit": str(record.get("throughput_unit") or "img/s"),
         "started": a.started, "ended": a.ended, "params": dict(p),
         "metrics": a.record, "provenance": a.provenance, "tags": list(a.tags),
+        "campaign": a.campaign,
     }
 
 

@@ -25,6 +25,8 @@ class Plan:
     system: SystemProfile
     runs: list[Run]
     results: Path
+    #: The campaign this `scalestudy run` is (None: planning, a dry run, a report).
+    campaign: str | None = None
 
     @property
     def scheduler(self) -> Scheduler:

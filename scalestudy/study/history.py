@@ -131,11 +131,18 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     from scalestudy.results.regression import check as compare
     from scalestudy.results.store import latest_attempts
 
-    name = _study_name(target, url, results)
-    rows = history(url, study=name)
+    name, directory = _study_name(target, url, results)
+    rows = _rows(url, study=name, directory=directory)
     if not rows:
         raise ScalestudyError(f"the store holds no runs of study {name!r}; run it, or "
                               "`scalestudy history ingest results/` first")
+    places = sorted({str(r["directory"]) for r in rows})
+    if len(places) > 1:
+        raise ScalestudyError(
+            f"{len(places)} studies named {name!r} are in the store, in "
+            + ", ".join(places[:6]) + (", ..." if len(places) > 6 else "")
+            + ": give the one to check by its spec or its results directory "
+            f"(`scalestudy history check {places[0]}`)")
     newest = latest_attempts(rows)
     picked = {(r["directory"], r["run_id"], r["attempt"]) for r in newest}
     systems = {r["system"] for r in newest}
@@ -144,7 +151,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     elif baseline_tag:
         pool, against = history(url, tag=baseline_tag), f"tag {baseline_tag}"
     else:
-        pool = history(url, study=name, since_text=since_text)
+        pool = _rows(url, study=name, directory=places[0], since_text=since_text)
         against = (f"its attempts of the last {since_text}" if since_text
                    else "its earlier attempts")
     base = [r for r in pool if r["system"] in systems
@@ -158,9 +165,20 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
                    sum(r["state"] == "completed" for r in base), against, verdicts)
 
 
-def _study_name(target: str, url: str | None, results: Path) -> str:
-    """A spec's or a results directory's study (ingested first, so its newest attempts
-    are in the store), or a stored study's name as it is."""
+def _rows(url: str | None, *, study: str, directory: str | None,
+          since_text: str | None = None) -> list[dict[str, Any]]:
+    """The stored attempts of one study, by name and, where known, its directory."""
+    store = open_store(url)
+    try:
+        return store.rows(study=study, directory=directory, since=since(since_text))
+    finally:
+        store.dispose()
+
+
+def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str | None]:
+    """A spec's or a results directory's study and its directory (ingested first, so its
+    newest attempts are in the store), or a stored study's name as it is (any
+    directory)."""
     path = Path(target)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         from scalestudy.site.plan import make_plan
@@ -168,15 +186,15 @@ def _study_name(target: str, url: str | None, results: Path) -> str:
         plan = make_plan(path, results)
         if (plan.directory / "runs").is_dir():
             ingest([plan.directory], url)
-        return plan.study.name
+        return plan.study.name, str(plan.directory.resolve())
     if (path / "runs").is_dir():
         ingest([path], url)
         from scalestudy.execute.workspace import read_run
 
         first = next((read_run(d) for d in sorted((path / "runs").iterdir())
                       if read_run(d)), None)
-        return str((first or {}).get("study") or path.name)
-    return target
+        return str((first or {}).get("study") or path.name), str(path.resolve())
+    return target, None
 
 
 def junit(checked: Checked) -> str:

@@ -158,8 +158,8 @@ def _spend(plan: Plan) -> Any:
 def _refuse_an_empty_report(plan: Plan) -> None:
     """A report with no completed run must not replace one that has them: when none of
     the planned runs completed while the results directory holds other runs (the spec's
-    `system:` or workload changed, so its run ids did) or a report, say what it holds and
-    leave it as it is (exit 1)."""
+    `system:` or workload changed, so its run ids did), say what it holds and leave it as
+    it is (exit 1); where it holds only this spec's runs, all failed, report them."""
     planned = {r.run_id for r in plan.runs}
     if any(read_state(plan.run_dir(r)) is RunState.COMPLETED for r in plan.runs):
         return
@@ -170,7 +170,7 @@ def _refuse_an_empty_report(plan: Plan) -> None:
         system = str((ws.read_run(run_json.parent) or {}).get("system", "?"))
         key = (Path(system).stem, read_state(run_json.parent).value)
         held[key] = held.get(key, 0) + 1
-    if not held and not (plan.directory / "report" / "index.html").exists():
+    if not held:  # only this spec's runs (all failed so far): report them as they are
         return
     systems: dict[str, list[str]] = {}
     for (system, state), count in sorted(held.items()):

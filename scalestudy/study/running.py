@@ -4,9 +4,11 @@ follow them), then report; one request in, one outcome out, progress told to a s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from scalestudy.core.choices import Rerun
@@ -39,8 +41,8 @@ def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
                 states: dict[str, RunState] | None = None) -> Selection:
     """Which selected runs to (re)start: `run` resumes (runs never started, interrupted
     ones, or stopped half-way on this machine); `rerun=failed` adds failed and lost
-    runs; `rerun=all` every run, completed ones too. A run that has had `max_attempts`
-    attempts is left.
+    runs; `rerun=all` every run, completed ones too (a new campaign: never capped). A
+    run that has failed `max_attempts` times since it last completed is left.
 
     `states` (run id -> state) comes from the scheduler when there is one; runs queued
     or running there are never chosen.
@@ -63,11 +65,24 @@ def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
             done.append(run)
         elif current is RunState.FAILED and rerun is None:
             failed_kept.append(run)
-        elif ws.attempt_count(directory) >= max_attempts:
+        elif rerun is not Rerun.ALL and failures_since_completed(directory) >= max_attempts:
             exhausted.append(run)
         else:
             todo.append(run)
     return Selection(todo, failed_kept, exhausted, done, active)
+
+
+def failures_since_completed(directory: Path) -> int:
+    """The attempts of a run since its last completed one (the current one included):
+    what --max-attempts caps, so a run completed in an earlier campaign starts afresh."""
+    kept = sorted((p for p in (directory / "attempts").glob("*") if p.name.isdigit()),
+                  key=lambda p: int(p.name), reverse=True)
+    count = 1 if ws.attempt_count(directory) > len(kept) else 0
+    for attempt in kept:
+        if read_state(attempt) is RunState.COMPLETED:
+            break
+        count += 1
+    return count
 
 
 def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:
@@ -240,6 +255,7 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
             "there is no allocation to pack into; run without --pack")
     if request.dry_run:
         return _dry_run(plan, request, screen)
+    plan = dataclasses.replace(plan, campaign=ws.new_campaign())  # this run's campaign
     with lock(plan):
         if plan.scheduler.queued:
             found = None if not request.preflight else preflight_gate(
@@ -294,8 +310,6 @@ def with_tags(plan: Plan, tags: tuple[str, ...]) -> Plan:
     """The plan with `run --tag` added to the spec's `tags:` (each a plain name)."""
     if not tags:
         return plan
-    import dataclasses
-
     from scalestudy.core.errors import ScalestudyError
 
     bad = [t for t in tags if not _TAG.match(t)]
