@@ -247,3 +247,28 @@ def test_a_dense_cost_plot_labels_the_front_only_and_says_so() -> None:
     assert 0 < len(ax.texts) == int(costs["pareto"].sum()) < len(costs)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert f"{len(costs)} points: only those on the front are labelled" in legend
+
+
+def test_an_implausible_point_is_flagged_and_decides_no_front() -> None:
+    """One point 125 % efficient (a slow baseline repeat): flagged `superlinear`, left
+    out of the front with the reason, never the front's conclusion; a point measured once
+    is named so."""
+    from scalestudy.report.sections import front_sentences
+    from scalestudy.results.analyze import scaling_table
+    from tests.test_analyze import frame, run
+
+    rows = [run(1, 1, 100.0, repeat=r) for r in range(3)]
+    rows += [run(1, 2, 250.0, repeat=r) for r in range(3)]  # 125 % efficient
+    rows += [run(1, 4, 360.0, repeat=0)]  # 90 %, one repeat
+    t = scaling_table(frame(rows), "weak")
+    flags = dict(zip(t["world_size"], t["flags"], strict=True))
+    assert flags[2] == "superlinear" and flags[4] == "" and flags[1] == ""
+    costs = cost_table(t, CostBasis(None, 16))
+    by = costs.set_index("world_size")
+    assert not by.loc[2, "pareto"] and by.loc[2, "doubt"] == "superlinear"
+    [sentence] = front_sentences(costs)
+    assert "2 GPUs on 1 node is left out of the front: its efficiency is above 100 %" \
+        in sentence
+    assert "2 GPUs on 1 node saves" not in sentence and "2 GPUs on 1 node finishes" \
+        not in sentence
+    assert "4 GPUs on 1 node (measured once: not a conclusion)" in sentence

@@ -19,6 +19,7 @@ from scalestudy.report.tables import Cells, num, pct
 from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.cost import hours, node_hours_text, point_name
 from scalestudy.results.parallelism import factorisation_findings, layout_label, why
+from scalestudy.results.quality import IMPLAUSIBLE
 
 
 def front_sentences(costs: pd.DataFrame) -> list[str]:
@@ -28,13 +29,21 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
     out = []
     for work, rows in costs.groupby("work", sort=False):
         front = rows[rows["pareto"]].sort_values("node_hours")
-        if front.empty:
-            continue
+        left_out = rows[rows["doubt"].map(lambda d: any(c in str(d) for c in IMPLAUSIBLE))]
         several = rows["group"].nunique() > 1
 
         def name(row: pd.Series, several: bool = several) -> str:
             label = point_name(row) + (f" ({row['group']})" if several else "")
-            return label + (" (predicted)" if row["predicted"] else "")
+            once = "measured-once" in str(row["doubt"])
+            return label + (" (predicted)" if row["predicted"] else "") + (
+                " (measured once: not a conclusion)" if once else "")
+
+        doubts = [f"{point_name(r)}" + (f" ({r['group']})" if several else "")
+                  + f" is left out of the front: {_why_doubted(str(r['doubt']))}"
+                  for _, r in left_out.iterrows()]
+        if front.empty:
+            out += [d[0].upper() + d[1:] + "." for d in doubts]
+            continue
 
         first = front.iloc[0]
         parts = [f"{name(first)} finishes in {hours(first['time_s'])} for "
@@ -44,7 +53,7 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
             parts.append(f"{name(row)} saves {hours(previous['time_s'] - row['time_s'])} for "
                          f"{row['node_hours'] - previous['node_hours']:,.3g} more node-hours")
             previous = row
-        dominated = rows[~rows["pareto"]]
+        dominated = rows[~rows["pareto"] & ~rows.index.isin(left_out.index)]
         if len(dominated):
             names = ", ".join(name(r) for _, r in dominated.iterrows())
             parts.append(f"{names} {'is' if len(dominated) == 1 else 'are'} dominated "
@@ -56,8 +65,17 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
         head = (f"One front across the {rows['group'].nunique()} groups"
                 + (f" of {work}" if work else "") + ": ") if several else (
             f"{rows['group'].iloc[0]}: ")
-        out.append(head + "; ".join(parts) + ".")
+        out.append(head + "; ".join([*parts, *doubts]) + ".")
     return out
+
+
+def _why_doubted(codes: str) -> str:
+    """Why a point decides no front, in words."""
+    words = {"superlinear": "its efficiency is above 100 % (implausible: check the "
+                            "baseline point and the repeats)",
+             "negative-comm": "its comm overhead is negative (timing noise larger than "
+                              "what it measures)"}
+    return " and ".join(words[c] for c in codes.split(",") if c in words)
 
 
 def cost_cells(costs: pd.DataFrame) -> Cells:
@@ -70,7 +88,9 @@ def cost_cells(costs: pd.DataFrame) -> Cells:
     rows = []
     for r in costs.itertuples(index=False):
         front = ("predicted, " if r.predicted else "") + (
-            "on the front" if r.pareto else "dominated")
+            "on the front" if r.pareto else
+            f"left out ({r.doubt})" if any(c in str(r.doubt) for c in IMPLAUSIBLE)
+            else "dominated")
         rows.append([str(r.group), str(r.nodes), str(r.world_size),
                      format_value(r.global_batch), f"{r.units:,.0f}",
                      f"{hours(r.time_s)} [{hours(r.time_s_low)}–{hours(r.time_s_high)}]",

@@ -23,7 +23,13 @@ import pandas as pd
 
 from scalestudy.core.choices import BaselineKind
 from scalestudy.results.collect import STATUS_COLUMNS
-from scalestudy.results.quality import Thresholds, merge_flags, repeat_cv, run_quality
+from scalestudy.results.quality import (
+    Thresholds,
+    merge_flags,
+    point_flags,
+    repeat_cv,
+    run_quality,
+)
 
 SCALING_MODES: tuple[str, ...] = ("weak", "strong")
 #: Parameters that vary inside a group: the points of one scaling curve.
@@ -256,8 +262,9 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
         curve.insert(0, "group", _label(combo, shown, scaling))
     table = pd.concat(curves, ignore_index=True)
     noisy = table["throughput_cv"] > th.max_cv
-    table["flags"] = [merge_flags([f, "noisy-repeats" if n else ""])
-                      for f, n in zip(table["flags"], noisy, strict=True)]
+    table["flags"] = [merge_flags([f, "noisy-repeats" if n else "", p])
+                      for f, n, p in zip(table["flags"], noisy, point_flags(table),
+                                         strict=True)]
     extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit", "peak_source")
              if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,

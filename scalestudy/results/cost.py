@@ -22,6 +22,7 @@ import pandas as pd
 
 from scalestudy.core.target import Target
 from scalestudy.results.analyze import format_value, unit_of
+from scalestudy.results.quality import IMPLAUSIBLE
 
 #: Samples one unit of work is without a target.
 PER_MILLION = 1e6
@@ -29,7 +30,7 @@ COST_COLUMNS: tuple[str, ...] = (
     "group", "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch",
     "samples", "samples_per_s", "time_s", "time_s_low", "time_s_high", "node_hours",
     "node_hours_low", "node_hours_high", "gpu_hours", "energy_kwh", "energy_source",
-    "predicted", "pareto", "pareto_group", "work", "unit", "units",
+    "predicted", "pareto", "pareto_group", "work", "unit", "units", "doubt",
 )
 #: Columns that say which work a point does: points that agree on them (and on the
 #: target) are alternatives, whatever their batch, backend, tuning or layout.
@@ -64,7 +65,9 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
     samples of one unit of work, time (median, low, high), node-hours, GPU-hours,
     energy where measured, and whether the point is on the Pareto front: `pareto` among
     every alternative that does the same work (the same model and input, any batch,
-    backend, tuning or layout), `pareto_group` within its group only."""
+    backend, tuning or layout), `pareto_group` within its group only. `doubt` says why a
+    point's value cannot decide a front (superlinear, negative-comm: it is left out of
+    both fronts; measured-once: kept, and said wherever it is named)."""
     rows = []
     works = {}
     for point in table.itertuples(index=False):
@@ -85,9 +88,10 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
     frame = pd.DataFrame([r for r in rows if r is not None], columns=list(COST_COLUMNS))
     if frame.empty:
         return frame
+    implausible = frame["doubt"].map(lambda d: any(c in str(d) for c in IMPLAUSIBLE))
     for column, by in (("pareto", "work"), ("pareto_group", "group")):
         frame[column] = False
-        for _, idx in frame.groupby(by, sort=False).groups.items():
+        for _, idx in frame[~implausible].groupby(by, sort=False).groups.items():
             sub = frame.loc[idx]
             front = pareto_front(sub["time_s"].to_numpy(float),
                                  sub["node_hours"].to_numpy(float))
@@ -136,6 +140,9 @@ def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | 
         "energy_kwh": energy, "energy_source": source, "predicted": predicted,
         "pareto": False, "pareto_group": False, "work": point.get("work", ""),
         "unit": "tokens" if per != 1 else "samples", "units": samples * per,
+        "doubt": ",".join([*(c for c in str(point.get("flags") or "").split(",")
+                             if c in IMPLAUSIBLE),
+                           *(["measured-once"] if point.get("n_repeats") == 1 else [])]),
     }
 
 

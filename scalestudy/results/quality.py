@@ -11,8 +11,11 @@ A run is flagged (never dropped) when
 A point (one configuration, all its repeats) is also flagged `noisy-repeats` when the
 coefficient of variation of throughput over its repeats is above `max_cv`, and
 `oversubscribed` when more ranks ran on one host than it has cores (`host_view`: the
-report knows the cores, the runs do not). Flagged runs stay in the median; the report
-lists them with the numbers that flagged them.
+report knows the cores, the runs do not). Values that cannot be true, or cannot carry a
+conclusion, are flagged too (`point_flags`): `superlinear` (efficiency above 100 %) and
+`negative-comm` (a comm overhead below -1 %: the timing noise exceeds it); the cost front
+names a point measured once as "measured once: not a conclusion". Flagged runs stay in
+the median; the report lists them with the numbers that flagged them.
 
 `host_view` also blanks the comm overhead at one rank: with no gradient sync there,
 1 - compute time / step time is only the timing noise between two measurements.
@@ -26,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 FLAG_CODES: tuple[str, ...] = ("straggler", "few-iters", "noisy-run", "noisy-repeats",
-                                "oversubscribed")
+                                "oversubscribed", "superlinear", "negative-comm")
+#: Point flags that make a value implausible: such a point decides no conclusion.
+IMPLAUSIBLE: tuple[str, ...] = ("superlinear", "negative-comm")
+#: Efficiency above this is flagged `superlinear` (past rounding: 100.5 %).
+SUPERLINEAR = 1.005
+#: A comm overhead below this (at 2 ranks or more) is flagged `negative-comm`: timing
+#: noise larger than the quantity measured.
+NEGATIVE_COMM = -0.01
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,9 @@ class Thresholds:
                 f"mean rank; few-iters = fewer than {self.min_iters} timed iterations; "
                 f"noisy-run / noisy-repeats = coefficient of variation of iteration times / "
                 f"of throughput over repeats above {self.max_cv:.0%}; oversubscribed = more "
-                "ranks on one host than it has cores.")
+                "ranks on one host than it has cores; superlinear = efficiency above 100 % "
+                "(implausible: check the baseline point); negative-comm = comm overhead "
+                "below -1 % (timing noise larger than the overhead).")
 
 
 def _column(runs: pd.DataFrame, name: str) -> pd.Series:
@@ -70,6 +82,22 @@ def run_quality(runs: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
         flags[hit] = flags[hit].map(lambda f, c=code: f"{f},{c}" if f else c)
     return pd.DataFrame({"rank_spread": spread, "iter_cv": cv, "iters": iters,
                          "flags": flags}, index=runs.index)
+
+
+def point_flags(table: pd.DataFrame) -> pd.Series:
+    """Per point of a scaling table: superlinear, negative-comm (codes)."""
+    efficiency = _column(table, "efficiency")
+    comm = _column(table, "comm_overhead")
+    world = _column(table, "world_size")
+    checks = {
+        "superlinear": efficiency > SUPERLINEAR,
+        "negative-comm": (comm < NEGATIVE_COMM) & (world > 1),
+    }
+    flags = pd.Series("", index=table.index, dtype=object)
+    for code, hit in checks.items():
+        hit = hit.fillna(False).astype(bool)
+        flags[hit] = flags[hit].map(lambda f, c=code: f"{f},{c}" if f else c)
+    return flags
 
 
 def repeat_cv(throughputs: pd.Series) -> float:
