@@ -270,3 +270,37 @@ def test_a_store_where_one_cannot_write_is_said_not_raised(tmp_path: Path) -> No
     assert "cannot create its directory" in line and "history ingest" in line
     with pytest.raises(ScalestudyError, match="cannot create its directory"):
         Store(where).engine  # noqa: B018
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("postgresql+psycopg://u:sEcReT@:notaport/x", "not a URL scalestudy can open"),
+    ("nope://x", "not a URL scalestudy can open"),
+])
+def test_a_url_that_is_not_one_is_one_line(url: str, says: str) -> None:
+    with pytest.raises(ScalestudyError, match=says) as got:
+        Store(url).rows()
+    assert "sEcReT" not in str(got.value)
+
+
+def test_a_file_that_is_no_store_and_a_read_only_store_say_so(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a database\n" * 100)
+    with pytest.raises(ScalestudyError, match="not a results store"):
+        Store(str(tmp_path / "notes.txt")).rows()
+    url = str(tmp_path / "h.sqlite")
+    Store(url).ingest(study(tmp_path / "results"))
+    read_only = Store(f"sqlite:///file:{url}?mode=ro&uri=true")
+    assert len(read_only.rows()) == 4
+    with pytest.raises(ScalestudyError, match="the store is read-only here"):
+        read_only.ingest(study(tmp_path / "results", "other"))
+    read_only.dispose()
+
+
+def test_history_check_on_a_read_only_store_is_no_regression(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    url = str(tmp_path / "h.sqlite")
+    Store(url).ingest(study(tmp_path / "results"))
+    done = run_cli("history", "check", str(tmp_path / "results" / "s"), "--store",
+                   f"sqlite:///file:{url}?mode=ro&uri=true", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr  # not 1: that is the regression code
+    assert "read-only" in done.stderr and "Traceback" not in done.stderr

@@ -53,3 +53,34 @@ def test_history_plot_draws_a_png(tmp_path: Path) -> None:
     assert "provenance changed at" in done.stderr and "env NCCL_ALGO Ring -> Tree" in done.stderr
     empty = run_cli("history", "plot", "--model", "none", cwd=tmp_path, env_extra=env)
     assert empty.returncode == 2 and "nothing to draw" in empty.stderr
+
+
+def test_series_never_join_systems_and_changes_stay_on_their_system() -> None:
+    """A torchtitan import on one system and a study on another: two series, and the
+    provenance lines of one system are not drawn across the other."""
+    ours = [{**r, "system": "polaris"} for r in [*rows(0, "2.21.5"), *rows(7, "2.23.4")]]
+    theirs = [{**r, "system": "h200-cluster", "directory": f"/x{r['directory']}",
+               "provenance": {"versions": {"nccl": "2.27.5"}}} for r in rows(3, "2.27.5")]
+    points, changes = timeline([*ours, *theirs])
+    assert sorted(set(points["group"])) == [
+        "h200-cluster: resnet50 batch 32 ddp/default", "polaris: resnet50 batch 32 ddp/default"]
+    assert [(c.system, c.what) for c in changes] == [("polaris", ["nccl 2.21.5 -> 2.23.4"])]
+
+
+def test_other_work_is_another_series() -> None:
+    small = [{**r, "params": {"image_size": 32}} for r in rows(0, "2.21.5")]
+    large = [{**r, "params": {"image_size": 64}} for r in rows(7, "2.21.5", slow=0.8)]
+    points, _ = timeline([*small, *large])
+    assert points["group"].nunique() == 2
+    assert points.groupby("group")["efficiency"].min().round(6).tolist() == [0.9, 0.9]
+
+
+def test_plot_to_a_path_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    _study(tmp_path, {})
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    assert run_cli("history", "ingest", "results", cwd=tmp_path, env_extra=env).returncode == 0
+    (tmp_path / "a-file").write_text("")
+    done = run_cli("history", "plot", "-o", str(tmp_path / "a-file" / "p.png"), cwd=tmp_path,
+                   env_extra=env)
+    assert done.returncode == 2 and "cannot write it" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import CMAP
 from scalestudy.results.timeline import Change
@@ -43,18 +45,32 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
         right_ax.set_title(f"{group}: efficiency vs its smallest scale", fontsize=10)
         right_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
         right_ax.set_ylim(0, max(1.1, float(rows["efficiency"].max()) * 1.05))
+        mine = [c for c in changes if group.startswith(f"{c.system}: ")]
         for ax in (left_ax, right_ax):
-            for change in changes:
+            for change in mine:
                 ax.axvline(change.when, ls="--", color="0.4", lw=1)
             ax.legend(fontsize=8, loc="lower left")
             ax.grid(alpha=0.3)
-    for change in changes:
-        axes[0][0].annotate(change.label(), (change.when, 1.0),
-                            xycoords=("data", "axes fraction"), rotation=90, va="top",
-                            ha="right", fontsize=7, color="0.3")
+    for (left_ax, _), group in zip(axes, shown, strict=True):
+        for change in changes:
+            if group.startswith(f"{change.system}: "):
+                left_ax.annotate(change.label(), (change.when, 1.0),
+                                 xycoords=("data", "axes fraction"), rotation=90, va="top",
+                                 ha="right", fontsize=7, color="0.3")
     fig.suptitle(title + (f" ({len(left)} more group(s) not drawn)" if left else ""))
+    first, last = points["when"].min(), points["when"].max()
+    if last - first < pd.Timedelta(hours=1):  # one moment (an import): a day around it
+        axes[0][0].set_xlim(first - pd.Timedelta(hours=12), last + pd.Timedelta(hours=12))
+    for ax in axes.flat:  # dates, whatever the span
+        locator = AutoDateLocator(minticks=3, maxticks=8)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     fig.autofmt_xdate()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    write_atomic(Path(out), buffer.getvalue())
+    try:
+        write_atomic(Path(out), buffer.getvalue())
+    except OSError as exc:
+        raise ScalestudyError(f"-o {out}: cannot write it ({exc.strerror}); give a path in a "
+                              "directory you can write") from None
     return left

@@ -10,8 +10,10 @@ store is migrated in place, a newer one is refused (upgrade scalestudy).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -112,8 +114,8 @@ def shown(url: str) -> str:
     """The URL without its password, to print."""
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
+    except (sa.exc.ArgumentError, ValueError):  # not a URL: mask what looks like a password
+        return re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", url)
 
 
 class Store:
@@ -140,12 +142,35 @@ class Store:
             raise ScalestudyError(
                 f"results store {shown(self.url)}: cannot open it ({exc.orig}); check the URL "
                 f"(--store or ${URL_VARIABLE}) and that the server is up") from None
+        except sa.exc.DatabaseError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: not a results store ({exc.orig}); point "
+                f"--store or ${URL_VARIABLE} at a SQLite file scalestudy made, a new path, "
+                "or a PostgreSQL URL") from None
+        except (sa.exc.ArgumentError, ValueError) as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: not a URL scalestudy can open ({exc}); "
+                "give a SQLite file's path or postgresql+psycopg://user@host:port/db") from None
         except OSError as exc:
             raise ScalestudyError(
                 f"results store {shown(self.url)}: cannot create its directory "
                 f"({exc.strerror}); point --store or ${URL_VARIABLE} at a place you can "
                 "write") from None
         return engine
+
+    @contextlib.contextmanager
+    def _failing(self, doing: str) -> Iterator[None]:
+        """A database error while `doing` as one line that says what and where."""
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            hint = ("the store is read-only here: point --store or "
+                    f"${URL_VARIABLE} at one you can write" if "readonly" in cause.replace(
+                        "-", "") or "read only" in cause else
+                    "check the store (--store or $SCALESTUDY_STORE) and that it is reachable")
+            raise ScalestudyError(f"results store {shown(self.url)}: cannot {doing} "
+                                  f"({cause}); {hint}") from None
 
     def version(self) -> int:
         """The schema version the store holds."""
@@ -161,7 +186,7 @@ class Store:
         if not found:
             return 0
         first = found[0].params
-        with self.engine.begin() as conn:
+        with self._failing("store the study's runs"), self.engine.begin() as conn:
             study_id = _study_row(conn, study_dir, first)
             conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
             conn.execute(sa.insert(attempts), [_row(study_id, a) for a in found])
@@ -187,7 +212,7 @@ class Store:
             query = query.where(studies.c.name == study)
         if directory:
             query = query.where(studies.c.directory == directory)
-        with self.engine.connect() as conn:
+        with self._failing("read it"), self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r["tags"] or [])]
 
@@ -196,7 +221,7 @@ class Store:
         """Store results measured elsewhere beside scalestudy's own, all files or none
         (one transaction): each (key naming the file, e.g. by its hash; name; system;
         format; rows). Importing a file again replaces its rows."""
-        with self.engine.begin() as conn:
+        with self._failing("store the imports"), self.engine.begin() as conn:
             for key, name, system, source, rows in files:
                 study_id = _study_row(conn, key, {"study": name, "system": system}, source)
                 conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))

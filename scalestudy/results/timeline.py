@@ -1,7 +1,8 @@
-"""Points over time, from the results store's rows: per campaign (one study directory
-with one set of tags: what one `run` measured), each scale's median per-GPU throughput
-with its repeat band, the efficiency against the campaign's smallest scale, and where
-the provenance changed between consecutive campaigns (`history plot` draws it)."""
+"""Points over time, from the results store's rows: per campaign (one `run` of one study
+directory; before campaigns were recorded, one attempt number), each scale's median
+per-GPU throughput with its repeat band, the efficiency against the campaign's smallest
+scale, and where the provenance changed between consecutive campaigns on one system
+(`history plot` draws it). A series never joins systems or points of other work."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from scalestudy.results.regression import provenance_changes
+from scalestudy.results.regression import provenance_changes, work_of
 
 #: Columns of the timeline frame.
 COLUMNS: tuple[str, ...] = ("group", "campaign", "when", "world_size", "per_gpu",
@@ -25,6 +26,7 @@ class Change:
 
     when: pd.Timestamp
     what: list[str]
+    system: str = ""  # the system whose campaigns it is between
 
     def label(self, most: int = 2) -> str:
         """The first changes, e.g. `nccl 2.21.5 -> 2.23.4`, and how many more."""
@@ -42,7 +44,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
         "group": [_group(r) for r in done],
         "campaign": [f"{r['study']} [{','.join(r.get('tags') or []) or 'untagged'}]"
                      for r in done],
-        "key": [(r["directory"], tuple(r.get("tags") or [])) for r in done],
+        "key": [_campaign(r) for r in done],
         "when": pd.to_datetime([r["ended"] for r in done], utc=True),
         "world_size": [int(r["world_size"]) for r in done],
         "per_gpu": [float(r["throughput_per_gpu"]) for r in done],
@@ -58,20 +60,35 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
     smallest = points[points["world_size"] == base].set_index(["group", "key"])["per_gpu"]
     points["efficiency"] = [row.per_gpu / smallest[(row.group, row.key)]
                             for row in points.itertuples()]
-    campaigns = (points.groupby("key", sort=False)["when"].min().sort_values())
     by_key: dict[Any, list[Mapping[str, Any]]] = {}
     for r in done:
-        by_key.setdefault((r["directory"], tuple(r.get("tags") or [])), []).append(r)
+        by_key.setdefault(_campaign(r), []).append(r)
     changes = []
-    for before, after in itertools.pairwise(campaigns.index):
-        what = provenance_changes(by_key[after], by_key[before])
-        if what:
-            changes.append(Change(campaigns[after], what))
+    for system in dict.fromkeys(str(r.get("system")) for r in done):
+        mine = points[points["key"].map(lambda k, s=system: str(by_key[k][0].get("system"))
+                                        == s)]
+        campaigns = mine.groupby("key", sort=False)["when"].min().sort_values()
+        for before, after in itertools.pairwise(campaigns.index):
+            what = provenance_changes(by_key[after], by_key[before])
+            if what:
+                changes.append(Change(campaigns[after], what, system))
     out = points.drop(columns=["key"]).sort_values(["group", "world_size", "when"])
     return out[list(COLUMNS)].reset_index(drop=True), changes
 
 
+def _campaign(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """One campaign's key: its study directory and campaign id (its attempt number for
+    attempts stored before campaigns were)."""
+    return (row["directory"], row.get("campaign") or f"attempt {row.get('attempt')}")
+
+
 def _group(row: Mapping[str, Any]) -> str:
-    """The point's group: its model, per-GPU batch, backend and tuning (not its scale)."""
-    return (f"{row.get('model')} batch {row.get('batch_size')} "
-            f"{row.get('backend')}/{row.get('tuning')}")
+    """The point's group: its system, model, per-GPU batch, backend, tuning and the rest
+    of its work (not its scale); an import: its system, model and source format."""
+    system = row.get("system") or "?"
+    if (row.get("source") or "scalestudy") != "scalestudy":
+        return f"{system}: {row.get('model')} ({row.get('source')})"
+    work = " ".join(f"{k} {v}" for k, v in sorted(work_of(row).items())
+                    if k not in ("system", "workload"))
+    return (f"{system}: {row.get('model')} batch {row.get('batch_size')} "
+            f"{row.get('backend')}/{row.get('tuning')}" + (f" {work}" if work else ""))
