@@ -17,12 +17,16 @@ from tests.conftest import run_cli
 
 GPU_PROFILES = [n for n in available() if load_system(n).gpus_per_node > 0]
 SPEC = "name: d\nsystem: {system}\ngrid: {{nodes: [1, 2], {rpn}batch_size: [8]}}\n" \
-       "job: {{account: A, walltime: '01:00:00'}}\n"
+       "job: {{account: A, walltime: '01:00:00'}}\n{workload}"
+#: Where the bundled benchmark cannot run (Aurora's xpu GPUs), the user's own program.
+COMMAND = "workload: {kind: command, command: [./train.sh, '{batch_size}']}\n"
 
 
 def spec(tmp_path: Path, system: str, rpn: str = "") -> Path:
     path = tmp_path / "study.yaml"
-    path.write_text(SPEC.format(system=system, rpn=rpn))
+    named = tmp_path / system if system.endswith(".yaml") else system
+    workload = COMMAND if load_system(str(named)).gpu_api != "cuda" else ""
+    path.write_text(SPEC.format(system=system, rpn=rpn, workload=workload))
     return path
 
 

@@ -16,6 +16,23 @@ from scalestudy.site.render import render
 ACCOUNTS = "job: {account: MyProject}\n"
 
 
+def workload_for(system: str) -> str:
+    """The user's own program where the bundled benchmark cannot run (Aurora's xpu)."""
+    from scalestudy.site.profiles import load_system
+
+    return ("workload: {kind: command, command: [./train.sh]}\n"
+            if load_system(system).gpu_api != "cuda" else "")
+
+
+def test_the_bundled_benchmark_is_refused_where_its_device_api_is_missing(
+        tmp_path: Path) -> None:
+    """Aurora's tiles are xpu devices: every bundled-benchmark job would fail there."""
+    with pytest.raises(SpecError, match="bundled benchmark runs on CUDA devices only"):
+        make_plan(spec(tmp_path, f"name: s\nsystem: aurora\n{ACCOUNTS}"), tmp_path)
+    assert make_plan(spec(tmp_path, f"name: s\nsystem: aurora\n{ACCOUNTS}"
+                          + workload_for("aurora")), tmp_path).runs
+
+
 def spec(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "s.yaml"
     path.write_text(text)
@@ -27,7 +44,7 @@ def spec(tmp_path: Path, text: str) -> Path:
 def test_more_ranks_than_gpus_is_an_error_unless_asked_for(tmp_path: Path, system: str,
                                                            gpus: int) -> None:
     text = (f"name: s\nsystem: {system}\ngrid: {{nodes: [1, 2], ranks_per_node: "
-            f"[{2 * gpus}]}}\n{ACCOUNTS}")
+            f"[{2 * gpus}]}}\n{ACCOUNTS}{workload_for(system)}")
     with pytest.raises(SpecError) as raised:
         make_plan(spec(tmp_path, text), tmp_path)
     said = str(raised.value)
@@ -211,7 +228,8 @@ def test_aurora_and_perlmutter_know_their_shared_filesystems(tmp_path: Path, sys
                                                              python: str) -> None:
     from scalestudy.site import needs
 
-    plan = make_plan(spec(tmp_path, f"name: s\nsystem: {system}\n" + ACCOUNTS), tmp_path)
+    plan = make_plan(spec(tmp_path, f"name: s\nsystem: {system}\n" + ACCOUNTS
+                          + workload_for(system)), tmp_path)
     assert needs.shared(plan, python, "job.python", "login", None)[0] == []
     ((severity, _),) = needs.shared(plan, "/opt/me/venv/bin/python", "job.python", "login",
                                     None)[0]

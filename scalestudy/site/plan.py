@@ -75,6 +75,12 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             f"{', '.join(map(str, too_big))} node(s) is more than system {system.name!r} "
             f"allows ({system.max_nodes}): lower grid.nodes")))
     problems += _gpu_sharing(study, system)
+    if system.gpus_per_node and system.gpu_api != "cuda" and study.workload.bundled:
+        problems.append((("workload", "kind"), (
+            f"system {system.name!r} has {system.gpu_api} GPUs (Intel: torch.xpu), and the "
+            "bundled benchmark runs on CUDA devices only (NVIDIA, or AMD through ROCm): every "
+            "run would fail at start. Run your own program there with `workload: {kind: "
+            "command, command: [...]}` (e.g. with intel_extension_for_pytorch and oneCCL)")))
     job = study.job
     for key in _SCHEDULER_OPTIONS:
         if getattr(job, key) and key not in scheduler.job_options:

@@ -417,7 +417,7 @@ def _python(plan: Plan, answer: PythonAnswer, out: Preflight) -> None:
                     f"{found[1]}, or remove {backend} from grid.backend")
     build = f"CUDA {rec['cuda']}" if rec.get("cuda") else (
         f"ROCm {rec['hip']}" if rec.get("hip") else "CPU-only")
-    if plan.system.gpus_per_node and build == "CPU-only":
+    if plan.system.gpus_per_node and build == "CPU-only" and plan.system.gpu_api == "cuda":
         out.add(ERROR, f"{who} has torch {rec['torch']}, a CPU-only build ({here}), but system "
                 f"{plan.system.name} has {plan.system.gpus_per_node} GPUs per node and every "
                 "run of the benchmark asks for one (--device cuda): install a CUDA or ROCm "

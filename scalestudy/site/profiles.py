@@ -110,6 +110,9 @@ class SystemProfile(_Data):
         description="how ranks are started"
     )
     gpus_per_node: int = Field(0, ge=0, description="GPUs per node (0: CPU ranks)")
+    gpu_api: Literal["cuda", "xpu"] = Field(
+        "cuda", description="how PyTorch reaches the GPUs: cuda (NVIDIA, and AMD through "
+        "ROCm's torch.cuda) or xpu (Intel GPUs); the bundled benchmark runs on cuda")
     cores_per_node: int | None = Field(None, ge=1, description="CPU cores; null: detect")
     threads_per_rank: int | None = Field(
         None, ge=1, description="OMP_NUM_THREADS per rank; null: the node's cores / its ranks"
