@@ -228,3 +228,32 @@ def test_convention_sources_are_pages_a_profile_cites(conventions: dict, name: s
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_el_capitan_stops_a_multi_node_job_without_rocm() -> None:
+    """Without ROCM_PATH, RCCL would talk TCP sockets between nodes: the job stops and
+    says why; one node (no network between ranks) goes on."""
+    import subprocess
+
+    setup = "\n".join(load_system("el-capitan").setup) + "\necho reached\n"
+    two = subprocess.run(["bash", "-euc", setup], env={"FLUX_JOB_NNODES": "2",
+                                                        "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=30)
+    assert two.returncode == 1 and "ROCM_PATH is not set" in two.stderr
+    assert "reached" not in two.stdout
+    one = subprocess.run(["bash", "-euc", setup], env={"FLUX_JOB_NNODES": "1",
+                                                        "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=30)
+    assert one.returncode == 0 and "reached" in one.stdout
+
+
+def test_a_qos_named_as_a_partition_is_refused(tmp_path) -> None:
+    from scalestudy.core.errors import SpecError
+    from scalestudy.site.plan import make_plan
+
+    spec = tmp_path / "f.yaml"
+    spec.write_text("name: f\nsystem: frontier\njob: {account: A, partition: debug}\n")
+    with pytest.raises(SpecError, match="debug is a QOS, not a partition: write `qos: debug`"):
+        make_plan(spec, tmp_path)
+    spec.write_text("name: f\nsystem: frontier\njob: {account: A, qos: debug}\n")
+    assert make_plan(spec, tmp_path).runs

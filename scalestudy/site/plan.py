@@ -89,6 +89,10 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             problems.append((("job", key), (
                 f"system {system.name!r} uses {system.scheduler}, which has no {key}; "
                 f"{key} is a {' or '.join(others)} option: remove it")))
+    if job.partition and job.partition in system.scheduler_options.qos_names:
+        problems.append((("job", "partition"), (
+            f"on system {system.name!r}, {job.partition} is a QOS, not a partition: write "
+            f"`qos: {job.partition}` under job instead of `partition: {job.partition}`")))
     if scheduler.queued and system.scheduler_options.account_required and not job.account:
         problems.append((("job",), (
             f"system {system.name!r} requires an account: add `account: <project>` under job")))

@@ -22,6 +22,7 @@ exec > /scratch/results/conv/runs/5f69b58c4a/stdout.log 2> /scratch/results/conv
 cd /scratch/studies
 
 # --- site and study setup ---
+if [ -z "${ROCM_PATH:-}" ] && [ "${FLUX_JOB_NNODES:-1}" -gt 1 ]; then echo "el-capitan: ROCM_PATH is not set, so RCCL would run over TCP sockets between nodes: load the rocm module that matches your torch build before scalestudy run (flux batch copies the environment), or add it to job.setup" >&2; exit 1; fi
 rccl_net_plugin="/collab/usr/global/tools/rccl/${SYS_TYPE:-unset}/$(basename "${ROCM_PATH:-/unset}")/install/lib"
 if [ -n "${ROCM_PATH:-}" ] && [ -d "$rccl_net_plugin" ]; then export LD_LIBRARY_PATH="$rccl_net_plugin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCL_NET_PLUGIN=librccl-net.so; else echo "el-capitan - no aws-ofi-rccl plugin for ROCM_PATH=${ROCM_PATH:-unset}, RCCL will use sockets" >&2; fi
 export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-user}-$$"
