@@ -121,3 +121,13 @@ def test_each_workload_kind_answers_for_itself() -> None:
     assert bundled.run_fields()["model"] == "small_cnn" and command.run_fields()["model"] is None
     assert command.option_values() == {} and bundled.option_values()["precision"]
     assert command.data_parallel("ddp", 8, 32, {}) == 8
+
+
+def test_a_workload_option_no_backend_of_the_grid_reads_is_an_error() -> None:
+    """zero_stage without deepspeed would change every run id and mean nothing."""
+    with pytest.raises(SpecError, match=r"s.yaml:2: workload.zero_stage: zero_stage applies to "
+                       r"the deepspeed backend, which grid.backend \(ddp\) does not run"):
+        parse_study("name: s\nworkload: {zero_stage: 2}\n", Path("s.yaml"))
+    assert parse_study("name: s\nworkload: {zero_stage: 2}\ngrid: {backend: [deepspeed]}\n",
+                       Path("s.yaml")).workload.zero_stage == 2
+    assert parse_study("name: s\nworkload: {zero_stage: 0}\n", Path("s.yaml"))  # the default

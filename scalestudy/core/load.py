@@ -131,6 +131,11 @@ def _option_checks(study: Study) -> list[tuple[Loc, str]]:
     backends = study.grid.backend
     axes = study.grid.option_axes()
     set_by: list[tuple[Loc, str]] = [(("grid", name), name) for name in axes]
+    # the workload's own settings that differ from their defaults (they change run ids)
+    explicit = study.workload.model_fields_set
+    set_by += [(("workload", name), name) for name, value in
+               study.workload.option_values().items()
+               if name in explicit and name not in axes and value != BY_NAME[name].default]
     for tname in study.grid.tuning:
         variant = study.tuning.get(tname)
         for name in variant.option_values() if variant else {}:
