@@ -72,6 +72,27 @@ def test_a_run_stopped_half_way_or_interrupted_is_resumed(plan) -> None:
     assert choose_runs(plan, None).todo == [first, second]
 
 
+def test_a_cancelled_run_resumes_like_an_interrupted_one_and_is_no_failure(plan) -> None:
+    """Cancelled unpacked (failed, class cancelled) or packed (interrupted): a plain `run`
+    starts both again, and --max-attempts does not count a cancel as a failure."""
+    from scalestudy.study.running import failures_since_completed
+
+    first, second = plan.runs
+    prepare(plan, plan.runs)
+    cancelled = {"state": "failed", "failure": "cancelled", "reason": "cancelled (CANCELLED)"}
+    state.write_json_atomic(plan.run_dir(first) / state.STATUS, cancelled)
+    state.write_json_atomic(plan.run_dir(second) / state.STATUS,
+                            {"state": "interrupted", "reason": "allocation cancelled"})
+    picked = choose_runs(plan, None)
+    assert picked.todo == [first, second] and picked.failed_kept == []
+    run_dir = plan.run_dir(first)
+    assert failures_since_completed(run_dir) == 0
+    state.archive_attempt(run_dir)
+    state.write_json_atomic(run_dir / state.STATUS, {"state": "failed", "failure": "oom"})
+    assert failures_since_completed(run_dir) == 1  # the oom, not the cancel before it
+    assert choose_runs(plan, None, Rerun.FAILED, max_attempts=1).exhausted == [first]
+
+
 def test_a_bad_rerun_choice_is_a_usage_error_that_lists_the_choices(tmp_path, write_spec
                                                                      ) -> None:
     done = run_cli("run", str(write_spec(FLAKY)), "--rerun", "some", cwd=tmp_path)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from scalestudy.core.choices import Rerun
 from scalestudy.core.grid import Run, select
-from scalestudy.core.states import RunState
+from scalestudy.core.states import Failure, RunState
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.status import read_state
+from scalestudy.execute.status import read_state, read_status
 from scalestudy.site.plan import Plan
 from scalestudy.study.planning import MAX_ATTEMPTS, check_budget
 
@@ -59,6 +59,8 @@ def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
         current = states[run.run_id] if states is not None else read_state(directory)
         if current in (RunState.PENDING, RunState.INTERRUPTED) or (on_host and current.active):
             todo.append(run)
+        elif current is RunState.FAILED and _cancelled(directory):
+            todo.append(run)  # cancelled, as a packed run cut off is interrupted: resumed
         elif current.active:
             active.append(run)
         elif current is RunState.COMPLETED and rerun is not Rerun.ALL:
@@ -73,16 +75,24 @@ def choose_runs(plan: Plan, only: str | None, rerun: Rerun | None = None,
 
 
 def failures_since_completed(directory: Path) -> int:
-    """The attempts of a run since its last completed one (the current one included):
-    what --max-attempts caps, so a run completed in an earlier campaign starts afresh."""
+    """The failed attempts of a run since its last completed one (the current one
+    included; a cancelled one is no failure): what --max-attempts caps, so a run completed
+    in an earlier campaign starts afresh."""
     kept = sorted((p for p in (directory / "attempts").glob("*") if p.name.isdigit()),
                   key=lambda p: int(p.name), reverse=True)
-    count = 1 if ws.attempt_count(directory) > len(kept) else 0
+    count = 1 if ws.attempt_count(directory) > len(kept) and not _cancelled(directory) else 0
     for attempt in kept:
         if read_state(attempt) is RunState.COMPLETED:
             break
-        count += 1
+        count += not _cancelled(attempt)
     return count
+
+
+def _cancelled(directory: Path) -> bool:
+    """The attempt kept in `directory` was cancelled (scalestudy cancel, scancel, qdel,
+    flux cancel): not a failure of the run, and resumed by a plain `run`."""
+    status = read_status(directory)
+    return status.state is RunState.FAILED and status.failure == Failure.CANCELLED
 
 
 def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:
