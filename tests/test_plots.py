@@ -105,3 +105,28 @@ def test_heatmap_rows_are_the_global_batch_in_strong_scaling() -> None:
     ax = Figure().subplots()
     plot_heatmap(table, ax)
     assert ax.get_ylabel() == "Global batch (images)"
+
+
+def test_the_cost_plot_says_its_basis_and_ticks_plain_numbers() -> None:
+    """Hours below one are 0.5, not 5×10⁻¹; the axes say per million samples."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from scalestudy.report.plots import plot_cost
+    from scalestudy.results.cost import CostBasis, cost_table
+
+    rows = [{"group": "g", "nodes": n, "ranks_per_node": 4, "world_size": 4 * n,
+             "batch_size": 32, "global_batch": 128 * n, "throughput_median": thr,
+             "throughput_min": thr * .9, "throughput_max": thr * 1.1, "n_repeats": 2}
+            for n, thr in {1: 1000.0, 2: 1900.0, 4: 3000.0, 16: 5000.0, 64: 9000.0}.items()]
+    costs = cost_table(pd.DataFrame(rows), CostBasis(None, 128))
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    plot_cost(costs, ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]
+              if t.get_text()]
+    assert labels and all("10^" not in t and "times" not in t and "×" not in t
+                          for t in labels), labels
+    assert "0.1" in labels
+    assert "per million samples" in ax.get_title() and "per million samples" in ax.get_xlabel()

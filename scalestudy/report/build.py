@@ -146,7 +146,7 @@ def _plots(a: Analysis) -> list[Plot]:
         out.append(("model.png", "Step time: measured, fit and prediction", plot_model,
                     a.model_frame, "model_points.csv"))
     if len(a.costs):
-        out.append(("cost.png", "Time to solution vs node-hours", plot_cost, a.costs,
+        out.append(("cost.png", "", plot_cost, a.costs,
                     "cost.csv"))
     return out
 

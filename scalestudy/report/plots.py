@@ -15,10 +15,18 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogFormatter, NullLocator, PercentFormatter
+from matplotlib.ticker import (
+    FuncFormatter,
+    LogFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
 
 from scalestudy.results import forked
 from scalestudy.results.analyze import format_value, groups, unit_of
@@ -53,6 +61,15 @@ def log_y(ax: Axes) -> None:
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
     ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
+
+
+def log_plain(axis: Axis) -> None:
+    """A log axis (set already) ticked at 1, 2 and 5 of each decade, labelled as plain
+    numbers (0.7, 2, 50: never 7×10⁻¹), no minor labels to overlap."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}" if x >= 10
+                                           else f"{x:.3g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _no_data(ax: Axes, text: str = "No completed runs yet") -> None:
@@ -308,15 +325,19 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     dominated points grey, predictions hollow; each point labelled with its nodes (or
     its GPUs, where node counts do not tell a group's points apart); past
     LABEL_EVERY_POINT points, only the points on the front, and the legend says so."""
-    ax.set_title(title or "Time to solution vs node-hours")
-    ax.set_xlabel("Time to solution (hours)")
-    ax.set_ylabel("Node-hours")
+    per = _cost_basis(costs)
+    ax.set_title(title or f"Time to solution vs node-hours ({per})", fontsize=11, wrap=True)
+    ax.set_xlabel(f"Time to solution, hours ({per})")
+    ax.set_ylabel(f"Node-hours ({per})")
     ax.grid(True, which="major", alpha=0.3)
     if costs.empty:
         _no_data(ax, "No point could be priced")
         return
     ax.set_xscale("log")
-    log_y(ax)
+    ax.set_yscale("log")
+    log_plain(ax.xaxis)
+    log_plain(ax.yaxis)
+    ax.margins(x=0.15, y=0.1)  # room for the points' labels inside the axes
     by_gpus = any(rows["nodes"].duplicated().any() for _, rows in costs.groupby("group"))
     every_label = len(costs) <= LABEL_EVERY_POINT  # beyond, labels would be an ink blot
     for _, rows in costs.groupby("work", sort=False):
@@ -350,6 +371,14 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
                    label="predicted (model)"),
             *([] if every_label else [Line2D([], [], ls="none", label=(
                 f"{len(costs)} points: only those on the front are labelled"))]))
+
+
+def _cost_basis(costs: pd.DataFrame) -> str:
+    """What one cost is of: a million samples (tokens), or the study's target."""
+    if costs.empty or "units" not in costs:
+        return "per million samples"
+    unit = str(costs["unit"].iloc[0]) if "unit" in costs else "samples"
+    return f"per million {unit}" if (costs["units"].round() == 1e6).all() else "to the target"
 
 
 def render_png(draw: Draw, frame: pd.DataFrame, title: str, size: tuple[float, float] = (8, 5)
