@@ -84,3 +84,12 @@ def test_plot_to_a_path_that_cannot_be_written_is_one_line(tmp_path: Path) -> No
                    env_extra=env)
     assert done.returncode == 2 and "cannot write it" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_single_scale_of_several_gpus_has_no_efficiency() -> None:
+    """A published 2-GPU Horovod figure alone is not 100 % efficient: it is unknown."""
+    alone = [r for r in rows(0, "2.21.5") if r["world_size"] == 16]
+    points, _ = timeline(alone)
+    assert points["efficiency"].isna().all()
+    points, _ = timeline(rows(0, "2.21.5"))
+    assert points["efficiency"].notna().all()

@@ -44,7 +44,8 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
         left_ax.set_ylabel(f"{unit} per GPU (median, band: repeats)")
         right_ax.set_title(f"{group}: efficiency vs its smallest scale", fontsize=10)
         right_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-        right_ax.set_ylim(0, max(1.1, float(rows["efficiency"].max()) * 1.05))
+        top = rows["efficiency"].max()
+        right_ax.set_ylim(0, max(1.1, float(top) * 1.05 if top == top else 1.1))
         mine = [c for c in changes if group.startswith(f"{c.system}: ")]
         for ax in (left_ax, right_ax):
             for change in mine:

@@ -58,8 +58,12 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
               .reset_index())
     base = points.groupby(["group", "key"])["world_size"].transform("min")
     smallest = points[points["world_size"] == base].set_index(["group", "key"])["per_gpu"]
+    # against the campaign's smallest scale; a campaign that measured one scale of more
+    # than one GPU (a published 2-GPU figure) has nothing to compare with: unknown
+    scales = points.groupby(["group", "key"])["world_size"].transform("nunique")
     points["efficiency"] = [row.per_gpu / smallest[(row.group, row.key)]
-                            for row in points.itertuples()]
+                            if count > 1 or row.world_size == 1 else float("nan")
+                            for row, count in zip(points.itertuples(), scales, strict=True)]
     by_key: dict[Any, list[Mapping[str, Any]]] = {}
     for r in done:
         by_key.setdefault(_campaign(r), []).append(r)
