@@ -353,3 +353,21 @@ def test_cli_local_run_names_oversubscription_before_it_starts(tmp_path: Path) -
     assert "preflight: ok" not in done.stderr
     quiet = run_cli("validate", str(spec), "--preflight", cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr.count("preflight: warning") == 1
+
+
+def test_another_users_flux_instance_is_an_error_before_anything_is_queued(
+        tmp_path: Path) -> None:
+    """Flux answers anyone but its owner `Unable to connect to Flux: Operation not
+    permitted` (measured on the testbed: docs/flux-notes.md); `flux batch` would too."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: f\nsystem: generic-flux\nworkload: {kind: command, command: "
+                    "[hostname]}\n")
+    plan = make_plan(spec, tmp_path / "results")
+
+    def refusing(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        return 1, "", "flux-queue: ERROR: Unable to connect to Flux: Operation not permitted\n"
+
+    found = preflight(plan, python=False, runner=refusing, which=lambda c: f"/usr/bin/{c}")
+    [error] = found.errors
+    assert error.text.startswith("the Flux instance at $FLUX_URI does not accept this user")
+    assert "belongs to someone else" in error.text and "flux alloc" in error.text

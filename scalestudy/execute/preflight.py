@@ -104,6 +104,7 @@ def _limits(scheduler: Scheduler, found: pf.Facts, runner: CommandRunner) -> Non
             found.queue_errors.append(f"{argv[0]}: not on PATH")
             continue
         answer = scheduler.parse_limits(argv, code, out, err)
+        found.refused = found.refused or scheduler.refused(code, out, err)
         if answer is None:
             found.queue_errors.append(_said(argv, code, out, err))
         else:

@@ -71,6 +71,8 @@ class Facts:
     accounts_note: str | None = None  # why the accounts are unknown, when asked
     queues: QueueAnswer = field(default_factory=QueueAnswer)
     queue_errors: list[str] = field(default_factory=list)
+    #: the scheduler refuses this user outright (another user's Flux instance)
+    refused: str | None = None
     python: PythonAnswer | None = None
     cores: int | None = None  # this host's, for a system whose ranks run here
     #: the commands the job script calls by name -> where this host's PATH finds them
@@ -240,6 +242,9 @@ def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
 
 def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
     if facts.missing:
+        return
+    if facts.refused:
+        out.add(ERROR, facts.refused)
         return
     answered = facts.queues.queues
     key = plan.scheduler.queue_key

@@ -167,6 +167,11 @@ class Scheduler:
         """argv that cancels jobs."""
         raise NotImplementedError
 
+    def refused(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """Why the scheduler refuses this user outright (nothing they submit could
+        run), from a failed query; None: it did not say so."""
+        return None
+
     def cancel_failed(self, exit_code: int, stdout: str, stderr: str) -> str | None:
         """Why a cancel command failed, or None when every job is cancelled or had ended
         already (cancelling a finished job is not an error)."""

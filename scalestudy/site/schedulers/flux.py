@@ -197,6 +197,19 @@ class Flux(Scheduler):
                               f"{exc}") from None
         return {state.job_id: state for state in map(job_state, _jobs(data))}
 
+    def refused(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """A Flux instance accepts only the user who started it (or its guests, on a
+        system instance): anyone else's command ends `Unable to connect to Flux:
+        Operation not permitted`, and so would `flux batch`."""
+        said = stderr or stdout
+        if exit_code != 0 and "Operation not permitted" in said:
+            line = next(ln.strip() for ln in said.splitlines() if "not permitted" in ln)
+            return (f"the Flux instance at $FLUX_URI does not accept this user ({line}): it "
+                    "belongs to someone else. Run scalestudy inside your own allocation "
+                    "(`flux alloc`, or the system instance), or point FLUX_URI at an instance "
+                    "you started")
+        return None
+
     def cancel_argv(self, job_ids: Sequence[str]) -> list[str]:
         """`flux cancel ID...`."""
         return ["flux", "cancel", *(ascii_id(i) for i in job_ids)]
