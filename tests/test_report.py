@@ -188,8 +188,10 @@ references:
 """
 
 
-def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC) -> Path:
-    """A study whose runs all completed with these per-GPU rates (no jobs run)."""
+def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC,
+                   device: str | None = None) -> Path:
+    """A study whose runs all completed with these per-GPU rates (no jobs run), on
+    `device` where given."""
     from scalestudy.study import make_plan
 
     path = root / "study.yaml"
@@ -204,9 +206,24 @@ def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC) -> P
         size = p["world_size"]
         record = {"throughput": per_gpu[size] * size, "iters": 20, "grad_bytes": 4e6,
                   "throughput_per_rank_min": per_gpu[size],
-                  "throughput_per_rank_mean": per_gpu[size], "comm_overhead": 0.01 * size}
+                  "throughput_per_rank_mean": per_gpu[size], "comm_overhead": 0.01 * size,
+                  **({"device": device} if device else {})}
         (d / "metrics.jsonl").write_text(json.dumps(record) + "\n")
     return path
+
+
+def test_a_cpu_study_counts_ranks_not_gpus(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0}, device="cpu")
+    done = run_cli("report", str(spec), "--results", "results", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    md = (tmp_path / "results/gate/report/index.md").read_text()
+    headers = [line for line in md.splitlines() if line.startswith("| ranks |")]
+    assert headers and "per-rank" in headers[0]
+    cost = [line for line in md.splitlines() if line.startswith("| group | nodes |")]
+    assert cost and "| ranks |" in cost[0] and "rank-hours" in cost[0]
+    assert not any("GPU" in line for line in [*headers, *cost])
 
 
 def test_report_check_gates_on_references(tmp_path: Path) -> None:

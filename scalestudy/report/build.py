@@ -202,7 +202,30 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     b += [Heading("Data"), Items([Link(f, f, f": {what}") for f, what in DATA_FILES
                                   if f in files]
                            + [Link("../runs.csv", "../runs.csv", ": one row per run")])]
-    return b
+    return _on_cpus(b) if cpu_only(runs) else b
+
+
+#: What a table header says of GPUs, as it reads where every rank ran on CPU cores.
+CPU_WORDS: tuple[tuple[str, str], ...] = (
+    ("GPU-hours", "rank-hours"), ("per-GPU", "per-rank"), ("GPUs", "ranks"),
+    ("GPU", "rank"))
+
+
+def cpu_only(runs: pd.DataFrame) -> bool:
+    """Every run that says its device ran on CPUs (the tables then count ranks)."""
+    devices = set(runs["device"].dropna().astype(str)) if "device" in runs else set()
+    return devices == {"cpu"}
+
+
+def _on_cpus(blocks: list[Block]) -> list[Block]:
+    """The page's tables with their GPU words said of ranks (CPU runs have no GPU)."""
+    def said(text: str) -> str:
+        for gpu, cpu in CPU_WORDS:
+            text = text.replace(gpu, cpu)
+        return text
+
+    return [Table([said(h) for h in block.headers], block.rows)
+            if isinstance(block, Table) else block for block in blocks]
 
 
 def _model_blocks(a: Analysis) -> list[Block]:
