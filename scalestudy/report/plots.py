@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ from scalestudy.results import forked
 from scalestudy.results.analyze import format_value, groups, unit_of
 
 Draw = Callable[[pd.DataFrame, Axes, str], None]
+#: Characters of a title that fit over one of two panels side by side (wrapped beyond).
+HALF_WIDTH = 55
 CMAP = colormaps["tab10"]
 
 
@@ -297,9 +300,10 @@ def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None
 def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str, str]) -> None:
     """Left: throughput of A (solid) and B (dashed) vs GPUs; right: B / A ratio."""
     left, right = axes
-    left.set_title(f"Throughput: {names[0]} (solid) vs {names[1]} (dashed)")
+    left.set_title(textwrap.fill(f"Throughput: {names[0]} (solid) vs {names[1]} (dashed)",
+                                 HALF_WIDTH))
     left.set_ylabel(f"Throughput ({unit_of(frame)}, all GPUs)")
-    right.set_title(f"Throughput ratio {names[1]} / {names[0]}")
+    right.set_title(textwrap.fill(f"Throughput ratio {names[1]} / {names[0]}", HALF_WIDTH))
     right.set_ylabel("ratio (B / A)")
     for ax in axes:
         gpu_axis(ax, frame["world_size"])

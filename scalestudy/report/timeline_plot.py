@@ -4,6 +4,7 @@ bands, and a marked line where the provenance changed (e.g. `nccl 2.21.5 -> 2.23
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from matplotlib.ticker import PercentFormatter
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import write_atomic
-from scalestudy.report.plots import CMAP
+from scalestudy.report.plots import CMAP, HALF_WIDTH
 from scalestudy.results.timeline import Change
 
 #: Groups drawn at most (one row of two panels each); the rest are named in a note.
@@ -40,9 +41,11 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
                                  color=color, alpha=0.2, lw=0)
             right_ax.plot(line["when"], line["efficiency"], "o-", color=color, label=label)
         unit = str(rows["unit"].iloc[0])
-        left_ax.set_title(f"{group}: per-GPU throughput", fontsize=10)
+        left_ax.set_title(textwrap.fill(f"{group}: per-GPU throughput", HALF_WIDTH),
+                          fontsize=10)
         left_ax.set_ylabel(f"{unit} per GPU (median, band: repeats)")
-        right_ax.set_title(f"{group}: efficiency vs its smallest scale", fontsize=10)
+        right_ax.set_title(textwrap.fill(f"{group}: efficiency vs its smallest scale",
+                                         HALF_WIDTH), fontsize=10)
         right_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
         top = rows["efficiency"].max()
         right_ax.set_ylim(0, max(1.1, float(top) * 1.05 if top == top else 1.1))
