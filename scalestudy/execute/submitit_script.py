@@ -57,7 +57,7 @@ class SubmititScript:
         )
         program: Program = ctx["program"]  # what every rank runs, built once for the run
         task = submitit.helpers.DelayedSubmission(
-            WorkloadTask(program.argv(), str(run_dir), ctx["workdir"], tuple(ctx["record_env"])))
+            WorkloadTask(program.argv(), str(run_dir), ctx["workdir"]))
         task.set_timeout(minutes, executor.max_num_timeout)
         tmp = folder / f".{TASK}.{uuid.uuid4().hex}"
         task.dump(tmp)

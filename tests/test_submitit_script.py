@@ -1,0 +1,31 @@
+"""execute.submitit_script: submitit's own sbatch script and task, written without Slurm
+(the submission itself is the Slurm testbed's: tests/test_e2e_slurm.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from scalestudy.execute.submitit_script import TASK, SubmititScript
+from scalestudy.site.plan import make_plan
+
+SPEC = """name: sub
+system: generic-slurm
+workload: {kind: command, command: [hostname]}
+job: {submit: submitit, record_env: [MY_*]}
+"""
+
+
+def test_the_script_records_the_environment_as_the_rendered_ones_do(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    plan = make_plan(spec, tmp_path / "results")
+    run = plan.runs[0]
+    run_dir = plan.run_dir(run)
+    run_dir.mkdir(parents=True)
+    script = SubmititScript().write_script(plan, run, run_dir)
+    text = script.read_text()
+    assert text.startswith("#!/bin/bash") and "#SBATCH" in text
+    assert "scalestudy_record_env" in text and "MY_*" in text
+    assert (run_dir / "submitit" / TASK).is_file()
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
