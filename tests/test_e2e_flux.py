@@ -228,6 +228,25 @@ def test_preflight_reads_the_queues_and_flux_refuses_what_they_do_not_take(
                                    "and 01:00:00;"), clean.stderr
 
 
+def test_preflight_against_another_users_instance_says_so(flux_cluster: FluxCluster,
+                                                          work: Path) -> None:
+    """The instance belongs to its user alone: anyone else (here root, who started it)
+    is refused, and preflight says so before anything is queued."""
+    import getpass
+
+    if getpass.getuser() == flux_cluster.user:
+        pytest.skip("the tests run as the instance's own user: nobody else to be")
+    spec = write(work, "other.yaml", COMMAND.format(
+        name="other", command=THROUGHPUT, nodes="[1]", walltime="00:05:00"))
+    env = {**flux_cluster.env, "FLUX_URI": flux_cluster.uri,
+           "PATH": f"{flux_cluster.prefix / 'bin'}:{os.environ.get('PATH', '')}",
+           "SCALESTUDY_STORE": str(work / "root-history.sqlite")}
+    done = run_cli("validate", "--preflight", spec, cwd=work, env_extra=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "does not accept this user" in done.stderr and "Operation not permitted" \
+        in done.stderr, done.stderr
+
+
 NESTED = """
 name: nested
 system: profile.yaml
