@@ -174,6 +174,68 @@ def compare(
     out.print(f"comparison: {got.out / 'compare.md'}", highlight=False)
 
 
+def _scales(value: str | None) -> list[int] | None:
+    """`--gpus 64,128` as whole numbers (a usage error otherwise)."""
+    if value is None:
+        return None
+    try:
+        numbers = [int(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: give whole numbers joined by commas, e.g. "
+                                 "64,128,256") from None
+    if not numbers or min(numbers) < 1:
+        raise typer.BadParameter(f"{value!r}: give whole numbers above 0, e.g. 64,128")
+    return numbers
+
+
+@app.command()
+def predict(
+    source: Annotated[str, typer.Argument(
+        help="measured points: a CSV table (gpus,throughput[,nodes,gpus_per_node,"
+        "per_gpu_batch,global_batch,unit,per_gpu]), a study (spec or results directory) "
+        "or history:NAME", show_default=False)],
+    gpus: Annotated[str | None, typer.Option(
+        "--gpus", help="the GPU counts to forecast, e.g. 64,128,256", show_default=False)
+    ] = None,
+    nodes: Annotated[str | None, typer.Option(
+        "--nodes", help="the node counts to forecast (with the points' GPUs per node)",
+        show_default=False)] = None,
+    group: Annotated[str | None, typer.Option(
+        help="the study's group to forecast, where it has several")] = None,
+    level: Annotated[float, typer.Option(
+        callback=_fraction, help="the intervals' level")] = 0.9,
+    as_json: JsonOpt = False,
+    results: ResultsOpt = Path("results"),
+) -> None:
+    """Forecast the throughput at scales not measured, each with its interval and the
+    model and points it came from."""
+    from scalestudy.report.terminal import text_table
+    from scalestudy.study.predict import predict as forecast
+
+    got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
+                   level=level, results=results)
+    if as_json:
+        print_json({"predictions": [p.as_dict() for p in got.predictions],
+                    "model": got.model, "fitted_on": got.fitted_on})
+        return
+    unit = got.predictions[0].unit if got.predictions else ""
+    def rate(value: float) -> str:
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+    rows = [[f"{p.gpus:,}", f"{p.nodes:,}" if p.nodes else "?",
+             f"{rate(p.throughput)} [{rate(p.low)}–{rate(p.high)}]", f"{p.efficiency:.1%}",
+             f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}",
+             f"{p.extrapolation:.3g}×"] for p in got.predictions]
+    level_pct = f"{got.predictions[0].level:.0%}" if got.predictions else ""
+    out.print(text_table(
+        f"forecast from {got.model['source']}",
+        ["GPUs", "nodes", f"{unit} [{level_pct} interval]", "efficiency",
+         "step = compute + comm", "beyond measured"], rows,
+        f"model: {got.model['form']} ({got.model['terms']}); chosen: "
+        f"{got.model['chosen_by']}; interval: {got.model['interval']}; fitted on "
+        + ", ".join(str(p["gpus"]) for p in got.fitted_on) + " GPUs", out.width))
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of a study spec (for editors and validators)."""

@@ -1,0 +1,143 @@
+"""results.forecast and `predict`: forecasts with intervals from measured points, the
+model chosen by a hold-out, the same answer for the same input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.forecast import forecast
+from tests.conftest import run_cli
+
+
+def series(gpus: list[int], a: float = 2e-3, c: float = 0.05, alpha: float = 0.0,
+           ring_alpha: float = 0.0, batch: int = 32, noise: float = 0.0,
+           seed: int = 1) -> pd.DataFrame:
+    """Total throughput of a known model t(P) = a·b + c·2(P−1)/P + α·log2 P + α'·(P−1)."""
+    rng = np.random.default_rng(seed)
+    p = np.asarray(gpus, float)
+    t = a * batch + c * 2 * (p - 1) / p + alpha * np.log2(p) + ring_alpha * (p - 1)
+    t = t * (1 + rng.normal(0, noise, len(p)))
+    return pd.DataFrame({"gpus": gpus, "throughput": p * batch / t, "per_gpu_batch": batch})
+
+
+def truth(size: int, **kw: float) -> float:
+    return float(series([1, 2, size], **kw)["throughput"].iloc[-1])
+
+
+def test_a_known_model_is_recovered_and_its_intervals_hold_the_truth(monkeypatch) -> None:
+    """40 seeded series of a known model with 1 % noise at 1-32 GPUs: the 90 % intervals
+    at 4× and 16× hold the truth in at least 80 % of them (the seeds make it exact)."""
+    import scalestudy.results.forecast as module
+
+    monkeypatch.setattr(module, "BOOTSTRAP", 150)  # enough for the percentiles here
+    held = {4: 0, 16: 0}
+    for seed in range(40):
+        got = forecast(series([1, 2, 4, 8, 16, 32], alpha=0.004, noise=0.01, seed=seed),
+                       [128, 512])
+        for p, factor in zip(got.predictions, (4, 16), strict=True):
+            held[factor] += p.low <= truth(p.gpus, alpha=0.004) <= p.high
+    assert held[4] >= 32 and held[16] >= 32, held
+    got = forecast(series([1, 2, 4, 8, 16], alpha=0.004), [64, 256])  # no noise
+    for p in got.predictions:
+        assert abs(p.throughput / truth(p.gpus, alpha=0.004) - 1) < 0.01
+        assert p.compute_s > 0 and p.comm_s > 0
+        assert math.isclose(p.step_s, p.compute_s + p.comm_s)
+    assert got.model["terms"] == "compute+bandwidth+latency"
+    assert [f["gpus"] for f in got.fitted_on] == [1, 2, 4, 8, 16]
+    width = [(p.high - p.low) / p.throughput for p in got.predictions]
+    assert width[1] > width[0]  # further out, wider
+
+
+def test_the_latency_term_is_chosen_by_the_hold_out() -> None:
+    """A cost that grows with every rank (stragglers) is told from a tree's log2 P."""
+    grows = forecast(series([1, 2, 4, 8, 16, 32], ring_alpha=2e-3), [128])
+    assert grows.model["latency"] == "ring" and "refitted without" in grows.model["chosen_by"]
+    tree = forecast(series([1, 2, 4, 8, 16, 32], alpha=0.01), [128])
+    assert tree.model["latency"] == "log"
+
+
+def test_the_same_input_gives_the_same_interval() -> None:
+    points = series([2, 4, 8, 16], noise=0.02)
+    a, b = forecast(points, [64]), forecast(points, [64])
+    assert a.predictions == b.predictions
+
+
+def test_too_few_scales_or_mixed_batches_are_refused() -> None:
+    with pytest.raises(ScalestudyError, match="2 scale\\(s\\) measured: a forecast needs at"):
+        forecast(series([1, 2]), [8])
+    mixed = series([1, 2, 4])
+    mixed.loc[2, "per_gpu_batch"] = 64
+    with pytest.raises(ScalestudyError, match="per-GPU batch changes"):
+        forecast(mixed, [8])
+
+
+TABLE = """gpus,nodes,gpus_per_node,per_gpu_batch,throughput,unit
+8,1,8,256,2400,images/s
+16,2,8,256,4600,images/s
+32,4,8,256,8900,images/s
+64,8,8,256,17000,images/s
+"""
+
+
+def test_predict_from_a_table(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text(TABLE)
+    done = run_cli("predict", "t.csv", "--nodes", "16,32", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert [p["gpus"] for p in got["predictions"]] == [128, 256]
+    assert [p["nodes"] for p in got["predictions"]] == [16, 32]
+    for p in got["predictions"]:
+        assert p["low"] < p["throughput"] < p["high"] and p["level"] == 0.9
+        assert p["unit"] == "images/s" and 0 < p["efficiency"] < 1
+    assert got["model"]["source"] == "table t.csv" and len(got["fitted_on"]) == 4
+    shown = run_cli("predict", "t.csv", "--gpus", "128", cwd=tmp_path,
+                    env_extra={"COLUMNS": "200"})
+    assert "images/s [90% interval]" in shown.stdout and "fitted on 8, 16, 32, 64" in \
+        shown.stdout.replace("\n", " ")
+    assert list(tmp_path.iterdir()) == [tmp_path / "t.csv"]  # nothing written
+
+
+@pytest.mark.parametrize(("table", "says"), [
+    ("gpu,throughput\n1,10\n", "t.csv:1: no 'gpus' column (required); column 'gpu' is not"),
+    ("gpus,throughput\n1,10\n1,11\n", "1 scale(s) (distinct gpus): a forecast needs"),
+    ("gpus,throughput\n1,10\n2,fast\n4,38\n", "t.csv:3: throughput: 'fast' is not a number"),
+    ("gpus,throughput,unit\n1,10,images/s\n2,19,tokens/s\n4,38,images/s\n",
+     "the rows mix units (images/s, tokens/s)"),
+    ("gpus,throughput\n1,10\n2\n4,38\n", "t.csv:3: 1 cells for 2 columns"),
+    ("gpus,throughput\n1,10\n2,-3\n4,38\n", "t.csv:3: throughput: '-3' must be above 0"),
+])
+def test_a_bad_table_is_one_line(tmp_path: Path, table: str, says: str) -> None:
+    (tmp_path / "t.csv").write_text(table)
+    done = run_cli("predict", "t.csv", "--gpus", "64", cwd=tmp_path)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
+    from scalestudy.results.forecast_table import read_table
+
+    (tmp_path / "t.csv").write_text("gpus,throughput,per_gpu\n1,100,true\n2,95,true\n"
+                                    "4,90,true\n")
+    frame, unit, per_node = read_table(tmp_path / "t.csv")
+    assert frame["throughput"].tolist() == [100.0, 190.0, 360.0]
+    assert (unit, per_node) == ("throughput", None)
+
+
+def test_predict_from_a_study(tmp_path: Path) -> None:
+    from tests.test_report import finished_study
+
+    spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0})
+    assert run_cli("report", str(spec), cwd=tmp_path).returncode == 0
+    done = run_cli("predict", str(spec), "--gpus", "16,32", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert [p["gpus"] for p in got["predictions"]] == [16, 32]
+    assert got["predictions"][0]["efficiency"] < 0.9  # it keeps falling
+    assert got["model"]["source"].startswith("gate, ")
