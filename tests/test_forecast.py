@@ -141,3 +141,10 @@ def test_predict_from_a_study(tmp_path: Path) -> None:
     assert [p["gpus"] for p in got["predictions"]] == [16, 32]
     assert got["predictions"][0]["efficiency"] < 0.9  # it keeps falling
     assert got["model"]["source"].startswith("gate, ")
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    assert run_cli("history", "ingest", "results", cwd=tmp_path, env_extra=env).returncode == 0
+    stored = run_cli("predict", "history:gate", "--gpus", "16,32", "--json", cwd=tmp_path,
+                     env_extra=env)
+    assert stored.returncode == 0, stored.stderr
+    assert [p["throughput"] for p in json.loads(stored.stdout)["predictions"]] == \
+        [p["throughput"] for p in got["predictions"]]  # the same points, the same forecast
