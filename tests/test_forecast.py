@@ -46,7 +46,8 @@ def test_a_known_model_is_recovered_and_its_intervals_hold_the_truth(monkeypatch
     assert held[4] >= 32 and held[16] >= 32, held
     got = forecast(series([1, 2, 4, 8, 16], alpha=0.004), [64, 256])  # no noise
     for p in got.predictions:
-        assert abs(p.throughput / truth(p.gpus, alpha=0.004) - 1) < 0.01
+        assert abs(p.model_throughput / truth(p.gpus, alpha=0.004) - 1) < 0.01
+        assert p.throughput < p.model_throughput  # the backtest's lean, applied
         assert p.compute_s > 0 and p.comm_s > 0
         assert math.isclose(p.step_s, p.compute_s + p.comm_s)
     assert got.model["terms"] == "compute+bandwidth+latency"

@@ -1,0 +1,20 @@
+"""The forecast backtest (benchmarks/forecast_backtest.py) on the published series in
+tests/data/forecast: the figures the README states must not get worse."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from forecast_backtest import backtest, summary
+
+
+def test_the_backtest_stays_as_good_as_stated() -> None:
+    total = summary(backtest())
+    assert total["series"] == 12 and total["points"] == 20
+    assert total["median_abs_error_le4x"] <= 0.03, total
+    assert total["median_abs_error_ge8x"] <= 0.03, total
+    assert abs(total["mean_signed_error"]) <= 0.02, total
+    assert 0.85 <= total["coverage"] <= 0.95, total
