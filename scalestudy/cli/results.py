@@ -207,8 +207,9 @@ def predict(
     as_json: JsonOpt = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
-    """Forecast the throughput at scales not measured, each with its interval and the
-    model and points it came from."""
+    """Forecast the throughput at scales not measured, each with its interval.
+
+    Each forecast names the model and the points it came from (docs/forecast.md)."""
     from scalestudy.report.terminal import text_table
     from scalestudy.study.predict import predict as forecast
 
