@@ -114,11 +114,22 @@ def test_predict_from_a_table(tmp_path: Path) -> None:
     ("gpus,throughput\n1,10\n2\n4,38\n", "t.csv:3: 1 cells for 2 columns"),
     ("gpus,throughput\n1,10\n2,-3\n4,38\n", "t.csv:3: throughput: '-3' must be above 0"),
 ])
-def test_a_bad_table_is_one_line(tmp_path: Path, table: str, says: str) -> None:
+def test_a_bad_table_says_where(tmp_path: Path, table: str, says: str) -> None:
+    from scalestudy.results.forecast_table import read_table
+
     (tmp_path / "t.csv").write_text(table)
+    with pytest.raises(ScalestudyError) as raised:
+        read_table(tmp_path / "t.csv")
+    assert says in str(raised.value)
+
+
+def test_a_bad_table_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("gpus,throughput\n1,10\n2,fast\n4,38\n")
     done = run_cli("predict", "t.csv", "--gpus", "64", cwd=tmp_path)
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert done.returncode == 2 and "t.csv:3: throughput: 'fast' is not a number" in \
+        done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+    assert list(tmp_path.iterdir()) == [tmp_path / "t.csv"]
 
 
 def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
@@ -131,11 +142,12 @@ def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
     assert (unit, per_node) == ("throughput", None)
 
 
+@pytest.mark.slow  # a chain of CLI commands (collect, predict, history ingest, predict)
 def test_predict_from_a_study(tmp_path: Path) -> None:
     from tests.test_report import finished_study
 
     spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0})
-    assert run_cli("report", str(spec), cwd=tmp_path).returncode == 0
+    assert run_cli("collect", str(spec), cwd=tmp_path).returncode == 0
     done = run_cli("predict", str(spec), "--gpus", "16,32", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)

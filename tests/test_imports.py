@@ -201,6 +201,7 @@ def test_horovod_indented_and_timestamped_lines(name, model, batch, total, ended
     assert row.value == total and row.ended == ended and row.details.get("nccl") == nccl
 
 
+@pytest.mark.slow  # seven CLI commands, a store lost and rebuilt
 def test_an_import_is_dated_by_its_log_and_kept_for_a_rebuild(tmp_path: Path) -> None:
     store = tmp_path / "h.sqlite"
     env = {"SCALESTUDY_STORE": str(store)}

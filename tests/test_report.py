@@ -212,6 +212,7 @@ def finished_study(root: Path, per_gpu: dict[int, float], spec: str = SPEC,
     return path
 
 
+@pytest.mark.slow  # a whole report through the CLI
 def test_a_cpu_study_counts_ranks_not_gpus(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from scalestudy.results.timeline import timeline
 from tests.conftest import run_cli
 from tests.test_regression import _study
@@ -75,6 +77,7 @@ def test_other_work_is_another_series() -> None:
     assert points.groupby("group")["efficiency"].min().round(6).tolist() == [0.9, 0.9]
 
 
+@pytest.mark.slow  # history ingest and plot through the CLI
 def test_plot_to_a_path_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     _study(tmp_path, {})
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
