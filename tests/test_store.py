@@ -232,6 +232,7 @@ def test_a_version_2_store_is_migrated_to_campaigns(empty_url: str) -> None:
     [row] = opened.rows()
     assert (row["run_id"], row["attempt"], row["throughput"], row["campaign"]) == (
         "abc", 2, 400.0, None)
+    assert opened.forecasts() == []  # the ledger's table, made by the migration
     opened.dispose()
 
 

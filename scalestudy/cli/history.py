@@ -277,6 +277,36 @@ def best(
                   highlight=False, markup=False, soft_wrap=True)
 
 
+@history_app.command("predictions")
+def predictions(
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """The prediction ledger: every forecast `predict` kept, scored where a later study
+    measured its scale, and per system how often the intervals held."""
+    from scalestudy.study import history as uc
+
+    scores, totals = uc.predictions(store, system=system)
+    if as_json:
+        print_json({"systems": totals, "forecasts": [
+            {**{k: v for k, v in s.forecast.items() if k != "model"},
+             "measured": s.measured, "runs": s.runs, "inside": s.inside, "error": s.error}
+            for s in scores]})
+        return
+    if not scores:
+        err.print("the ledger holds no forecasts; `scalestudy predict` keeps them",
+                  highlight=False)
+        return
+    for s in scores:
+        out.print(s.line(), highlight=False, markup=False, soft_wrap=True)
+    for t in totals:
+        held = "n/a" if t["coverage"] is None else f"{t['coverage']:.0%}"
+        error = "n/a" if t["median_abs_error"] is None else f"{t['median_abs_error']:.1%}"
+        out.print(f"{t['system']}: {t['forecasts']} forecast(s), {t['scored']} scored; "
+                  f"intervals held {held}; median |error| {error}", highlight=False)
+
+
 @history_app.command("import")
 def import_(
     files: Annotated[list[Path], typer.Argument(help="the tools' output files")],

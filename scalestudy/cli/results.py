@@ -204,6 +204,15 @@ def predict(
         help="the study's group to forecast, where it has several")] = None,
     level: Annotated[float, typer.Option(
         callback=_fraction, help="the intervals' level")] = 0.9,
+    system: Annotated[str | None, typer.Option(
+        help="a table's system, to keep its forecasts in the ledger (a study's is known)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(
+        help="a table's model, to score its forecasts against that model's runs")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="the results store that keeps the ledger [default: "
+        "$SCALESTUDY_STORE, else ~/.local/state/scalestudy/history.sqlite]",
+        show_default=False)] = None,
     as_json: JsonOpt = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
@@ -214,7 +223,7 @@ def predict(
     from scalestudy.study.predict import predict as forecast
 
     got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
-                   level=level, results=results)
+                   level=level, results=results, system=system, model=model, store=store)
     if as_json:
         print_json({"predictions": [p.as_dict() for p in got.predictions],
                     "model": got.model, "fitted_on": got.fitted_on})
@@ -235,6 +244,7 @@ def predict(
         f"model: {got.model['form']} ({got.model['terms']}); chosen: "
         f"{got.model['chosen_by']}; interval: {got.model['interval']}; fitted on "
         + ", ".join(str(p["gpus"]) for p in got.fitted_on) + " GPUs", out.width))
+    err.print(f"ledger: {got.model['ledger']}", highlight=False)
 
 
 @app.command()

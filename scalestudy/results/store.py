@@ -76,6 +76,21 @@ attempts = sa.Table(
     sa.Column("campaign", sa.Text),
     sa.UniqueConstraint("study_id", "run_id", "attempt"))
 sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
+# version 3: the prediction ledger, every forecast `predict` made with what it came from
+forecasts = sa.Table(
+    "forecasts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("made", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("system", sa.Text, nullable=False),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("point", sa.JSON, nullable=False),  # model, batch_size, backend, tuning
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("throughput", sa.Float, nullable=False),
+    sa.Column("low", sa.Float, nullable=False),
+    sa.Column("high", sa.Float, nullable=False),
+    sa.Column("level", sa.Float, nullable=False),
+    sa.Column("unit", sa.Text, nullable=False),
+    sa.Column("model", sa.JSON, nullable=False))
 
 def _add_source(conn: sa.Connection) -> None:
     """Version 2: studies say what measured them (imports beside scalestudy's runs)."""
@@ -85,8 +100,10 @@ def _add_source(conn: sa.Connection) -> None:
 
 def _add_campaign(conn: sa.Connection) -> None:
     """Version 3: each attempt names its campaign (NULL for attempts stored before; the
-    run directories say it where they know it, and `history ingest` fills it in)."""
+    run directories say it where they know it, and `history ingest` fills it in), and
+    the prediction ledger's table."""
     conn.execute(sa.text("ALTER TABLE attempts ADD COLUMN campaign TEXT"))
+    forecasts.create(conn, checkfirst=True)
 
 
 #: Migrations: version n-1 -> n, each in the transaction that records version n.
@@ -229,6 +246,22 @@ class Store:
                     conn.execute(sa.insert(attempts),
                                  [{**r, "study_id": study_id} for r in rows])
         return [len(rows) for *_, rows in files]
+
+    def put_forecasts(self, rows: list[dict[str, Any]]) -> int:
+        """Keep forecasts in the ledger (each: made, system, source, point, gpus,
+        throughput, low, high, level, unit, model); how many."""
+        if rows:
+            with self._failing("keep the forecasts"), self.engine.begin() as conn:
+                conn.execute(sa.insert(forecasts), rows)
+        return len(rows)
+
+    def forecasts(self, system: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's forecasts, oldest first (of one system)."""
+        query = sa.select(forecasts).order_by(forecasts.c.made, forecasts.c.id)
+        if system:
+            query = query.where(forecasts.c.system == system)
+        with self._failing("read the forecasts"), self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
 
     def dispose(self) -> None:
         """Close the store's connections."""

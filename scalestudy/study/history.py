@@ -214,3 +214,17 @@ def junit(checked: Checked) -> str:
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
     return ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def predictions(url: str | None = None, *, system: str | None = None
+                ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The ledger's forecasts scored against the stored attempts; per system totals."""
+    from scalestudy.results.ledger import score, summary
+
+    store = open_store(url)
+    try:
+        kept = store.forecasts(system)
+        scores = score(kept, store.rows(system=system) if kept else [])
+    finally:
+        store.dispose()
+    return scores, summary(scores)

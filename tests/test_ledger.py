@@ -1,0 +1,81 @@
+"""results.ledger and `history predictions`: a forecast kept by `predict` is scored by a
+later study of the same system that measures its scale."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from scalestudy.results.ledger import score, summary
+from tests.conftest import run_cli
+
+NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+FORECAST = {"made": NOW, "system": "polaris", "source": "s", "gpus": 64,
+            "point": {"model": "resnet50", "batch_size": 32, "backend": "ddp",
+                      "tuning": "default", "image_size": 224},
+            "throughput": 9840.0, "low": 9310.0, "high": 10400.0, "level": 0.9,
+            "unit": "img/s", "model": {}}
+
+
+def attempt(thr: float, **kw) -> dict:
+    return {"state": "completed", "throughput": thr, "system": "polaris", "world_size": 64,
+            "ended": NOW + timedelta(days=3), "model": "resnet50", "batch_size": 32,
+            "backend": "ddp", "tuning": "default", "params": {"image_size": 224}, **kw}
+
+
+def test_a_forecast_is_scored_by_what_was_measured_after_it() -> None:
+    [s] = score([FORECAST], [attempt(9500.0), attempt(9540.0),
+                             attempt(1.0, ended=NOW - timedelta(days=1)),  # before it
+                             attempt(1.0, system="aurora"),
+                             attempt(1.0, params={"image_size": 64}),  # other work
+                             attempt(1.0, world_size=32)])
+    assert (s.measured, s.runs, s.inside) == (9520.0, 2, True)
+    assert s.error == pytest.approx(9840 / 9520 - 1)
+    assert s.line().endswith("measured 9,520 (2 run(s)): inside, +3.4%")
+    [none] = score([FORECAST], [attempt(9500.0, tuning="tree")])
+    assert none.measured is None and none.inside is None
+    assert none.line().endswith("not measured yet")
+    [total] = summary([s, none])
+    assert total == {"system": "polaris", "forecasts": 2, "scored": 1, "coverage": 1.0,
+                     "median_abs_error": pytest.approx(9840 / 9520 - 1)}
+
+
+SMALL = """name: small
+system: local
+workload: {kind: synthetic, model: small_cnn, image_size: 32, iters: 20}
+grid: {nodes: [1], ranks_per_node: [1, 2, 4], batch_size: [16]}
+"""
+LARGE = SMALL.replace("name: small", "name: large").replace("[1, 2, 4]", "[8]")
+
+
+@pytest.mark.slow  # a chain of CLI commands
+def test_a_ledger_entry_made_by_one_study_is_scored_by_a_later_one(tmp_path: Path) -> None:
+    from tests.test_report import finished_study
+
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    first = tmp_path / "first"
+    first.mkdir()
+    spec = finished_study(first, {1: 100.0, 2: 98.0, 4: 95.0}, SMALL)
+    assert run_cli("collect", str(spec), cwd=first).returncode == 0
+    made = run_cli("predict", str(spec), "--gpus", "8", cwd=first, env_extra=env)
+    assert made.returncode == 0, made.stderr
+    assert "kept 1 forecast(s) for system local" in made.stderr
+    before = json.loads(run_cli("history", "predictions", "--json", cwd=tmp_path,
+                                env_extra=env).stdout)
+    assert before["systems"][0]["scored"] == 0
+    later = tmp_path / "later"
+    later.mkdir()
+    finished_study(later, {8: 93.0}, LARGE)
+    assert run_cli("history", "ingest", "later/results", cwd=tmp_path,
+                   env_extra=env).returncode == 0
+    after = json.loads(run_cli("history", "predictions", "--json", cwd=tmp_path,
+                               env_extra=env).stdout)
+    [kept] = after["forecasts"]
+    assert kept["gpus"] == 8 and kept["measured"] == 8 * 93.0
+    assert kept["inside"] == (kept["low"] <= 744.0 <= kept["high"])
+    assert after["systems"][0]["scored"] == 1
+    shown = run_cli("history", "predictions", cwd=tmp_path, env_extra=env).stdout
+    assert "measured 744 (1 run(s))" in shown and "local: 1 forecast(s), 1 scored" in shown
