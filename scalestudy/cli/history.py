@@ -74,6 +74,8 @@ def ingest(directories: Annotated[list[Path], typer.Argument(
 
 
 def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
+    from scalestudy.results.store import campaign_of
+
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(str(r["directory"]), []).append(r)
@@ -91,6 +93,8 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
+    from scalestudy.results.store import campaign_of
+
     by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         if _value(r) is None:
@@ -107,12 +111,6 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
         table.append([point, str(items[0]["study"]) + (f" [{tags}]" if tags else ""),
                       campaign, _when(ended), str(len(items)), f"{value:,.4g}", unit])
     return table
-
-
-def campaign_of(row: dict[str, Any]) -> str:
-    """A stored attempt's campaign; for one stored before campaigns, its attempt number
-    (a study's runs were started together, attempt by attempt)."""
-    return str(row.get("campaign") or f"attempt {row.get('attempt')}")
 
 
 def _value(row: dict[str, Any]) -> float | None:

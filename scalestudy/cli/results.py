@@ -219,6 +219,7 @@ def predict(
     """Forecast the throughput at scales not measured, each with its interval.
 
     Each forecast names the model and the points it came from (docs/forecast.md)."""
+    from scalestudy.report.tables import num
     from scalestudy.report.terminal import text_table
     from scalestudy.study.predict import predict as forecast
 
@@ -229,11 +230,8 @@ def predict(
                     "model": got.model, "fitted_on": got.fitted_on})
         return
     unit = got.predictions[0].unit if got.predictions else ""
-    def rate(value: float) -> str:
-        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
     rows = [[f"{p.gpus:,}", f"{p.nodes:,}" if p.nodes else "?",
-             f"{rate(p.throughput)} [{rate(p.low)}–{rate(p.high)}]", f"{p.efficiency:.1%}",
+             f"{num(p.throughput)} [{num(p.low)}–{num(p.high)}]", f"{p.efficiency:.1%}",
              f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}",
              f"{p.extrapolation:.3g}×"] for p in got.predictions]
     level_pct = f"{got.predictions[0].level:.0%}" if got.predictions else ""

@@ -269,6 +269,12 @@ class Store:
             self.engine.dispose()
 
 
+def campaign_of(row: Mapping[str, Any]) -> str:
+    """A stored attempt's campaign; for one stored before campaigns, its attempt number
+    (a study's runs were started together, attempt by attempt)."""
+    return str(row.get("campaign") or f"attempt {row.get('attempt')}")
+
+
 def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The newest attempt of each run among stored rows (one per directory and run id)."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}

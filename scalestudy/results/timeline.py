@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from scalestudy.results.regression import provenance_changes, work_of
+from scalestudy.results.store import campaign_of
 
 #: Columns of the timeline frame.
 COLUMNS: tuple[str, ...] = ("group", "campaign", "when", "world_size", "per_gpu",
@@ -83,7 +84,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
 def _campaign(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """One campaign's key: its study directory and campaign id (its attempt number for
     attempts stored before campaigns were)."""
-    return (row["directory"], row.get("campaign") or f"attempt {row.get('attempt')}")
+    return (row["directory"], campaign_of(row))
 
 
 def _group(row: Mapping[str, Any]) -> str:

@@ -95,12 +95,12 @@ def since(text: str | None, now: datetime | None = None) -> datetime | None:
 
 def history(url: str | None = None, *, system: str | None = None, model: str | None = None,
             since_text: str | None = None, tag: str | None = None,
-            study: str | None = None) -> list[dict[str, Any]]:
-    """The stored run attempts, oldest first, filtered."""
+            study: str | None = None, directory: str | None = None) -> list[dict[str, Any]]:
+    """The stored run attempts, oldest first, filtered (`directory`: one study's)."""
     store = open_store(url)
     try:
         return store.rows(system=system, model=model, since=since(since_text), tag=tag,
-                          study=study)
+                          study=study, directory=directory)
     finally:
         store.dispose()
 
@@ -132,7 +132,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     from scalestudy.results.store import latest_attempts
 
     name, directory = _study_name(target, url, results)
-    rows = _rows(url, study=name, directory=directory)
+    rows = history(url, study=name, directory=directory)
     if not rows:
         raise ScalestudyError(f"the store holds no runs of study {name!r}; run it, or "
                               "`scalestudy history ingest results/` first")
@@ -151,7 +151,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     elif baseline_tag:
         pool, against = history(url, tag=baseline_tag), f"tag {baseline_tag}"
     else:
-        pool = _rows(url, study=name, directory=places[0], since_text=since_text)
+        pool = history(url, study=name, directory=places[0], since_text=since_text)
         against = (f"its attempts of the last {since_text}" if since_text
                    else "its earlier attempts")
     base = [r for r in pool if r["system"] in systems
@@ -163,16 +163,6 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     verdicts = compare(newest, base, alpha, min_drop)
     return Checked(name, sum(r["state"] == "completed" for r in newest),
                    sum(r["state"] == "completed" for r in base), against, verdicts)
-
-
-def _rows(url: str | None, *, study: str, directory: str | None,
-          since_text: str | None = None) -> list[dict[str, Any]]:
-    """The stored attempts of one study, by name and, where known, its directory."""
-    store = open_store(url)
-    try:
-        return store.rows(study=study, directory=directory, since=since(since_text))
-    finally:
-        store.dispose()
 
 
 def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str | None]:

@@ -74,6 +74,7 @@ def _points(source: str, group: str | None, results: Path
 
     from scalestudy.results.compare import load_side
     from scalestudy.results.forecast_table import read_table
+    from scalestudy.results.ledger import POINT_COLUMNS, POINT_PARAMS
 
     if source.endswith(".csv"):
         frame, unit, per_node = read_table(Path(source))
@@ -102,10 +103,8 @@ def _points(source: str, group: str | None, results: Path
                            "nodes": rows["nodes"].astype(int)})
     unit = str(rows["throughput_unit"].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
-    point = {k: (int(first[k]) if k == "batch_size" else first[k])
-             for k in ("model", "batch_size", "backend", "tuning", "image_size", "precision")
-             if k in rows and pd.notna(first[k])}
-    point = {k: (int(v) if k == "image_size" else v) for k, v in point.items()}
+    point = {k: int(first[k]) if k in ("batch_size", "image_size") else first[k]
+             for k in (*POINT_COLUMNS, *POINT_PARAMS) if k in rows and pd.notna(first[k])}
     where = ({"system": str(first["system"]), "point": point}
              if "system" in rows and pd.notna(first["system"]) else None)
     return points, unit, int(per_node.max()) if len(per_node) else None, \
