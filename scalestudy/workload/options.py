@@ -60,6 +60,12 @@ OPTIONS: tuple[Option, ...] = (
            backends=("ddp",)),
     Option("comm_hook", str, "none", "DDP gradient compression hook: none, fp16 or bf16",
            backends=("ddp",), choices=("none", "fp16", "bf16")),
+    Option("sim_latency_ms", float, 0.0, "DDP: a simulated network's latency alpha (ms): "
+           "every allreduce also waits alpha·log2 P (known truth for the scaling model)",
+           backends=("ddp",), minimum=0, maximum=60_000),
+    Option("sim_ns_per_byte", float, 0.0, "DDP: a simulated network's cost per byte beta "
+           "(ns): every allreduce of S bytes also waits beta·2(P−1)/P·S",
+           backends=("ddp",), minimum=0, maximum=1e9),
     Option("compression", str, "none", "Horovod gradient compression: none or fp16",
            backends=("horovod",), choices=("none", "fp16")),
     Option("backward_passes_per_step", int, 1,

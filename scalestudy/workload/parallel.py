@@ -156,7 +156,8 @@ def sum_tied_gradient(param: nn.Parameter, group: dist.ProcessGroup) -> None:
         dist.all_reduce(grad, group=group)
 
 
-_DDP_ONLY = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook")
+_DDP_ONLY = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook",
+             "sim_latency_ms", "sim_ns_per_byte")
 
 
 class ParallelBackend:
