@@ -129,6 +129,26 @@ def test_max_jobs_throttles_and_follow_submits_the_rest(plan) -> None:
     assert all(len(q) == len(queries[0]) for q in queries)  # one batched query per cycle
 
 
+def test_the_poll_interval_starts_over_when_a_job_ends_or_is_submitted(plan) -> None:
+    # --max-jobs 1: each end frees the slot for the next run; backing off to a minute
+    # between jobs would leave the queue idle most of the time
+    fake = FakeSlurm()
+    done = submit_runs(plan, plan.runs, max_jobs=1, runner=fake)
+    slept: list[float] = []
+
+    def tick(seconds: float) -> None:  # a job ends only every third poll
+        slept.append(seconds)
+        if len(slept) % 3 == 0:
+            for job_id, st in list(fake.states.items()):
+                if st.startswith("PENDING"):
+                    finish(plan, fake, job_id, "COMPLETED|0:0", 100.0)
+
+    follow(plan, plan.runs, done.waiting, max_jobs=1, runner=fake, sleep=tick,
+           interval_s=1.0, max_interval_s=60.0)
+    assert fake.submitted() == 4
+    assert max(slept) < 5 and slept.count(1.0) >= 4, slept  # never the backed-off minute
+
+
 def test_ended_jobs_are_settled_with_their_reasons(plan) -> None:
     fake = FakeSlurm()
     submit_runs(plan, plan.runs, runner=fake)

@@ -281,15 +281,19 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
 
 def poll(check: Callable[[], bool], interval_s: float = 5.0, max_interval_s: float = 60.0,
          timeout_s: float | None = None, sleep: Callable[[float], None] = time.sleep,
-         what: str = "the jobs") -> None:
-    """Call `check` until it says done, backing off from `interval_s` to `max_interval_s`;
-    ScalestudyError after `timeout_s` (None: no limit). The one poller of scalestudy."""
+         what: str = "the jobs", moved: Callable[[], bool] | None = None) -> None:
+    """Call `check` until it says done, backing off from `interval_s` to `max_interval_s`,
+    and back to `interval_s` whenever `moved` says the last check saw something change
+    (a job ended or was submitted: the next change is likely soon); ScalestudyError
+    after `timeout_s` (None: no limit). The one poller of scalestudy."""
     started = time.monotonic()
     interval = interval_s
     while not check():
         if timeout_s is not None and time.monotonic() - started > timeout_s:
             raise ScalestudyError(f"{what} did not end within {timeout_s:.0f} s; check with "
                                   "`scalestudy status` or the scheduler")
+        if moved is not None and moved():
+            interval = interval_s
         sleep(interval)
         interval = min(max_interval_s, interval * 1.5)
 
@@ -307,6 +311,13 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
     waiting = list(queue)
     tracker = Tracker(plan, runner)
     final: dict[str, RunView] = {}
+    seen = {"ended": -1, "now": 0, "submitted": False}
+
+    def moved() -> bool:
+        """A run ended or was submitted in the last check (not the first)."""
+        changed = seen["submitted"] or 0 <= seen["ended"] < seen["now"]
+        seen["ended"], seen["submitted"] = seen["now"], False
+        return bool(changed)
 
     def check() -> bool:
         nonlocal waiting
@@ -318,15 +329,17 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
             if done.submitted:
                 tracker.forget(r.run_id for r, _ in done.submitted)
                 views = tracker.refresh()
+                seen["submitted"] = True
         if progress:
             progress(views)
         final.update(views)
+        seen["now"] = sum(1 for i in ids if i in views and views[i].state.ended)
         # Held runs wait for a person, not for time: following them would never end; a
         # packed run its allocation's end cut off waits for a new allocation.
         return not waiting and all(views[i].state.ended or views[i].state in (
             RunState.HELD, RunState.INTERRUPTED) for i in ids)
 
-    poll(check, interval_s, max_interval_s, timeout_s, sleep)
+    poll(check, interval_s, max_interval_s, timeout_s, sleep, moved=moved)
     return final
 
 
