@@ -69,7 +69,8 @@ def summary(scored: list[Scored]) -> dict[str, float]:
 
 
 #: The calibration grid: lean and spread per doubling (results/forecast.py's constants).
-GRID = [(lean, spread) for lean in (0.0, 0.01, 0.02, 0.03) for spread in (0.03, 0.05, 0.07)]
+GRID = [(lean, spread) for lean in (0.0, 0.01, 0.02, 0.03)
+        for spread in (0.0, 0.01, 0.02, 0.03, 0.05, 0.07)]
 
 
 def cross_validated(fit: int = 3) -> list[Scored]:

@@ -75,8 +75,33 @@ def test_too_few_scales_or_mixed_batches_are_refused() -> None:
         forecast(series([1, 2]), [8])
     mixed = series([1, 2, 4])
     mixed.loc[2, "per_gpu_batch"] = 64
-    with pytest.raises(ScalestudyError, match="per-GPU batch changes"):
+    with pytest.raises(ScalestudyError, match="per-GPU batch changes across the points "
+                       "and the global batch is not the same on every row"):
         forecast(mixed, [8])
+
+
+def test_strong_scaling_shares_the_global_batch_out() -> None:
+    """Global batch held (gradient accumulation where the micro-batch is less): each
+    GPU's work per step is G / P, so communication weighs more at every doubling."""
+    g, p = 4096, np.array([8, 16, 32, 64], float)
+    t = 2e-3 * g / p + 0.05 * 2 * (p - 1) / p + 0.004 * np.log2(p)
+    points = pd.DataFrame({"gpus": p.astype(int), "throughput": g / t, "global_batch": g,
+                           "per_gpu_batch": 16})  # the micro-batch: accumulation
+    got = forecast(points, [128, 256])
+    for q in got.predictions:
+        true = g / (2e-3 * g / q.gpus + 0.05 * 2 * (q.gpus - 1) / q.gpus
+                    + 0.004 * np.log2(q.gpus))
+        assert abs(q.model_throughput / true - 1) < 0.01 and q.low <= true <= q.high
+    # taken as weak scaling, the same points would promise far more
+    weak = forecast(points.drop(columns="global_batch"), [256]).predictions[0]
+    assert weak.throughput > 1.3 * got.predictions[1].throughput
+
+
+def test_three_scales_cannot_tell_latency_from_bandwidth_and_the_interval_says_so() -> None:
+    # a latency term the 3 points cannot separate from bandwidth: the band spans both
+    points = series([1, 2, 4], alpha=0.02, c=0.0)
+    got = forecast(points, [32]).predictions[0]
+    assert got.low <= truth(32, alpha=0.02, c=0.0) <= got.high
 
 
 TABLE = """gpus,nodes,gpus_per_node,per_gpu_batch,throughput,unit
@@ -146,12 +171,24 @@ def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
 def test_predict_from_a_study(tmp_path: Path) -> None:
     from tests.test_report import finished_study
 
-    spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0})
+    from tests.test_report import SPEC
+
+    spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0},
+                          SPEC + "target: {total_samples: 1.2e7}\n")
     assert run_cli("collect", str(spec), cwd=tmp_path).returncode == 0
     done = run_cli("predict", str(spec), "--gpus", "16,32", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert [p["gpus"] for p in got["predictions"]] == [16, 32]
+    # time and node-hours to the study's target, the interval's band with them
+    cost, p16 = got["costs"][0], got["predictions"][0]
+    assert (cost["gpus"], cost["nodes"], cost["of"]) == (16, 2, "to the target")
+    assert cost["time_s"] == pytest.approx(1.2e7 / p16["throughput"])
+    assert cost["time_s_high"] == pytest.approx(1.2e7 / p16["low"])
+    assert cost["node_hours"] == pytest.approx(2 * cost["time_s"] / 3600)
+    shown = run_cli("predict", str(spec), "--gpus", "16", cwd=tmp_path,
+                    env_extra={"COLUMNS": "250"})
+    assert "time, node-hours (to the target)" in shown.stdout, shown.stdout
     assert got["predictions"][0]["efficiency"] < 0.9  # it keeps falling
     assert got["model"]["source"].startswith("gate, ")
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
@@ -161,3 +198,21 @@ def test_predict_from_a_study(tmp_path: Path) -> None:
     assert stored.returncode == 0, stored.stderr
     assert [p["throughput"] for p in json.loads(stored.stdout)["predictions"]] == \
         [p["throughput"] for p in got["predictions"]]  # the same points, the same forecast
+
+
+def test_a_slower_network_between_nodes_is_its_own_term() -> None:
+    """NVLink inside a node, a slower network between nodes: with points on both sides
+    of the boundary the hold-out picks the model with a second bandwidth, and forecasts
+    the multi-node scales from the multi-node points' cost, not an average of both."""
+    p = np.array([2, 4, 8, 16, 32, 64], float)
+    inter = np.where(p > 8, 0.06, 0.0)
+    t = 0.064 + (0.01 + inter) * 2 * (p - 1) / p
+    points = pd.DataFrame({"gpus": p.astype(int), "throughput": p * 32 / t,
+                           "per_gpu_batch": 32})
+    got = forecast(points, [256], gpus_per_node=8)
+    assert got.model["latency"] == "split" and "refitted without" in got.model["chosen_by"]
+    truth_256 = 256 * 32 / (0.064 + 0.07 * 2 * 255 / 256)
+    assert abs(got.predictions[0].model_throughput / truth_256 - 1) < 0.01
+    assert got.model["c_inter_s"] > 0
+    # without the node size, the one-bandwidth model cannot see the boundary
+    assert forecast(points, [256]).model["latency"] != "split"

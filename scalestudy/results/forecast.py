@@ -1,25 +1,28 @@
 """Forecasts: the total throughput at scales not measured, each with its interval, the
 model it came from and the points it was fitted on.
 
-The points are one weak-scaling series (the same per-GPU batch at every scale): a study's
-group, a stored study, or a table of measured points (forecast_table). The model is
-commmodel's step time t(P) = a·b + c·2(P−1)/P + α·L(P), with the latency term L either
-log2 P (tree-like) or P − 1 (a cost that keeps growing with scale: stragglers, jitter,
-a ring's latency), chosen by evidence: each candidate is refitted without the largest
-measured scale and asked for it, and the one closer to the measurement wins (said in
-`model.chosen_by`). With three scales only compute + bandwidth can be fitted.
+The points are one series: weak scaling (one per-GPU batch), or strong scaling (one
+global batch, each GPU's work per step the global batch over its GPUs, gradient
+accumulation included): a study's group, a stored study, or a table of measured points
+(forecast_table). The model is commmodel's step time t(P) = a·b + c·2(P−1)/P + α·L(P),
+with L either log2 P (tree-like) or P − 1 (a cost that keeps growing with scale:
+stragglers, jitter), or with a second bandwidth for rings that leave a node ("split",
+where the points lie on both sides of the node boundary), chosen by evidence: each
+candidate is refitted without the largest measured scale and asked for it, and the one
+closer to the measurement wins (said in `model.chosen_by`).
 
 The interval comes from the fit's own uncertainty and the extrapolation: the relative
 residuals of the fit (scaled by sqrt(n / (n − k)) for the k terms fitted) are resampled
 (a residual bootstrap, BOOTSTRAP draws, seeded: the same input gives the same interval),
 each draw refitted and asked; the percentiles of the draws at `level` give the band. It
 then widens, for every doubling beyond the largest measured scale, by the hold-out's own
-miss one doubling out plus SPREAD_PER_DOUBLING (a forecast 8× out is less sure than one
-2× out, whatever the fit says). The central value is the model's lowered by
-LEAN_PER_DOUBLING per doubling: the backtest on published results
+miss one doubling out plus SPREAD_PER_DOUBLING. With fewer than HOLDOUT_SCALES scales
+no hold-out is possible and the points cannot tell one communication term from another,
+so the band also spans what each one-term model predicts. The central value is the
+model's lowered by LEAN_PER_DOUBLING per doubling: the backtest on published results
 (benchmarks/forecast_backtest.py, tests/data/forecast) shows the model optimistic by
 about that much, and SPREAD_PER_DOUBLING is chosen there too (90 % intervals holding 90 %
-of the published figures in sample, 80 % when each series is scored with the constants
+of the published figures in sample, 85 % when each series is scored with the constants
 the other series choose). On a known model with 1 % noise (tests/test_forecast.py)
 the 90 % bands hold the truth in at least 80 % of seeded series at 4× and 16×.
 """
@@ -40,15 +43,22 @@ from scalestudy.results.commmodel import Params, fit_points
 BOOTSTRAP = 400
 #: Relative half-width added to an interval per doubling beyond the largest measured
 #: scale (the extrapolation's own uncertainty, beyond the fit's).
-SPREAD_PER_DOUBLING = 0.05
+SPREAD_PER_DOUBLING = 0.02
 #: The model's lean on the backtest (optimistic, growing with the distance): forecasts
 #: beyond the largest measured scale are lowered by this much per doubling.
 LEAN_PER_DOUBLING = 0.02
-#: Latency terms the model may use, in the order a tie is decided.
-CANDIDATES: tuple[str, ...] = ("log", "ring")
-#: What each latency term means, in words.
+#: Distinct scales a hold-out needs (3 left to fit once the largest is left out);
+#: with fewer, the interval spans every one-term communication model instead.
+HOLDOUT_SCALES = 4
+#: The candidate models, in the order a tie is decided: a log2 P latency, a latency
+#: growing with every rank, or a second bandwidth once the ring leaves a node ("split",
+#: a candidate only where the points lie on both sides of the node boundary).
+CANDIDATES: tuple[str, ...] = ("log", "ring", "split")
+#: What each candidate adds to compute + one bandwidth, in words.
 TERM_WORDS = {"log": "alpha·log2 P (tree-like latency)",
-              "ring": "alpha·(P−1) (a cost growing with every rank: stragglers, jitter)"}
+              "ring": "alpha·(P−1) (a cost growing with every rank: stragglers, jitter)",
+              "split": "c'·2(P−1)/P beyond one node (a slower network between nodes than "
+                       "within one)"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,9 @@ class Forecast:
     predictions: list[Prediction]
     model: dict[str, Any]
     fitted_on: list[dict[str, Any]] = field(default_factory=list)
+    #: per prediction of a study: time and node-hours to its target (or per million
+    #: units), with the interval's band (study.predict fills it)
+    costs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
@@ -96,14 +109,15 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     scale are its repeats)."""
     if not 0 < level < 1:
         raise ScalestudyError(f"--level {level}: give a fraction between 0 and 1, e.g. 0.9")
-    p, t, batch = _inputs(points)
+    p, t, batch, fixed_global = _inputs(points)
     if len(np.unique(p)) < 3:
         raise ScalestudyError(
             f"{len(np.unique(p))} scale(s) measured: a forecast needs at least 3 (the "
             "model has a compute and a communication term, and one scale more to check "
             "them)")
-    chosen, why, cv = _choose(p, batch, t)
-    params, terms = fit_points(p, batch, t, None, latency=chosen)
+    gpn = int(gpus_per_node or 0)
+    chosen, why, cv = _choose(p, batch, t, gpn)
+    params, terms = _fit(chosen, p, batch, t, gpn)
     if params is None:
         raise ScalestudyError(f"no model fits these points: {terms}")
     fitted = params.step_time(p, batch)
@@ -112,13 +126,22 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     # (sqrt(n / (n - k)), the usual residual-bootstrap correction)
     k = len(terms.split("+"))
     inflated = residuals * math.sqrt(len(p) / max(len(p) - k, 1))
-    draws = _bootstrap(p, batch, fitted, inflated, chosen, gpus, seed)
+    # the per-GPU work of a step at each asked scale: the points' per-GPU batch (weak
+    # scaling), or the fixed global batch shared out (strong scaling, accumulation)
+    asked_batch = (fixed_global / np.asarray(gpus, float) if fixed_global
+                   else np.full(len(gpus), float(np.median(batch))))
+    draws = _bootstrap(p, batch, fitted, inflated, chosen, gpn, gpus, asked_batch, seed)
     top, smallest = float(p.max()), float(p.min())
     held_out = abs(cv[chosen]) if chosen in cv and math.isfinite(cv[chosen]) else 0.0
-    b0 = float(np.median(batch))
-    base_per_gpu = float(np.median(b0 / t[p == smallest]))
+    base_per_gpu = float(np.median(batch[p == smallest] / t[p == smallest]))
+    # with too few scales for a hold-out, the points cannot tell one communication term
+    # from another: the interval spans what each of them predicts
+    others = (_alternatives(p, batch, t, gpn, gpus, asked_batch)
+              if len(np.unique(p)) < HOLDOUT_SCALES
+              else np.empty((0, len(gpus))))
     out = []
     for i, size in enumerate(gpus):
+        b0 = float(asked_batch[i])
         step = float(params.step_time(np.array([size]), np.array([b0]))[0])
         comm = float(params.comm_time(np.array([size]))[0])
         doublings = max(0.0, math.log2(size / top))
@@ -129,8 +152,9 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
         lo_q, hi_q = (q / (1 + LEAN_PER_DOUBLING * doublings) for q in (lo_q, hi_q))
         # the hold-out's own miss, one doubling out, grows with each doubling further
         widen = (SPREAD_PER_DOUBLING + held_out) * doublings
-        low = min(float(lo_q), total) / (1 + widen)
-        high = max(float(hi_q), total) * (1 + widen)
+        alt = others[:, i] / (1 + LEAN_PER_DOUBLING * doublings)
+        low = min(float(lo_q), total, *alt) / (1 + widen)
+        high = max(float(hi_q), total, *alt) * (1 + widen)
         out.append(Prediction(
             gpus=int(size), nodes=(size // gpus_per_node if gpus_per_node and
                                    size % gpus_per_node == 0 else None),
@@ -141,6 +165,7 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     model = {"form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
              "latency": chosen, "chosen_by": why, "holdout_errors": cv,
              "a_s_per_unit": params.a, "c_s": params.c, "alpha_s": params.alpha,
+             "c_inter_s": params.c_inter,
              "rms_residual": float(np.sqrt(np.mean(residuals ** 2))),
              "interval": f"residual bootstrap ({BOOTSTRAP} draws) at level {level:g}, "
                          f"widened by the hold-out's miss plus {SPREAD_PER_DOUBLING:.0%} "
@@ -154,28 +179,59 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     return Forecast(out, model, fitted_on)
 
 
-def _inputs(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(GPUs, seconds per step, per-GPU batch) of each row; the batch is 1 where it is not
-    known (weak scaling: a constant, so only a's unit changes)."""
+def _inputs(points: pd.DataFrame
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None]:
+    """(GPUs, seconds per optimizer step, per-GPU work per step, the fixed global batch)
+    of each row. Where every row gives the same global batch, it is strong scaling
+    (with gradient accumulation where the per-GPU micro-batch times the GPUs is less):
+    each GPU's work per step is the global batch over its GPUs. Otherwise it is weak
+    scaling, the per-GPU batch one value, 1 where it is not known (a constant: only the
+    compute term's unit changes)."""
     p = pd.to_numeric(points["gpus"], errors="coerce").to_numpy(float)
     thr = pd.to_numeric(points["throughput"], errors="coerce").to_numpy(float)
     batch = (pd.to_numeric(points["per_gpu_batch"], errors="coerce").to_numpy(float)
              if "per_gpu_batch" in points else np.full_like(p, np.nan))
+    glob = (pd.to_numeric(points["global_batch"], errors="coerce").to_numpy(float)
+            if "global_batch" in points else np.full_like(p, np.nan))
+    if (np.isfinite(glob).all() and len(set(glob.tolist())) == 1 and glob[0] > 0
+            and len(np.unique(p)) > 1):
+        work = glob / p
+        return p, glob / thr, work, float(glob[0])
     batch = np.where(np.isfinite(batch) & (batch > 0), batch, 1.0)
     if len(set(batch.tolist())) > 1:
-        raise ScalestudyError("the per-GPU batch changes across the points: a weak-scaling "
-                              "forecast needs one per-GPU batch (give one series)")
-    return p, p * batch / thr, batch
+        raise ScalestudyError(
+            "the per-GPU batch changes across the points and the global batch is not the "
+            "same on every row: give one series (weak scaling: one per-GPU batch; strong "
+            "scaling: one global batch, in a global_batch column)")
+    return p, p * batch / thr, batch, None
 
 
-def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray
+def _fit(name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
+         gpn: int) -> tuple[Params | None, str]:
+    """Candidate `name` fitted to the points; (params, terms) or (None, why not)."""
+    if name != "split":
+        return fit_points(p, batch, t, None, latency=name)
+    if not _both_sides(p, gpn):
+        return None, "the points do not lie on both sides of the node boundary"
+    terms = ("compute", "bandwidth", "internode")
+    return fit_points(p, batch, t, None, terms=terms + (("latency",) if len(np.unique(p))
+                                                        > len(terms) + 1 else ()),
+                      gpus_per_node=gpn)
+
+
+def _both_sides(p: np.ndarray, gpn: int) -> bool:
+    """Some rings stay within a node (more than one GPU) and some leave it."""
+    return gpn > 1 and bool(((p > 1) & (p <= gpn)).any()) and bool((p > gpn).any())
+
+
+def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int
             ) -> tuple[str, str, dict[str, float]]:
-    """The latency term that predicts the largest measured scale best when refitted
-    without it; (term, why, hold-out error of each candidate)."""
+    """The candidate that predicts the largest measured scale best when refitted
+    without it; (name, why, hold-out error of each candidate)."""
     top = p == p.max()
     errors: dict[str, float] = {}
     for term in CANDIDATES:
-        params, _ = fit_points(p[~top], batch[~top], t[~top], None, latency=term)
+        params, _ = _fit(term, p[~top], batch[~top], t[~top], gpn)
         if params is None:
             continue
         guess = params.step_time(p[top], batch[top])
@@ -195,11 +251,30 @@ def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray
                   + ", ".join(f"{abs(v):.1%}" for k, v in errors.items() if k != best)), errors
 
 
+def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int,
+                  gpus: list[int], asked_batch: np.ndarray) -> np.ndarray:
+    """Throughput at `gpus` by each one-communication-term model the points allow
+    (compute + bandwidth, compute + each latency term, compute + a cost only between
+    nodes where the points lie on both sides of the boundary); rows: models."""
+    asked = np.asarray(gpus, float)
+    rows = []
+    shapes = [("log", ("compute", "bandwidth")), ("log", ("compute", "latency")),
+              ("ring", ("compute", "latency"))]
+    if _both_sides(p, gpn):
+        shapes.append(("log", ("compute", "internode")))
+    for latency, terms in shapes:
+        params, _ = fit_points(p, batch, t, None, latency=latency, terms=terms,
+                               gpus_per_node=gpn)
+        if params is not None and _sane(params):
+            rows.append(asked * asked_batch / params.step_time(asked, asked_batch))
+    return np.array(rows) if rows else np.empty((0, len(gpus)))
+
+
 def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: np.ndarray,
-               latency: str, gpus: list[int], seed: int) -> np.ndarray:
+               name: str, gpn: int, gpus: list[int], asked_batch: np.ndarray,
+               seed: int) -> np.ndarray:
     """Throughput at `gpus` for each residual-bootstrap draw (rows: draws)."""
     rng = np.random.default_rng(seed)
-    b0 = float(np.median(batch))
     asked = np.asarray(gpus, float)
     out = np.empty((BOOTSTRAP, len(gpus)))
     kept = 0
@@ -207,13 +282,50 @@ def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: 
         if kept == BOOTSTRAP:
             break
         t_star = fitted * (1 + rng.choice(residuals, size=len(residuals), replace=True))
-        params, _ = fit_points(p, batch, t_star, None, latency=latency)
+        params, _ = _fit(name, p, batch, t_star, gpn)
         if params is None or not _sane(params):
             continue
-        out[kept] = asked * b0 / params.step_time(asked, np.full_like(asked, b0))
+        out[kept] = asked * asked_batch / params.step_time(asked, asked_batch)
         kept += 1
     return out[:kept] if kept else np.full((1, len(gpus)), np.nan)
 
 
 def _sane(params: Params) -> bool:
-    return params.a > 0 or params.c > 0 or params.alpha > 0
+    return params.a > 0 or params.c > 0 or params.alpha > 0 or params.c_inter > 0
+
+
+def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
+                   scaling: str, level: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The report's predictions (commmodel.model_study's, qualified) as forecasts: each
+    group's measured medians forecast at its predicted scales, the figure, efficiency,
+    comm share and step time replaced, the interval and the model added. A group the
+    forecast refuses loses its predictions, and its fit says why (`withheld`)."""
+    fits, out = fits.copy(), []
+    for group, rows in preds.groupby("group", sort=False):
+        measured = table[table["group"] == group]
+        points = pd.DataFrame({
+            "gpus": measured["world_size"], "throughput": measured["throughput_median"],
+            "per_gpu_batch": measured["batch_size"],
+            **({"global_batch": measured["global_batch"]} if scaling == "strong" else {})})
+        per_node = measured["ranks_per_node"].dropna().unique() \
+            if "ranks_per_node" in measured else []
+        try:
+            got = forecast(points, [int(g) for g in rows["world_size"]], level=level,
+                           gpus_per_node=int(per_node[0]) if len(per_node) == 1 else None)
+        except ScalestudyError as e:
+            fits.loc[fits["group"] == group, "withheld"] = f"no forecast ({e})"
+            continue
+        rows = rows.copy()
+        last = float(measured.sort_values("world_size")["efficiency"].iloc[-1])
+        for i, p in enumerate(got.predictions):
+            ratio = p.throughput / float(rows["throughput_predicted"].iloc[i])
+            rows.iloc[i, rows.columns.get_indexer(
+                ["throughput_predicted", "efficiency_predicted", "step_time_fitted",
+                 "comm_share", "low", "high", "level", "forecast_model",
+                 "above_measured"])] = [
+                p.throughput, float(rows["efficiency_predicted"].iloc[i]) * ratio,
+                float(rows["step_time_fitted"].iloc[i]) / ratio, p.comm_s / p.step_s,
+                p.low, p.high, p.level, f"{got.model['terms']} ({got.model['latency']})",
+                float(rows["efficiency_predicted"].iloc[i]) * ratio > last + 1e-9]
+        out.append(rows)
+    return fits, (pd.concat(out, ignore_index=True) if out else preds.iloc[0:0])
