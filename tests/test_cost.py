@@ -118,10 +118,13 @@ def test_predictions_extend_the_front_marked_as_such() -> None:
     preds = pd.DataFrame([{"group": "g", "factor": 2, "nodes": 16, "world_size": 64,
                            "batch_size": 32, "global_batch": 2048,
                            "throughput_predicted": 9000.0, "efficiency_predicted": 0.7,
-                           "comm_share": 0.3}])
+                           "comm_share": 0.3, "low": 8000.0, "high": 9500.0}])
     costs = cost_table(KNOWN, CostBasis(None, 128), preds)
     last = costs.iloc[-1]
     assert bool(last["predicted"]) and last["nodes"] == 16 and bool(last["pareto"])
+    # the forecast's interval is its cost's band: the slow end from the low figure
+    assert last["time_s_high"] == pytest.approx(1e6 / 8000.0)
+    assert last["time_s_low"] == pytest.approx(1e6 / 9500.0)
     assert cheapest_within(costs, 1) is None  # a prediction is never picked
 
 

@@ -79,3 +79,57 @@ def test_a_ledger_entry_made_by_one_study_is_scored_by_a_later_one(tmp_path: Pat
     assert after["systems"][0]["scored"] == 1
     shown = run_cli("history", "predictions", cwd=tmp_path, env_extra=env).stdout
     assert "measured 744 (1 run(s))" in shown and "local: 1 forecast(s), 1 scored" in shown
+
+
+MULTI = """name: multi
+system: generic-slurm
+workload: {kind: synthetic, model: small_cnn, image_size: 32, iters: 20}
+grid: {nodes: [1, 2, 4], ranks_per_node: [4], batch_size: [16]}
+"""
+
+
+@pytest.mark.slow  # two whole reports through the CLI
+def test_the_forecasts_a_report_shows_are_kept_once(tmp_path: Path) -> None:
+    from tests.test_report import finished_study
+
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    spec = finished_study(tmp_path, {4: 100.0, 8: 96.0, 16: 93.0}, MULTI)
+    done = run_cli("report", str(spec), cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert "ledger: 8 new forecast(s) of generic-slurm kept" in done.stderr
+    shown = json.loads((tmp_path / "results/multi/report/summary.json").read_text())
+    kept = json.loads(run_cli("history", "predictions", "--json", cwd=tmp_path,
+                              env_extra=env).stdout)["forecasts"]
+    # the ledger holds what the report shows, interval and all
+    assert [(k["gpus"], k["low"], k["high"]) for k in kept] == [
+        (p["world_size"], p["low"], p["high"]) for p in shown["model"]["predictions"]]
+    assert {k["source"] for k in kept} == {"report multi, " + shown["model"]["predictions"][0]
+                                           ["group"]}
+    again = run_cli("report", str(spec), cwd=tmp_path, env_extra=env)
+    assert again.returncode == 0 and "ledger:" not in again.stderr  # the same forecasts
+    assert len(json.loads(run_cli("history", "predictions", "--json", cwd=tmp_path,
+                                  env_extra=env).stdout)["forecasts"]) == len(kept)
+
+
+@pytest.mark.slow  # two studies' reports through the CLI
+def test_a_later_studys_report_scores_the_forecasts_of_its_scales(tmp_path: Path) -> None:
+    from tests.test_report import finished_study
+
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    first, later = tmp_path / "first", tmp_path / "later"
+    first.mkdir()
+    later.mkdir()
+    spec = finished_study(first, {4: 100.0, 8: 96.0, 16: 93.0}, MULTI)
+    assert run_cli("report", str(spec), cwd=first, env_extra=env).returncode == 0
+    spec = finished_study(later, {32: 90.0}, MULTI.replace("name: multi", "name: big")
+                          .replace("[1, 2, 4]", "[8]"))
+    done = run_cli("report", str(spec), cwd=later, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    md = (later / "results/big/report/index.md").read_text()
+    assert "### Earlier forecasts of these scales" in md
+    [line] = [ln for ln in md.splitlines() if ln.startswith("- generic-slurm: ")]
+    assert "at 32 GPUs: predicted" in line and "from report multi, " in line
+    assert "measured 2,880 (1 run(s))" in line and (": inside" in line or ": outside" in line)
+    assert "1 of 1 inside" in md or "0 of 1 inside" in md
+    summary = json.loads((later / "results/big/report/summary.json").read_text())
+    assert summary["earlier_forecasts"][0] == line.lstrip("- ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -227,22 +227,36 @@ def predict(
                    level=level, results=results, system=system, model=model, store=store)
     if as_json:
         print_json({"predictions": [p.as_dict() for p in got.predictions],
-                    "model": got.model, "fitted_on": got.fitted_on})
+                    "model": got.model, "fitted_on": got.fitted_on, "costs": got.costs})
         return
     unit = got.predictions[0].unit if got.predictions else ""
+    costs = {c["gpus"]: c for c in got.costs}
     rows = [[f"{p.gpus:,}", f"{p.nodes:,}" if p.nodes else "?",
              f"{num(p.throughput)} [{num(p.low)}–{num(p.high)}]", f"{p.efficiency:.1%}",
              f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}",
-             f"{p.extrapolation:.3g}×"] for p in got.predictions]
+             f"{p.extrapolation:.3g}×", *([_cost_cell(costs.get(p.gpus))] if costs else [])]
+            for p in got.predictions]
     level_pct = f"{got.predictions[0].level:.0%}" if got.predictions else ""
+    of = f" ({got.costs[0]['of']})" if got.costs else ""
     out.print(text_table(
         f"forecast from {got.model['source']}",
         ["GPUs", "nodes", f"{unit} [{level_pct} interval]", "efficiency",
-         "step = compute + comm", "beyond measured"], rows,
+         "step = compute + comm", "beyond measured",
+         *([f"time, node-hours{of}"] if costs else [])], rows,
         f"model: {got.model['form']} ({got.model['terms']}); chosen: "
         f"{got.model['chosen_by']}; interval: {got.model['interval']}; fitted on "
         + ", ".join(str(p["gpus"]) for p in got.fitted_on) + " GPUs", out.width))
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
+
+
+def _cost_cell(cost: dict[str, Any] | None) -> str:
+    """`2.1 h [1.9–2.4], 34 node-h [31–38]` for one forecast scale."""
+    if cost is None:
+        return "n/a"
+    hours = [cost[k] / 3600 for k in ("time_s", "time_s_low", "time_s_high")]
+    nh = [cost[k] for k in ("node_hours", "node_hours_low", "node_hours_high")]
+    return (f"{hours[0]:,.3g} h [{hours[1]:,.3g}–{hours[2]:,.3g}], "
+            f"{nh[0]:,.3g} node-h [{nh[1]:,.3g}–{nh[2]:,.3g}]")
 
 
 @app.command()

@@ -240,7 +240,14 @@ def _model_blocks(a: Analysis) -> list[Block]:
     if len(a.bounds):
         b += [Heading(level=3, text="Ring allreduce bound"), Note(BOUND_TEXT),
               Table.of(bound_table(a.bounds))]
-    return b + _predictions(a.fits, a.predictions, a.options.max_nodes, a.unit)
+    b += _predictions(a.fits, a.predictions, a.options.max_nodes, a.unit)
+    if a.scored:
+        b += [Heading(level=3, text="Earlier forecasts of these scales"),
+              Note("Forecasts of this system kept in the results store's ledger (by "
+                   "`predict` or an earlier report) that this study's runs now measure, "
+                   "scored against the median of the runs since each was made."),
+              Items(list(a.scored))]
+    return b
 
 
 DATA_FILES: tuple[tuple[str, str], ...] = (

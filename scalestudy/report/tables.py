@@ -180,13 +180,16 @@ def residual_table(points: pd.DataFrame) -> Cells:
 def prediction_table(preds: pd.DataFrame, unit: str = "img/s") -> Cells:
     """Predicted throughput and efficiency at 2×, 4× ... the largest measured scale; an
     efficiency above the one measured at the largest scale says so."""
+    level = f"{float(preds['level'].iloc[0]):.0%}" if len(preds) else "90%"
     headers = ["group", "scale", "nodes", "GPUs", "per-GPU batch", "global batch",
-               f"predicted {unit}", "predicted efficiency", "comm share"]
+               f"predicted {unit}", f"{level} interval", "predicted efficiency",
+               "comm share", "model"]
     rows = [[str(p.group), f"{p.factor}×", str(p.nodes), str(p.world_size),
              format_value(p.batch_size), format_value(p.global_batch),
-             num(p.throughput_predicted), pct(p.efficiency_predicted)
+             num(p.throughput_predicted), f"{num(p.low)}–{num(p.high)}",
+             pct(p.efficiency_predicted)
              + (" (above the largest measured scale's)" if getattr(p, "above_measured", False)
-                else ""), pct(p.comm_share)]
+                else ""), pct(p.comm_share), str(p.forecast_model)]
             for p in preds.itertuples(index=False)]
     return headers, rows
 

@@ -28,6 +28,7 @@ from scalestudy.results.commmodel import (
 )
 from scalestudy.results.cost import costs_of, pick_sentences
 from scalestudy.results.findings import Findings, findings, variant_outcomes
+from scalestudy.results.forecast import with_intervals
 from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
 from scalestudy.results.spend import Spend
@@ -85,6 +86,8 @@ class Analysis:
     headline: list[str]
     picks: list[str]  # what --deadline and --budget pick
     spend: Spend | None = None  # packed: what its allocations held and used
+    #: earlier forecasts of this system that this study's scales score (ledger lines)
+    scored: tuple[str, ...] = ()
 
     @property
     def unit(self) -> str:
@@ -121,7 +124,8 @@ class Analysis:
 def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
             options: AnalysisOptions | None = None, where: Where | None = None,
             references: Sequence[RefSet] = (), target: Target | None = None,
-            generated: str | None = None, spend: Spend | None = None) -> Analysis:
+            generated: str | None = None, spend: Spend | None = None,
+            scored: Sequence[str] = ()) -> Analysis:
     """Analyse the collected runs of a study (runs.csv's rows) in one pass."""
     options, where = options or AnalysisOptions(), where or Where()
     table = scaling_table(runs, scaling, options.baseline, options.thresholds)
@@ -129,6 +133,7 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
     fits, points, preds = model_study(table, scaling, options.latency, options.bandwidth,
                                       options.max_nodes)
     preds = qualified(fits, preds)  # only what passes the rule is shown
+    fits, preds = with_intervals(table, fits, preds, scaling)  # each with its interval
     bounds = ring_bounds(table, fits)
     costs = costs_of(table, target, preds)
     found = losses(table, points, fits) if not table.empty else []
@@ -143,7 +148,7 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
-        spend=spend)
+        spend=spend, scored=tuple(scored))
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -199,4 +204,5 @@ def _summary(a: Analysis) -> dict[str, Any]:
         "findings": a.findings,
         "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs)},
         **({"spend": a.spend.to_json()} if a.spend is not None else {}),
+        **({"earlier_forecasts": list(a.scored)} if a.scored else {}),
     }

@@ -82,7 +82,9 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
             point = {"group": p["group"], "nodes": nodes, "world_size": size,
                      "ranks_per_node": size // max(nodes, 1), "batch_size": p["batch_size"],
                      "global_batch": p["global_batch"], "throughput_median": thr,
-                     "throughput_min": thr, "throughput_max": thr,
+                     # the forecast's interval is the prediction's band
+                     "throughput_min": _band(p.get("low"), thr),
+                     "throughput_max": _band(p.get("high"), thr),
                      "work": works.get(p["group"], "")}
             rows.append(_row(point, basis, predicted=True))
     frame = pd.DataFrame([r for r in rows if r is not None], columns=list(COST_COLUMNS))
@@ -97,6 +99,12 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
                                  sub["node_hours"].to_numpy(float))
             frame.loc[sub.index[front], column] = True
     return frame
+
+
+def _band(value: object, central: float) -> float:
+    """One end of a prediction's interval (the central value where it has none)."""
+    end = _number(value)
+    return end if end is not None and math.isfinite(end) and end > 0 else central
 
 
 def _work(point: dict[str, object]) -> str:

@@ -247,11 +247,19 @@ class Store:
                                  [{**r, "study_id": study_id} for r in rows])
         return [len(rows) for *_, rows in files]
 
-    def put_forecasts(self, rows: list[dict[str, Any]]) -> int:
+    def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
         """Keep forecasts in the ledger (each: made, system, source, point, gpus,
-        throughput, low, high, level, unit, model); how many."""
-        if rows:
-            with self._failing("keep the forecasts"), self.engine.begin() as conn:
+        throughput, low, high, level, unit, model); how many. `once`: skip a forecast
+        the ledger already holds from the same source (a report drawn again on the same
+        runs forecasts the same)."""
+        if not rows:
+            return 0
+        with self._failing("keep the forecasts"), self.engine.begin() as conn:
+            if once:
+                held = {_same(r) for r in conn.execute(sa.select(forecasts).where(
+                    forecasts.c.source.in_({r["source"] for r in rows}))).mappings()}
+                rows = [r for r in rows if _same(r) not in held]
+            if rows:
                 conn.execute(sa.insert(forecasts), rows)
         return len(rows)
 
@@ -365,3 +373,9 @@ def _row(study_id: int, a: Attempt) -> dict[str, Any]:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _same(row: Any) -> tuple[Any, ...]:
+    """What makes two ledger rows the same forecast (the time it was made aside)."""
+    return (row["system"], row["source"], row["gpus"], round(float(row["throughput"]), 6),
+            round(float(row["low"]), 6), round(float(row["high"]), 6))

@@ -218,3 +218,22 @@ def predictions(url: str | None = None, *, system: str | None = None
     finally:
         store.dispose()
     return scores, summary(scores)
+
+
+def scored_here(system: str, world_sizes: set[int], url: str | None = None) -> list[str]:
+    """The ledger's forecasts of `system` at these world sizes that runs have measured,
+    each as its scored line, and a line of totals; [] when there are none or the store
+    cannot be read (a store never fails a report)."""
+    import sqlalchemy.exc
+
+    try:
+        scores, _ = predictions(url, system=system)
+    except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError):
+        return []
+    here = [s for s in scores if s.measured is not None
+            and int(s.forecast["gpus"]) in world_sizes]
+    if not here:
+        return []
+    inside = sum(1 for s in here if s.inside)
+    return [s.line() for s in here] + [
+        f"{inside} of {len(here)} inside their intervals"]

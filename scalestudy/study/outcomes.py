@@ -116,15 +116,27 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     refs: list[Any] = [(study.references, study.line_of)]
     if references_file is not None:
         refs.append(load_references(references_file))
+    from scalestudy.study.history import scored_here, store_study
+    from scalestudy.study.predict import keep_report_forecasts
+
     one_host = plan.scheduler.one_host  # the same core count the job scripts use
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
-    analysis = analyse(study.name, study.scaling, collect(plan), options=options,
+    runs = collect(plan)
+    stored = store_study(plan)  # first: the ledger scores earlier forecasts with its runs
+    analysis = analyse(study.name, study.scaling, runs, options=options,
                        where=Where(study.system, cores, one_host), references=refs,
-                       target=study.target, spend=_spend(plan))
+                       target=study.target, spend=_spend(plan),
+                       scored=scored_here(study.system, _world_sizes(runs)))
     built = build_report(plan.directory, analysis, study.description)
-    from scalestudy.study.history import store_study
+    kept = keep_report_forecasts(study.system, study.name, analysis.table,
+                                 analysis.predictions, analysis.unit)
+    return replace(built, stored="\n".join(filter(None, (stored, kept))))
 
-    return replace(built, stored=store_study(plan))
+
+def _world_sizes(runs: Any) -> set[int]:
+    """The world sizes the study's completed runs measured."""
+    done = runs[runs["state"] == "completed"] if "state" in runs else runs
+    return {int(w) for w in done["world_size"].dropna()} if "world_size" in done else set()
 
 
 def _spend(plan: Plan) -> Any:

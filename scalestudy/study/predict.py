@@ -4,6 +4,7 @@ import) to forecasts at the scales asked, each with its interval and what it cam
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
@@ -26,7 +27,8 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
 
     if (gpus is None) == (nodes is None):
         raise ScalestudyError("give the scales to forecast: --gpus N,N... or --nodes N,N...")
-    points, unit, per_node, name, where = _points(source, group, results)
+    found_in = _points(source, group, results)
+    points, unit, per_node, name, where = found_in[:5]
     if where is None and system:  # a table: what it is, as the user says
         where = {"system": system, "point": {
             **({"model": model} if model else {}),
@@ -43,6 +45,9 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
         raise ScalestudyError("--gpus/--nodes: give whole numbers above 0, e.g. 64,128")
     found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit)
     found.model["source"] = name
+    rows, spec = found_in[5:]
+    if rows is not None:
+        found.costs.extend(_costs(found, rows, spec))
     found.model["ledger"] = (_keep(found, where, name, store) if record and where else
                              "not kept: give --system (and --model) to keep a table's "
                              "forecasts for scoring" if where is None else "not kept")
@@ -66,19 +71,96 @@ def _keep(found: Forecast, where: dict[str, Any], name: str, store: str | None) 
             "that measures these scales scores them (`scalestudy history predictions`)")
 
 
+def keep_report_forecasts(system: str, study: str, table: pd.DataFrame,
+                          preds: pd.DataFrame, unit: str, url: str | None = None) -> str:
+    """Put the forecasts a report shows in the ledger (once: the same report drawn again
+    adds nothing); one line saying what was kept, or why not (a store that cannot be
+    written never fails a report)."""
+    import sqlalchemy.exc
+
+    from scalestudy.results.ledger import entries
+    from scalestudy.results.store import Store
+
+    rows = []
+    for group, shown in preds.groupby("group", sort=False):
+        first = table[table["group"] == group].iloc[0]
+        asked = [SimpleNamespace(gpus=int(r.world_size), throughput=float(
+            r.throughput_predicted), low=float(r.low), high=float(r.high),
+            level=float(r.level), unit=unit) for r in shown.itertuples(index=False)]
+        rows += entries(asked, system=system, source=f"report {study}, {group}",
+                        point=_point_of(first), model={"form": str(shown["forecast_model"]
+                                                                   .iloc[0])})
+    if not rows:
+        return ""
+    ledger = Store(url)
+    try:
+        kept = ledger.put_forecasts(rows, once=True)
+    except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+        return f"ledger: the report's forecasts not kept: {exc}"
+    finally:
+        ledger.dispose()
+    return (f"ledger: {kept} new forecast(s) of {system} kept (`scalestudy history "
+            "predictions` scores them once a later study measures those scales)"
+            if kept else "")
+
+
+def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[str, Any]]:
+    """Time and node-hours of each forecast scale: to the study's target where its spec
+    has one, else per million of the throughput's units; the interval's band with it."""
+    import pandas as pd
+
+    from scalestudy.core.load import load_study
+    from scalestudy.results.cost import costs_of
+
+    target = load_study(spec).target if spec is not None and spec.is_file() else None
+    first = rows.iloc[0]
+    strong = rows["global_batch"].nunique() == 1 and rows["world_size"].nunique() > 1 \
+        and rows["batch_size"].nunique() > 1
+    asked = [p for p in found.predictions if p.nodes]
+    preds = pd.DataFrame([{
+        "group": first["group"], "factor": p.extrapolation, "nodes": p.nodes,
+        "world_size": p.gpus,
+        "batch_size": (float(first["global_batch"]) / p.gpus if strong
+                       else float(first["batch_size"])),
+        "global_batch": (float(first["global_batch"]) if strong
+                         else float(first["batch_size"]) * p.gpus),
+        "throughput_predicted": p.throughput, "low": p.low, "high": p.high}
+        for p in asked])
+    if preds.empty:
+        return []
+    costs = costs_of(rows, target, preds)
+    costs = costs[costs["predicted"].astype(bool)]
+    return [{"gpus": int(c.world_size), "nodes": int(c.nodes), "time_s": float(c.time_s),
+             "time_s_low": float(c.time_s_low), "time_s_high": float(c.time_s_high),
+             "node_hours": float(c.node_hours), "node_hours_low": float(c.node_hours_low),
+             "node_hours_high": float(c.node_hours_high),
+             "of": "to the target" if target is not None else f"per million {c.unit}"}
+            for c in costs.itertuples(index=False)]
+
+
+def _point_of(first: pd.Series) -> dict[str, Any]:
+    """A ledger point (the work and the way it ran) from a scaling table's row."""
+    import pandas as pd
+
+    from scalestudy.results.ledger import POINT_COLUMNS, POINT_PARAMS
+
+    return {k: int(first[k]) if k in ("batch_size", "image_size") else first[k]
+            for k in (*POINT_COLUMNS, *POINT_PARAMS) if k in first and pd.notna(first[k])}
+
+
 def _points(source: str, group: str | None, results: Path
-            ) -> tuple[pd.DataFrame, str, int | None, str, dict[str, Any] | None]:
-    """(points, unit, GPUs per node, what they are, their system and point where known)
-    of a table, a study or a stored study."""
+            ) -> tuple[pd.DataFrame, str, int | None, str, dict[str, Any] | None,
+                       pd.DataFrame | None, Path | None]:
+    """(points, unit, GPUs per node, what they are, their system and point where known,
+    the study group's scaling table and its spec where there are) of a table, a study
+    or a stored study."""
     import pandas as pd
 
     from scalestudy.results.compare import load_side
     from scalestudy.results.forecast_table import read_table
-    from scalestudy.results.ledger import POINT_COLUMNS, POINT_PARAMS
-
     if source.endswith(".csv"):
         frame, unit, per_node = read_table(Path(source))
-        return frame, unit, per_node, f"table {source}", None
+        return frame, unit, per_node, f"table {source}", None, None, None
     side = load_side(Path(source) if not source.startswith("history:") else source,
                      results)  # type: ignore[arg-type]
     table = side.table
@@ -93,19 +175,20 @@ def _points(source: str, group: str | None, results: Path
         raise ScalestudyError(f"--group {chosen!r}: {source}'s groups are "
                               f"{'; '.join(groups)}")
     rows = table[table["group"] == chosen]
-    if side.scaling != "weak":
-        raise ScalestudyError(f"{source} is a strong-scaling study: predict forecasts weak "
-                              "scaling (the per-GPU batch held) for now")
     per_node = rows["ranks_per_node"].dropna().astype(int)
     points = pd.DataFrame({"gpus": rows["world_size"].astype(int),
                            "throughput": rows["throughput_median"].astype(float),
                            "per_gpu_batch": rows["batch_size"].astype(float),
-                           "nodes": rows["nodes"].astype(int)})
+                           "nodes": rows["nodes"].astype(int),
+                           # strong scaling: the global batch held, shared out
+                           **({"global_batch": rows["global_batch"].astype(float)}
+                              if side.scaling == "strong" else {})})
     unit = str(rows["throughput_unit"].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
-    point = {k: int(first[k]) if k in ("batch_size", "image_size") else first[k]
-             for k in (*POINT_COLUMNS, *POINT_PARAMS) if k in rows and pd.notna(first[k])}
-    where = ({"system": str(first["system"]), "point": point}
+    where = ({"system": str(first["system"]), "point": _point_of(first)}
              if "system" in rows and pd.notna(first["system"]) else None)
-    return points, unit, int(per_node.max()) if len(per_node) else None, \
-        f"{side.name}, {chosen}", where
+    path = Path(source)
+    spec = (None if source.startswith("history:") else
+            path if path.suffix in (".yaml", ".yml") else path / "study.yaml")
+    return (points, unit, int(per_node.max()) if len(per_node) else None,
+            f"{side.name}, {chosen}", where, rows, spec)
