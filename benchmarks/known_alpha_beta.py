@@ -31,22 +31,15 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from testbeds import slurm_profile  # noqa: E402
 
 from scalestudy.results.commmodel import fit_points  # noqa: E402
 from scalestudy.results.forecast import forecast  # noqa: E402
 
 TOLERANCE = 0.10
-PROFILE = """\
-name: testbed-known-network
-description: the localhost Slurm testbed (4 virtual nodes of 2 CPUs)
-scheduler: slurm
-launcher: srun
-max_nodes: 4
-cores_per_node: 2
-threads_per_rank: 1
-launcher_options: {cpu_bind: none}
-"""
+PROFILE = slurm_profile("testbed-known-network")
 STUDY = """\
 name: known-network
 system: profile.yaml

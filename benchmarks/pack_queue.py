@@ -34,17 +34,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbeds import slurm_profile
+
 SCALESTUDY = str(Path(sys.executable).with_name("scalestudy")) \
     if Path(sys.executable).with_name("scalestudy").exists() else "scalestudy"
-PROFILE = """\
-name: testbed-pack-bench
-scheduler: slurm
-launcher: srun
-max_nodes: 4
-cores_per_node: 2
-threads_per_rank: 1
-launcher_options: {cpu_bind: none}
-"""
+PROFILE = slurm_profile("testbed-pack-bench")
 STUDY = """\
 name: {name}
 system: profile.yaml
