@@ -138,6 +138,8 @@ def test_predict_from_a_table(tmp_path: Path) -> None:
      "the rows mix units (images/s, tokens/s)"),
     ("gpus,throughput\n1,10\n2\n4,38\n", "t.csv:3: 1 cells for 2 columns"),
     ("gpus,throughput\n1,10\n2,-3\n4,38\n", "t.csv:3: throughput: '-3' must be above 0"),
+    ("gpus,throughput,tp,pp\n8,10,2,2\n12,19,4,2\n16,38,2,2\n",
+     "t.csv:3: tp × pp (8) does not divide gpus"),
 ])
 def test_a_bad_table_says_where(tmp_path: Path, table: str, says: str) -> None:
     from scalestudy.results.forecast_table import read_table
@@ -169,9 +171,7 @@ def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # a chain of CLI commands (collect, predict, history ingest, predict)
 def test_predict_from_a_study(tmp_path: Path) -> None:
-    from tests.test_report import finished_study
-
-    from tests.test_report import SPEC
+    from tests.test_report import SPEC, finished_study
 
     spec = finished_study(tmp_path, {1: 100.0, 2: 98.0, 4: 95.0, 8: 90.0},
                           SPEC + "target: {total_samples: 1.2e7}\n")
@@ -216,3 +216,34 @@ def test_a_slower_network_between_nodes_is_its_own_term() -> None:
     assert got.model["c_inter_s"] > 0
     # without the node size, the one-bandwidth model cannot see the boundary
     assert forecast(points, [256]).model["latency"] != "split"
+
+
+def test_a_transformer_layout_is_an_input() -> None:
+    """tp·pp GPUs per replica: the gradient allreduce spans P / (tp·pp) replicas, and a
+    pipeline's bubble stretches the compute. The layout changes across the points (pp 2
+    at the small scales, 4 at the large): modelled, not averaged away."""
+    p = np.array([8, 16, 32, 64, 128], float)
+    pp = np.where(p >= 64, 4, 2)
+    bubble = (pp - 1) / (8 + pp - 1)  # 1F1B with 8 micro-batches
+    dp = p / (2 * pp)
+    t = 0.05 / (1 - bubble) + 0.04 * 2 * (dp - 1) / dp + 0.002 * np.log2(dp)
+    points = pd.DataFrame({"gpus": p.astype(int), "throughput": p * 8 / t,
+                           "per_gpu_batch": 8, "tp": 2, "pp": pp, "bubble_fraction": bubble})
+    got = forecast(points, [512]).predictions[0]
+    dp512, b4 = 512 / 8, 3 / 11
+    true = 512 * 8 / (0.05 / (1 - b4) + 0.04 * 2 * (dp512 - 1) / dp512
+                      + 0.002 * np.log2(dp512))
+    assert abs(got.model_throughput / true - 1) < 0.01 and got.low <= true <= got.high
+    # read as plain data parallelism, the same points mislead the model
+    plain = forecast(points[["gpus", "throughput", "per_gpu_batch"]], [512]).predictions[0]
+    assert abs(plain.model_throughput / true - 1) > 0.03
+
+
+def test_a_tables_layout_columns_give_the_pipeline_bubble(tmp_path: Path) -> None:
+    from scalestudy.results.forecast_table import read_table
+
+    (tmp_path / "t.csv").write_text("gpus,throughput,tp,pp,microbatches\n16,100,2,4,12\n"
+                                    "32,190,2,4,\n64,360,,,\n")
+    frame, _, _ = read_table(tmp_path / "t.csv")
+    assert frame["bubble_fraction"].tolist() == pytest.approx([3 / 15, 3 / 7, 0.0])
+

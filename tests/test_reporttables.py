@@ -57,7 +57,8 @@ def test_prediction_above_the_measured_trend_says_so() -> None:
                            "batch_size": 16, "global_batch": 128,
                            "throughput_predicted": 1000.0, "efficiency_predicted": 0.4,
                            "comm_share": 0.5, "above_measured": True, "low": 900.0,
-                           "high": 1080.0, "level": 0.9, "forecast_model": "compute+bandwidth (log)"}])
+                           "high": 1080.0, "level": 0.9,
+                           "forecast_model": "compute+bandwidth (log)"}])
     headers, rows = prediction_table(preds)
     assert headers[7] == "90% interval" and rows[0][7] == "900–1,080"  # never without one
     assert rows[0][8] == "40.0% (above the largest measured scale's)"

@@ -192,7 +192,8 @@ def _scales(value: str | None) -> list[int] | None:
 def predict(
     source: Annotated[str, typer.Argument(
         help="measured points: a CSV table (gpus,throughput[,nodes,gpus_per_node,"
-        "per_gpu_batch,global_batch,unit,per_gpu]), a study (spec or results directory) "
+        "per_gpu_batch,global_batch,unit,per_gpu,tp,pp,microbatches]), a study (spec or "
+        "results directory) "
         "or history:NAME", show_default=False)],
     gpus: Annotated[str | None, typer.Option(
         "--gpus", help="the GPU counts to forecast, e.g. 64,128,256", show_default=False)

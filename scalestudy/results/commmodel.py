@@ -114,7 +114,7 @@ class Params:
     #: the extra seconds per ring byte once the ring leaves a node (a slower network
     #: between nodes than within one), and the GPUs per node that says where; 0: none
     c_inter: float = 0.0
-    gpus_per_node: int = 0
+    gpus_per_node: float = 0
 
     def step_time(self, world_size: np.ndarray, batch: np.ndarray) -> np.ndarray:
         """Modelled seconds per step at these world sizes and per-GPU batches."""
@@ -131,7 +131,7 @@ def _ring(p: np.ndarray) -> np.ndarray:
     return 2 * (p - 1) / p
 
 
-def _internode(p: np.ndarray, gpus_per_node: int) -> np.ndarray:
+def _internode(p: np.ndarray, gpus_per_node: float) -> np.ndarray:
     """The ring factor where the ring crosses nodes (more GPUs than one node has)."""
     return _ring(p) * (p > gpus_per_node) if gpus_per_node > 0 else np.zeros_like(p)
 
@@ -177,7 +177,7 @@ def fit_points(world_size: np.ndarray, batch: np.ndarray, step_time: np.ndarray,
                grad_bytes: float | None, latency: str = "log", bandwidth: str = "fit",
                probe_busbw_gbps: float | None = None,
                terms: tuple[str, ...] | None = None,
-               gpus_per_node: int = 0) -> tuple[Params | None, str]:
+               gpus_per_node: float = 0) -> tuple[Params | None, str]:
     """Fit the model to measured (P, per-GPU batch, step time); (params, terms) or
     (None, why not). `terms` names the terms to fit instead of the most the points
     allow (fewer than the distinct world sizes); "internode" among them fits a second

@@ -47,6 +47,8 @@ SPREAD_PER_DOUBLING = 0.02
 #: The model's lean on the backtest (optimistic, growing with the distance): forecasts
 #: beyond the largest measured scale are lowered by this much per doubling.
 LEAN_PER_DOUBLING = 0.02
+#: A transformer run's layout, as the scaling table and a study's points carry it.
+LAYOUT_COLUMNS: tuple[str, ...] = ("tp", "pp", "bubble_fraction")
 #: Distinct scales a hold-out needs (3 left to fit once the largest is left out);
 #: with fewer, the interval spans every one-term communication model instead.
 HOLDOUT_SCALES = 4
@@ -115,12 +117,16 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
             f"{len(np.unique(p))} scale(s) measured: a forecast needs at least 3 (the "
             "model has a compute and a communication term, and one scale more to check "
             "them)")
-    gpn = int(gpus_per_node or 0)
-    chosen, why, cv = _choose(p, batch, t, gpn)
-    params, terms = _fit(chosen, p, batch, t, gpn)
+    # the model's coordinates: the gradient allreduce runs over the data-parallel
+    # replicas (P / (tp·pp)), and a pipeline's bubble stretches each GPU's compute
+    replica, bubble = _layout(points)
+    q, w = p / replica, batch / (1 - bubble)
+    gpn = float(gpus_per_node or 0) / float(replica[np.argmax(p)])
+    chosen, why, cv = _choose(q, w, t, gpn)
+    params, terms = _fit(chosen, q, w, t, gpn)
     if params is None:
         raise ScalestudyError(f"no model fits these points: {terms}")
-    fitted = params.step_time(p, batch)
+    fitted = params.step_time(q, w)
     residuals = (t - fitted) / fitted
     # a fit of k terms leaves residuals smaller than the noise: scale them back
     # (sqrt(n / (n - k)), the usual residual-bootstrap correction)
@@ -130,20 +136,23 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     # scaling), or the fixed global batch shared out (strong scaling, accumulation)
     asked_batch = (fixed_global / np.asarray(gpus, float) if fixed_global
                    else np.full(len(gpus), float(np.median(batch))))
-    draws = _bootstrap(p, batch, fitted, inflated, chosen, gpn, gpus, asked_batch, seed)
+    # asked scales keep the largest measured scale's layout
+    at = (np.asarray(gpus, float) / replica[np.argmax(p)],
+          asked_batch / (1 - bubble[np.argmax(p)]), np.asarray(gpus, float) * asked_batch)
+    draws = _bootstrap(q, w, fitted, inflated, chosen, gpn, at, seed)
     top, smallest = float(p.max()), float(p.min())
     held_out = abs(cv[chosen]) if chosen in cv and math.isfinite(cv[chosen]) else 0.0
     base_per_gpu = float(np.median(batch[p == smallest] / t[p == smallest]))
     # with too few scales for a hold-out, the points cannot tell one communication term
     # from another: the interval spans what each of them predicts
-    others = (_alternatives(p, batch, t, gpn, gpus, asked_batch)
+    others = (_alternatives(q, w, t, gpn, at)
               if len(np.unique(p)) < HOLDOUT_SCALES
               else np.empty((0, len(gpus))))
     out = []
     for i, size in enumerate(gpus):
         b0 = float(asked_batch[i])
-        step = float(params.step_time(np.array([size]), np.array([b0]))[0])
-        comm = float(params.comm_time(np.array([size]))[0])
+        step = float(params.step_time(at[0][i:i + 1], at[1][i:i + 1])[0])
+        comm = float(params.comm_time(at[0][i:i + 1])[0])
         doublings = max(0.0, math.log2(size / top))
         # the backtest's lean: the model is optimistic by about this much per doubling
         raw = size * b0 / step
@@ -179,6 +188,18 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     return Forecast(out, model, fitted_on)
 
 
+def _layout(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(GPUs per data-parallel replica: tp·pp, the pipeline's bubble fraction) of each
+    row; 1 and 0 where the points do not say (data parallel only)."""
+    def column(name: str, default: float) -> np.ndarray:
+        values = (pd.to_numeric(points[name], errors="coerce").to_numpy(float)
+                  if name in points else np.full(len(points), np.nan))
+        return np.where(np.isfinite(values), values, default)
+
+    replica = np.maximum(column("tp", 1.0), 1.0) * np.maximum(column("pp", 1.0), 1.0)
+    return replica, np.clip(column("bubble_fraction", 0.0), 0.0, 0.95)
+
+
 def _inputs(points: pd.DataFrame
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None]:
     """(GPUs, seconds per optimizer step, per-GPU work per step, the fixed global batch)
@@ -207,7 +228,7 @@ def _inputs(points: pd.DataFrame
 
 
 def _fit(name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
-         gpn: int) -> tuple[Params | None, str]:
+         gpn: float) -> tuple[Params | None, str]:
     """Candidate `name` fitted to the points; (params, terms) or (None, why not)."""
     if name != "split":
         return fit_points(p, batch, t, None, latency=name)
@@ -219,12 +240,12 @@ def _fit(name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
                       gpus_per_node=gpn)
 
 
-def _both_sides(p: np.ndarray, gpn: int) -> bool:
+def _both_sides(p: np.ndarray, gpn: float) -> bool:
     """Some rings stay within a node (more than one GPU) and some leave it."""
     return gpn > 1 and bool(((p > 1) & (p <= gpn)).any()) and bool((p > gpn).any())
 
 
-def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int
+def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: float
             ) -> tuple[str, str, dict[str, float]]:
     """The candidate that predicts the largest measured scale best when refitted
     without it; (name, why, hold-out error of each candidate)."""
@@ -251,12 +272,11 @@ def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int
                   + ", ".join(f"{abs(v):.1%}" for k, v in errors.items() if k != best)), errors
 
 
-def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int,
-                  gpus: list[int], asked_batch: np.ndarray) -> np.ndarray:
+def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: float,
+                  at: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     """Throughput at `gpus` by each one-communication-term model the points allow
     (compute + bandwidth, compute + each latency term, compute + a cost only between
     nodes where the points lie on both sides of the boundary); rows: models."""
-    asked = np.asarray(gpus, float)
     rows = []
     shapes = [("log", ("compute", "bandwidth")), ("log", ("compute", "latency")),
               ("ring", ("compute", "latency"))]
@@ -266,17 +286,18 @@ def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: int,
         params, _ = fit_points(p, batch, t, None, latency=latency, terms=terms,
                                gpus_per_node=gpn)
         if params is not None and _sane(params):
-            rows.append(asked * asked_batch / params.step_time(asked, asked_batch))
-    return np.array(rows) if rows else np.empty((0, len(gpus)))
+            rows.append(at[2] / params.step_time(at[0], at[1]))
+    return np.array(rows) if rows else np.empty((0, len(at[0])))
 
 
 def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: np.ndarray,
-               name: str, gpn: int, gpus: list[int], asked_batch: np.ndarray,
+               name: str, gpn: float, at: tuple[np.ndarray, np.ndarray, np.ndarray],
                seed: int) -> np.ndarray:
-    """Throughput at `gpus` for each residual-bootstrap draw (rows: draws)."""
+    """Throughput at the asked scales (`at`: their replicas, per-GPU work in the
+    model's units, and work per step over all GPUs) for each residual-bootstrap draw
+    (rows: draws)."""
     rng = np.random.default_rng(seed)
-    asked = np.asarray(gpus, float)
-    out = np.empty((BOOTSTRAP, len(gpus)))
+    out = np.empty((BOOTSTRAP, len(at[0])))
     kept = 0
     for _ in range(BOOTSTRAP * 2):
         if kept == BOOTSTRAP:
@@ -285,9 +306,9 @@ def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: 
         params, _ = _fit(name, p, batch, t_star, gpn)
         if params is None or not _sane(params):
             continue
-        out[kept] = asked * asked_batch / params.step_time(asked, asked_batch)
+        out[kept] = at[2] / params.step_time(at[0], at[1])
         kept += 1
-    return out[:kept] if kept else np.full((1, len(gpus)), np.nan)
+    return out[:kept] if kept else np.full((1, len(at[0])), np.nan)
 
 
 def _sane(params: Params) -> bool:
@@ -306,7 +327,8 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
         points = pd.DataFrame({
             "gpus": measured["world_size"], "throughput": measured["throughput_median"],
             "per_gpu_batch": measured["batch_size"],
-            **({"global_batch": measured["global_batch"]} if scaling == "strong" else {})})
+            **({"global_batch": measured["global_batch"]} if scaling == "strong" else {}),
+            **{c: measured[c] for c in LAYOUT_COLUMNS if c in measured}})
         per_node = measured["ranks_per_node"].dropna().unique() \
             if "ranks_per_node" in measured else []
         try:

@@ -3,7 +3,9 @@ results, checked row by row (what is wrong, on which line and column, and how to
 
 Columns: `gpus` and `throughput` are required; `nodes`, `gpus_per_node`, `per_gpu_batch`,
 `global_batch`, `unit` (a free label: images/s, tokens/s, sequences/s, TFLOP/s..., the
-same on every row) and `per_gpu` (true when the figure is per GPU, else the total) are
+same on every row), `per_gpu` (true when the figure is per GPU, else the total) and a
+transformer's layout, `tp`, `pp` and `microbatches` (per optimizer step; the pipeline's
+bubble is (pp − 1) / (microbatches + pp − 1), microbatches = pp when not given), are
 optional; an empty cell is not known. Several rows of one scale are its repeats.
 """
 
@@ -19,8 +21,9 @@ from scalestudy.core.errors import ScalestudyError
 
 REQUIRED: tuple[str, ...] = ("gpus", "throughput")
 OPTIONAL: tuple[str, ...] = ("nodes", "gpus_per_node", "per_gpu_batch", "global_batch",
-                             "unit", "per_gpu")
-_INTEGERS = ("gpus", "nodes", "gpus_per_node", "per_gpu_batch", "global_batch")
+                             "unit", "per_gpu", "tp", "pp", "microbatches")
+_INTEGERS = ("gpus", "nodes", "gpus_per_node", "per_gpu_batch", "global_batch", "tp", "pp",
+             "microbatches")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 
@@ -91,6 +94,13 @@ def _row(path: Path, line: int, cells: dict[str, str]) -> dict[str, object]:
     if values["gpus_per_node"] and values["nodes"] and \
             values["nodes"] * values["gpus_per_node"] != values["gpus"]:  # type: ignore[operator]
         raise ScalestudyError(f"{path}:{line}: nodes × gpus_per_node is not gpus")
+    replica = int(values["tp"] or 1) * int(values["pp"] or 1)  # type: ignore[call-overload]
+    if int(values["gpus"]) % replica:  # type: ignore[call-overload]
+        raise ScalestudyError(f"{path}:{line}: tp × pp ({replica}) does not divide gpus: "
+                              "every data-parallel replica holds tp × pp GPUs")
+    pp = int(values["pp"] or 1)  # type: ignore[call-overload]
+    values["bubble_fraction"] = (pp - 1) / (int(values["microbatches"] or pp)  # type: ignore[call-overload]
+                                            + pp - 1)
     if values["per_gpu"]:
         values["throughput"] = float(values["throughput"]) * int(values["gpus"])  # type: ignore[arg-type]
     return values

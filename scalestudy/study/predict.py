@@ -157,7 +157,9 @@ def _points(source: str, group: str | None, results: Path
     import pandas as pd
 
     from scalestudy.results.compare import load_side
+    from scalestudy.results.forecast import LAYOUT_COLUMNS
     from scalestudy.results.forecast_table import read_table
+
     if source.endswith(".csv"):
         frame, unit, per_node = read_table(Path(source))
         return frame, unit, per_node, f"table {source}", None, None, None
@@ -182,7 +184,9 @@ def _points(source: str, group: str | None, results: Path
                            "nodes": rows["nodes"].astype(int),
                            # strong scaling: the global batch held, shared out
                            **({"global_batch": rows["global_batch"].astype(float)}
-                              if side.scaling == "strong" else {})})
+                              if side.scaling == "strong" else {}),
+                           # a transformer's layout: tp, pp and the pipeline's bubble
+                           **{c: rows[c] for c in LAYOUT_COLUMNS if c in rows}})
     unit = str(rows["throughput_unit"].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
     where = ({"system": str(first["system"]), "point": _point_of(first)}
