@@ -247,3 +247,21 @@ def test_a_tables_layout_columns_give_the_pipeline_bubble(tmp_path: Path) -> Non
     frame, _, _ = read_table(tmp_path / "t.csv")
     assert frame["bubble_fraction"].tolist() == pytest.approx([3 / 15, 3 / 7, 0.0])
 
+
+
+def test_a_measured_allreduce_bandwidth_fixes_one_term() -> None:
+    """Three scales cannot tell latency from bandwidth; the allreduce probe's busbw (and
+    the gradient bytes) fixes the bandwidth, so the latency is fitted and the forecast
+    holds where the one-term models disagree."""
+    s_bytes, busbw = 1e8, 10.0  # 100 MB of gradients at 10 GB/s
+    def step(p: np.ndarray) -> np.ndarray:
+        return 0.05 + 2 * (p - 1) / p * s_bytes / (busbw * 1e9) + 0.004 * np.log2(p)
+    p = np.array([2, 4, 8], float)
+    points = pd.DataFrame({"gpus": p.astype(int), "throughput": p * 32 / step(p),
+                           "per_gpu_batch": 32})
+    got = forecast(points, [128], probe=(busbw, s_bytes))
+    assert got.model["latency"] == "probe" and "probe" in got.model["chosen_by"]
+    true = 128 * 32 / step(np.array([128.0]))[0]
+    assert abs(got.predictions[0].model_throughput / true - 1) < 0.005
+    without = forecast(points, [128]).predictions[0]
+    assert abs(without.model_throughput / true - 1) > 0.02  # what the probe is worth

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.commmodel import Params, fit_points
+from scalestudy.results.commmodel import Params, fit_points, units_per_sample
 
 #: Bootstrap draws behind each interval.
 BOOTSTRAP = 400
@@ -55,12 +55,13 @@ HOLDOUT_SCALES = 4
 #: The candidate models, in the order a tie is decided: a log2 P latency, a latency
 #: growing with every rank, or a second bandwidth once the ring leaves a node ("split",
 #: a candidate only where the points lie on both sides of the node boundary).
-CANDIDATES: tuple[str, ...] = ("log", "ring", "split")
+CANDIDATES: tuple[str, ...] = ("log", "ring", "split", "probe")
 #: What each candidate adds to compute + one bandwidth, in words.
 TERM_WORDS = {"log": "alpha·log2 P (tree-like latency)",
               "ring": "alpha·(P−1) (a cost growing with every rank: stragglers, jitter)",
               "split": "c'·2(P−1)/P beyond one node (a slower network between nodes than "
-                       "within one)"}
+                       "within one)",
+              "probe": "alpha·log2 P, with c fixed by the runs' allreduce probe (S / busbw)"}
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,12 @@ class Forecast:
 
 def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
              gpus_per_node: int | None = None, unit: str = "samples/s",
-             seed: int = 0) -> Forecast:
+             seed: int = 0, probe: tuple[float, float] | None = None) -> Forecast:
     """Forecast the total throughput at `gpus` from measured `points` (columns gpus,
     throughput: the total over all GPUs; per_gpu_batch where known; several rows of one
-    scale are its repeats)."""
+    scale are its repeats). `probe`: (the allreduce's busbw in GB/s, gradient bytes), a
+    measured bandwidth that makes one more candidate (the points' step times must then
+    be seconds: per_gpu_batch in the throughput's own unit)."""
     if not 0 < level < 1:
         raise ScalestudyError(f"--level {level}: give a fraction between 0 and 1, e.g. 0.9")
     p, t, batch, fixed_global = _inputs(points)
@@ -122,8 +125,9 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     replica, bubble = _layout(points)
     q, w = p / replica, batch / (1 - bubble)
     gpn = float(gpus_per_node or 0) / float(replica[np.argmax(p)])
-    chosen, why, cv = _choose(q, w, t, gpn)
-    params, terms = _fit(chosen, q, w, t, gpn)
+    fits = _Fits(gpn, probe)
+    chosen, why, cv = _choose(q, w, t, fits)
+    params, terms = fits(chosen, q, w, t)
     if params is None:
         raise ScalestudyError(f"no model fits these points: {terms}")
     fitted = params.step_time(q, w)
@@ -139,7 +143,7 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
     # asked scales keep the largest measured scale's layout
     at = (np.asarray(gpus, float) / replica[np.argmax(p)],
           asked_batch / (1 - bubble[np.argmax(p)]), np.asarray(gpus, float) * asked_batch)
-    draws = _bootstrap(q, w, fitted, inflated, chosen, gpn, at, seed)
+    draws = _bootstrap(q, w, fitted, inflated, chosen, fits, at, seed)
     top, smallest = float(p.max()), float(p.min())
     held_out = abs(cv[chosen]) if chosen in cv and math.isfinite(cv[chosen]) else 0.0
     base_per_gpu = float(np.median(batch[p == smallest] / t[p == smallest]))
@@ -227,17 +231,31 @@ def _inputs(points: pd.DataFrame
     return p, p * batch / thr, batch, None
 
 
-def _fit(name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
-         gpn: float) -> tuple[Params | None, str]:
-    """Candidate `name` fitted to the points; (params, terms) or (None, why not)."""
-    if name != "split":
-        return fit_points(p, batch, t, None, latency=name)
-    if not _both_sides(p, gpn):
-        return None, "the points do not lie on both sides of the node boundary"
-    terms = ("compute", "bandwidth", "internode")
-    return fit_points(p, batch, t, None, terms=terms + (("latency",) if len(np.unique(p))
-                                                        > len(terms) + 1 else ()),
-                      gpus_per_node=gpn)
+@dataclass(frozen=True)
+class _Fits:
+    """What the candidates may use beyond the points: the node size (in replicas) and
+    a measured allreduce bandwidth."""
+
+    gpn: float
+    probe: tuple[float, float] | None
+
+    def __call__(self, name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray
+                 ) -> tuple[Params | None, str]:
+        """Candidate `name` fitted to the points; (params, terms) or (None, why not)."""
+        if name == "probe":
+            if self.probe is None:
+                return None, "no allreduce probe in the runs"
+            busbw, grad_bytes = self.probe
+            return fit_points(p, batch, t, grad_bytes, latency="log", bandwidth="probe",
+                              probe_busbw_gbps=busbw)
+        if name != "split":
+            return fit_points(p, batch, t, None, latency=name)
+        if not _both_sides(p, self.gpn):
+            return None, "the points do not lie on both sides of the node boundary"
+        terms = ("compute", "bandwidth", "internode")
+        return fit_points(p, batch, t, None, terms=terms + (
+            ("latency",) if len(np.unique(p)) > len(terms) + 1 else ()),
+            gpus_per_node=self.gpn)
 
 
 def _both_sides(p: np.ndarray, gpn: float) -> bool:
@@ -245,18 +263,21 @@ def _both_sides(p: np.ndarray, gpn: float) -> bool:
     return gpn > 1 and bool(((p > 1) & (p <= gpn)).any()) and bool((p > gpn).any())
 
 
-def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: float
+def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, fits: _Fits
             ) -> tuple[str, str, dict[str, float]]:
     """The candidate that predicts the largest measured scale best when refitted
     without it; (name, why, hold-out error of each candidate)."""
     top = p == p.max()
     errors: dict[str, float] = {}
     for term in CANDIDATES:
-        params, _ = _fit(term, p[~top], batch[~top], t[~top], gpn)
+        params, _ = fits(term, p[~top], batch[~top], t[~top])
         if params is None:
             continue
         guess = params.step_time(p[top], batch[top])
         errors[term] = float(np.median(t[top] / guess - 1))  # throughput: measured/pred
+    if len(np.unique(p[~top])) < 3 and "probe" in errors:
+        return "probe", ("too few scales to choose among fitted terms by a hold-out: the "
+                         "allreduce probe's measured bandwidth fixes one"), errors
     if len(np.unique(p[~top])) < 3 or not errors:
         return "log", ("too few scales to choose by a hold-out (the largest left out "
                        "leaves fewer than 3): the log2 P term, which grows least"), errors
@@ -291,7 +312,7 @@ def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: float,
 
 
 def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: np.ndarray,
-               name: str, gpn: float, at: tuple[np.ndarray, np.ndarray, np.ndarray],
+               name: str, fits: _Fits, at: tuple[np.ndarray, np.ndarray, np.ndarray],
                seed: int) -> np.ndarray:
     """Throughput at the asked scales (`at`: their replicas, per-GPU work in the
     model's units, and work per step over all GPUs) for each residual-bootstrap draw
@@ -303,7 +324,7 @@ def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: 
         if kept == BOOTSTRAP:
             break
         t_star = fitted * (1 + rng.choice(residuals, size=len(residuals), replace=True))
-        params, _ = _fit(name, p, batch, t_star, gpn)
+        params, _ = fits(name, p, batch, t_star)
         if params is None or not _sane(params):
             continue
         out[kept] = at[2] / params.step_time(at[0], at[1])
@@ -315,6 +336,36 @@ def _sane(params: Params) -> bool:
     return params.a > 0 or params.c > 0 or params.alpha > 0 or params.c_inter > 0
 
 
+def study_points(rows: pd.DataFrame, scaling: str
+                 ) -> tuple[pd.DataFrame, tuple[float, float] | None]:
+    """A study group's scaling-table rows as forecast points (the per-GPU batch in the
+    throughput's own unit, so that step times are seconds; the layout where the runs
+    carry it), and the allreduce probe of its largest scale (busbw GB/s, gradient
+    bytes) where the runs measured one."""
+    per = units_per_sample(rows)
+    points = pd.DataFrame({
+        "gpus": rows["world_size"].astype(int),
+        "throughput": rows["throughput_median"].astype(float),
+        "per_gpu_batch": rows["batch_size"].astype(float) * per,
+        "nodes": rows["nodes"].astype(int),
+        # strong scaling: the global batch held, shared out
+        **({"global_batch": rows["global_batch"].astype(float) * per}
+           if scaling == "strong" else {}),
+        **{c: rows[c] for c in LAYOUT_COLUMNS if c in rows}})
+    return points, probe_of(rows)
+
+
+def probe_of(rows: pd.DataFrame) -> tuple[float, float] | None:
+    """(busbw GB/s, gradient bytes) of the allreduce probe at a group's largest scale,
+    or None where its runs did not measure one."""
+    top = rows[rows["world_size"] == rows["world_size"].max()]
+    busbw = (pd.to_numeric(top["allreduce_busbw_GBps"], errors="coerce").median()
+             if "allreduce_busbw_GBps" in top else math.nan)
+    grad = (pd.to_numeric(rows["grad_bytes"], errors="coerce").median()
+            if "grad_bytes" in rows else math.nan)
+    return (float(busbw), float(grad)) if busbw > 0 and grad > 0 else None
+
+
 def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
                    scaling: str, level: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The report's predictions (commmodel.model_study's, qualified) as forecasts: each
@@ -324,16 +375,13 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
     fits, out = fits.copy(), []
     for group, rows in preds.groupby("group", sort=False):
         measured = table[table["group"] == group]
-        points = pd.DataFrame({
-            "gpus": measured["world_size"], "throughput": measured["throughput_median"],
-            "per_gpu_batch": measured["batch_size"],
-            **({"global_batch": measured["global_batch"]} if scaling == "strong" else {}),
-            **{c: measured[c] for c in LAYOUT_COLUMNS if c in measured}})
+        points, probe = study_points(measured, scaling)
         per_node = measured["ranks_per_node"].dropna().unique() \
             if "ranks_per_node" in measured else []
         try:
             got = forecast(points, [int(g) for g in rows["world_size"]], level=level,
-                           gpus_per_node=int(per_node[0]) if len(per_node) == 1 else None)
+                           gpus_per_node=int(per_node[0]) if len(per_node) == 1 else None,
+                           probe=probe)
         except ScalestudyError as e:
             fits.loc[fits["group"] == group, "withheld"] = f"no forecast ({e})"
             continue

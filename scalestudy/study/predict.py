@@ -23,7 +23,7 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     """Forecast `source`'s throughput at `gpus` (or `nodes`, with its GPUs per node), and
     keep the forecasts in the store's ledger where the system is known (a study's, or a
     table's `system` and `model`), so that a later study of that system scores them."""
-    from scalestudy.results.forecast import forecast
+    from scalestudy.results.forecast import forecast, probe_of
 
     if (gpus is None) == (nodes is None):
         raise ScalestudyError("give the scales to forecast: --gpus N,N... or --nodes N,N...")
@@ -43,9 +43,10 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     asked = sorted(set(gpus or []))
     if not asked or min(asked) < 1:
         raise ScalestudyError("--gpus/--nodes: give whole numbers above 0, e.g. 64,128")
-    found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit)
-    found.model["source"] = name
     rows, spec = found_in[5:]
+    found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit,
+                     probe=probe_of(rows) if rows is not None else None)
+    found.model["source"] = name
     if rows is not None:
         found.costs.extend(_costs(found, rows, spec))
     found.model["ledger"] = (_keep(found, where, name, store) if record and where else
@@ -157,7 +158,7 @@ def _points(source: str, group: str | None, results: Path
     import pandas as pd
 
     from scalestudy.results.compare import load_side
-    from scalestudy.results.forecast import LAYOUT_COLUMNS
+    from scalestudy.results.forecast import study_points
     from scalestudy.results.forecast_table import read_table
 
     if source.endswith(".csv"):
@@ -178,15 +179,7 @@ def _points(source: str, group: str | None, results: Path
                               f"{'; '.join(groups)}")
     rows = table[table["group"] == chosen]
     per_node = rows["ranks_per_node"].dropna().astype(int)
-    points = pd.DataFrame({"gpus": rows["world_size"].astype(int),
-                           "throughput": rows["throughput_median"].astype(float),
-                           "per_gpu_batch": rows["batch_size"].astype(float),
-                           "nodes": rows["nodes"].astype(int),
-                           # strong scaling: the global batch held, shared out
-                           **({"global_batch": rows["global_batch"].astype(float)}
-                              if side.scaling == "strong" else {}),
-                           # a transformer's layout: tp, pp and the pipeline's bubble
-                           **{c: rows[c] for c in LAYOUT_COLUMNS if c in rows}})
+    points, _ = study_points(rows, side.scaling)
     unit = str(rows["throughput_unit"].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
     where = ({"system": str(first["system"]), "point": _point_of(first)}
