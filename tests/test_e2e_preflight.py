@@ -72,15 +72,15 @@ SLURM_PROBLEMS = {
     "too-many-nodes": (
         {"nodes": "[1, 2, 4]"},
         "{spec}:5: grid.nodes: 4 node(s): partition short takes at most 2 nodes (scontrol "
-        "show partition), so 1 run(s) would be refused or wait for ever; set job.partition "
-        "to debug (it takes 4-node jobs of 00:05:00) for those runs, or keep grid.nodes at "
-        "most 2 (or exclude those node counts)"),
+        "show partition), so 1 run(s) would be refused or wait for ever; run those node "
+        "counts as a study of their own with job.partition: debug (it takes 4-node jobs of "
+        "00:05:00), or keep grid.nodes at most 2 (or exclude those node counts)"),
     "walltime-over-the-limit": (
         {"walltime": "00:30:00"},
         "{spec}:6: job.walltime: 00:30:00 is longer than partition short allows (00:10:00, "
         "scontrol show partition): the jobs would be refused or never start; lower "
-        "job.walltime to 00:10:00, or set job.partition to debug (it takes 1-node jobs of "
-        "00:30:00) for those runs"),
+        "job.walltime to 00:10:00, or run those node counts as a study of their own with "
+        "job.partition: debug (it takes 1-node jobs of 00:30:00)"),
     "missing-torch": (
         {"python": "/usr/bin/python3"},
         "/usr/bin/python3 (profile testbed: python) cannot import torch "
@@ -146,21 +146,23 @@ PBS_PROBLEMS = {
     "too-many-nodes": (
         {"nodes": "[1, 2, 4]"},
         "{spec}:5: grid.nodes: 4 node(s): queue debug-scaling takes at most 2 nodes (qstat "
-        "-Q -f), so 1 run(s) would be refused or wait for ever; set job.queue to prod or "
-        "workq (they take 4-node jobs of 00:05:00) for those runs, or keep grid.nodes at "
-        "most 2 (or exclude those node counts)"),
+        "-Q -f), so 1 run(s) would be refused or wait for ever; run those node counts as a "
+        "study of their own with job.queue: prod or workq (they take 4-node jobs of "
+        "00:05:00), or pack the study (`run --pack`: each allocation goes to a queue that "
+        "takes its size), or keep grid.nodes at most 2 (or exclude those node counts)"),
     "too-few-nodes": (
         {"queue": "prod"},
         "{spec}:5: grid.nodes: 1 node(s): queue prod takes at least 2 nodes (qstat -Q -f), "
-        "so 1 run(s) would be refused or wait for ever; set job.queue to debug-scaling or "
-        "workq (they take 1-node jobs of 00:05:00) for those runs, or keep grid.nodes at "
-        "least 2 (or exclude those node counts)"),
+        "so 1 run(s) would be refused or wait for ever; run those node counts as a study "
+        "of their own with job.queue: debug-scaling or workq (they take 1-node jobs of "
+        "00:05:00), or pack the study (`run --pack`: each allocation goes to a queue that "
+        "takes its size), or keep grid.nodes at least 2 (or exclude those node counts)"),
     "walltime-over-the-limit": (
         {"walltime": "02:00:00"},
         "{spec}:6: job.walltime: 02:00:00 is longer than queue debug-scaling allows "
         "(01:00:00, qstat -Q -f): the jobs would be refused or never start; lower "
-        "job.walltime to 01:00:00, or set job.queue to workq (it takes 1-node jobs of "
-        "02:00:00) for those runs"),
+        "job.walltime to 01:00:00, or run those node counts as a study of their own with "
+        "job.queue: workq (it takes 1-node jobs of 02:00:00)"),
     "missing-torch": (
         {"python": "/usr/bin/python3"},
         "/usr/bin/python3 (profile pbslab: python) cannot import torch "

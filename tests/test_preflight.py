@@ -166,12 +166,13 @@ def test_slurm_problems_each_with_its_fix(tmp_path: Path) -> None:
         "enforces associations and charges your default account elsewhere",
         f"preflight: error: {s}:4: grid.nodes: 4 node(s): partition short takes at most 2 "
         "nodes (scontrol show partition), so 1 run(s) would be refused or wait for ever; "
-        "set job.partition to debug (it takes 4-node jobs of 00:30:00) for those runs, or "
-        "keep grid.nodes at most 2 (or exclude those node counts)",
+        "run those node counts as a study of their own with job.partition: debug (it takes "
+        "4-node jobs of 00:30:00), or keep grid.nodes at most 2 (or exclude those node "
+        "counts)",
         f"preflight: error: {s}:5: job.walltime: 00:30:00 is longer than partition short "
         "allows (00:10:00, scontrol show partition): the jobs would be refused or never "
-        "start; lower job.walltime to 00:10:00, or set job.partition to debug (it takes "
-        "1-node jobs of 00:30:00) for those runs",
+        "start; lower job.walltime to 00:10:00, or run those node counts as a study of "
+        "their own with job.partition: debug (it takes 1-node jobs of 00:30:00)",
         f"preflight: error: {s}:5: job.qos: QOS fast does not exist (sacctmgr show qos "
         "lists normal): set job.qos to one of them"]
 
@@ -223,7 +224,9 @@ def test_where_the_scheduler_cannot_be_asked_the_profiles_limits_apply(
     assert found.errors[0].text.startswith(
         f"{spec}:3: grid.nodes: 16 node(s): queue debug-scaling takes at most 10 nodes "
         "(profile polaris, from the site's docs), so 1 run(s) would be refused or wait for "
-        "ever; set job.queue to prod (it takes 16-node jobs of 00:30:00) for those runs")
+        "ever; run those node counts as a study of their own with job.queue: prod (it "
+        "takes 16-node jobs of 00:30:00), or pack the study (`run --pack`: each allocation "
+        "goes to a queue that takes its size)")
 
 
 def test_partition_access_lists_and_closed_partitions(tmp_path: Path) -> None:

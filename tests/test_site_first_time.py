@@ -112,7 +112,8 @@ def test_the_profiles_queue_rules_bound_the_jobs_and_say_the_wall_time(
         "docs.alcf.anl.gov/polaris/running-jobs/): `run` keeps at most 1 of the study's 16 "
         "jobs there (its --max-jobs default), so they run 1 at a time: at least 16 × "
         "00:30:00 = 08:00:00 of walltime-long runs one after another, plus the queue waits; "
-        "use a queue that takes more jobs per user, or fewer runs (--only)")
+        "pack them into one allocation (`run --pack`: one job, one queue wait), use a queue "
+        "that takes more jobs per user, or run fewer (--only)")
     assert found.job_limit is not None and found.job_limit[0] == 1
     assert pf.profile_job_limit(plan)[0] == 1  # without asking: the same default
     debug = make_plan(spec(tmp_path, text.replace(ACCOUNTS, "job: {account: A, queue: "

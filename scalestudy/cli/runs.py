@@ -55,7 +55,7 @@ class _Screen:
         self.plan = plan
 
     def note(self, line: str) -> None:
-        err.print(line, highlight=False, markup=False)
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def preflight(self, found: Preflight, ok_line: bool) -> None:
         _show_preflight(found, ok_line)
@@ -114,6 +114,8 @@ def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt 
     plan = uc.make_plan(study, results)
     points = len(plan.runs) // plan.study.repeats
     warnings = _warn(plan)
+    if not preflight and not plan.study.job.pack:  # the preflight holds the limits too
+        uc.limits_gate(plan, _say)
     found = uc.preflight_gate(plan, True, _show_preflight) if preflight else None
     if as_json:
         print_json({"study": str(study), "ok": True, "runs": len(plan.runs), "points": points,
@@ -136,7 +138,14 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
 
     the_plan = make_plan(study, results)
     _warn(the_plan)
+    limits = None
+    if not (pack or the_plan.study.job.pack):  # packed: the allocations fit the queues
+        from scalestudy.study import limits_gate
+
+        limits = limits_gate(the_plan, _say)
     summary = plan_summary(the_plan)
+    if limits is not None:
+        summary["limits"] = [p.line("limits") for p in limits.problems]
     if pack or the_plan.study.job.pack:
         from scalestudy.study.packing import pack_summary
 

@@ -29,6 +29,7 @@ from scalestudy.study.planning import (
     describe_axes,
     expected_node_hours,
     job_limit,
+    limits_gate,
     lock,
     plan_summary,
     plan_warnings,
@@ -55,6 +56,7 @@ __all__ = [
     "Say", "Screen", "Selection", "allocation_lines", "cancel", "check_budget",
     "check_selection", "choose_runs",
     "collect", "compare", "describe_axes", "dry_run", "expected_node_hours", "job_limit",
-    "lock", "make_plan", "plan_summary", "plan_warnings", "preflight", "preflight_gate",
+    "limits_gate", "lock", "make_plan", "plan_summary", "plan_warnings", "preflight",
+    "preflight_gate",
     "probe", "report", "run", "run_here", "selected", "status", "submit", "wait",
 ]

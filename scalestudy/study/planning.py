@@ -74,6 +74,24 @@ def preflight_gate(plan: Plan, python: bool, show: Callable[[Preflight], None],
     return found
 
 
+def limits_gate(plan: Plan, show: Callable[[str], None]) -> Preflight:
+    """The study against its profile's documented queue limits, no scheduler asked
+    (`validate`, `plan`, `run --dry-run`): each problem shown as one line (`show`), then
+    an error when one would make jobs be refused or wait for ever."""
+    from scalestudy.site.preflight import offline
+
+    found = offline(plan)
+    for problem in found.problems:
+        show(problem.line("limits"))
+    if found.errors:
+        raise ScalestudyError(
+            f"limits: {len(found.errors)} problem(s) above: profile {plan.system.name}'s "
+            f"documented limits would refuse the jobs of study {plan.study.name} or keep "
+            "them waiting for ever: fix them (`validate --preflight` asks the scheduler "
+            "itself)")
+    return found
+
+
 def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
               ) -> int | None:
     """`--max-jobs`, or the study's queue's per-user job limit (as the scheduler said in

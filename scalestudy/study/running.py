@@ -353,7 +353,7 @@ def _here(plan: Plan, request: RunRequest, screen: Screen) -> Selection:
 
 def _dry_run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     """Render the chosen runs' scripts, refusing what the real run would refuse."""
-    from scalestudy.study.planning import job_limit
+    from scalestudy.study.planning import job_limit, limits_gate
 
     selection = choose_runs(plan, request.only, request.rerun, request.max_attempts)
     screen.chosen(selection)
@@ -361,6 +361,7 @@ def _dry_run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
         return RunOutcome(selection, prepared=_dry_pack(plan, selection, request, screen))
     check_budget(plan, selection.todo, request.budget)
     if plan.scheduler.queued:
+        limits_gate(plan, screen.note)  # what the site's documented limits refuse
         job_limit(plan, request.max_jobs, None, screen.note)  # what the real run keeps to
     return RunOutcome(selection, prepared=dry_run(plan, selection, request.force))
 

@@ -1,0 +1,85 @@
+"""site.queue_check offline: validate, plan and run --dry-run hold a study against its
+profile's documented queue limits with no scheduler at hand (a laptop), each problem one
+line; the cases of issue 33's "Why", tried as a new Polaris user would."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalestudy.site.queue_check import offline
+from scalestudy.study import make_plan
+from tests.conftest import run_cli
+
+#: No scheduler on PATH: only the interpreter's own directory.
+NO_SCHEDULER = str(Path(sys.executable).parent)
+
+
+def study(tmp_path: Path, system: str, nodes: str, job: str) -> Path:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: s\nsystem: {system}\nworkload: {{model: resnet50}}\n"
+                    f"grid: {{nodes: {nodes}, batch_size: [64]}}\njob: {{{job}}}\n")
+    return spec
+
+
+@pytest.mark.parametrize(("system", "nodes", "job", "says"), [
+    ("polaris", "[1, 2, 4, 8, 16]", "queue: debug-scaling, account: A",
+     "16 node(s): queue debug-scaling takes at most 10 nodes"),
+    ("polaris", "[1, 2]", "queue: debug-scaling, account: A, walltime: '02:00:00'",
+     "02:00:00 is longer than queue debug-scaling allows (01:00:00"),
+    ("polaris", "[1, 2, 4, 8]", "queue: prod, account: A",
+     "1, 2, 4, 8 node(s): queue prod takes at least 10 nodes"),
+    ("polaris", "[1, 2]", "queue: debug_scaling, account: A",
+     "queue debug_scaling is not one of profile polaris's queues (debug, debug-scaling, "
+     "prod): did you mean debug-scaling? set job.queue: debug-scaling"),
+    ("frontier", "[16]", "account: A, walltime: '03:00:00'",
+     "03:00:00 is longer than partition batch allows (02:00:00 for 16 node(s)"),
+    ("el-capitan", "[64]", "queue: pdebug, account: A",
+     "64 node(s): queue pdebug takes at most 32 nodes"),
+])
+def test_the_sites_limits_are_known_offline(tmp_path: Path, system: str, nodes: str,
+                                            job: str, says: str) -> None:
+    spec = study(tmp_path, system, nodes, job)
+    [error] = offline(make_plan(spec, tmp_path / "results")).errors
+    assert says in error.text, error.text
+    for command in (["validate"], ["plan"], ["run", "--dry-run"]):
+        done = run_cli(*command, str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        lines = [ln for ln in done.stderr.splitlines() if ln.startswith("limits: error:")]
+        assert len(lines) == 1 and says in lines[0], done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()  # refused before anything is written
+
+
+def test_within_the_limits_a_one_job_queue_proposes_packing(tmp_path: Path) -> None:
+    spec = study(tmp_path, "polaris", "[1, 2, 4]", "queue: debug-scaling, account: A")
+    found = offline(make_plan(spec, tmp_path / "results"))
+    assert not found.errors
+    [warning] = found.problems
+    assert "lets one user have 1 job(s)" in warning.text and "`run --pack`" in warning.text
+    done = run_cli("validate", str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+    assert done.returncode == 0 and "limits: warning: queue debug-scaling" in done.stderr
+
+
+def test_a_packed_study_is_held_by_its_allocations_not_its_runs(tmp_path: Path) -> None:
+    # 1-16 nodes cannot all go to one queue, but packed allocations can (prod takes 16)
+    spec = study(tmp_path, "polaris", "[1, 2, 4, 8, 16]",
+                 "queue: prod, account: A, pack: true")
+    done = run_cli("validate", str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_preflight_without_the_schedulers_commands_falls_back_to_the_profile(
+        tmp_path: Path) -> None:
+    from scalestudy.site import preflight as pf
+
+    spec = study(tmp_path, "polaris", "[1, 16]", "queue: debug-scaling, account: A")
+    facts = pf.Facts(user="u", host="laptop", missing=["qsub", "qstat"])
+    lines = [p.line() for p in pf.check(make_plan(spec, tmp_path / "r"), facts).problems]
+    assert lines[0].startswith("preflight: error: qsub, qstat: not found on PATH on laptop")
+    assert ("preflight: warning: qsub, qstat not on PATH on laptop; checked against "
+            "profile polaris's limits instead") in lines
+    assert any("16 node(s): queue debug-scaling takes at most 10 nodes (profile polaris"
+               in line for line in lines)
