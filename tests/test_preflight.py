@@ -219,14 +219,18 @@ def test_where_the_scheduler_cannot_be_asked_the_profiles_limits_apply(
         "allows (03:00:00 for 10 node(s), profile polaris, from the site's docs): the jobs "
         "would be refused or never start; lower job.walltime to 03:00:00, or pick another "
         "queue"]
-    spec.write_text("name: t\nsystem: polaris\ngrid: {nodes: [1, 16]}\njob: {account: A}\n")
+    spec.write_text("name: t\nsystem: polaris\ngrid: {nodes: [1, 16]}\njob: {account: A, "
+                    "queue: debug-scaling}\n")
     found = pf.check(make_plan(spec, tmp_path / "r"), facts)
     assert found.errors[0].text.startswith(
         f"{spec}:3: grid.nodes: 16 node(s): queue debug-scaling takes at most 10 nodes "
         "(profile polaris, from the site's docs), so 1 run(s) would be refused or wait for "
-        "ever; run those node counts as a study of their own with job.queue: prod (it "
-        "takes 16-node jobs of 00:30:00), or pack the study (`run --pack`: each allocation "
-        "goes to a queue that takes its size)")
+        "ever; name prod too, e.g. job.queue: [debug-scaling, prod] (it takes 16-node jobs "
+        "of 00:30:00; each run goes to the first that takes it), or pack the study (`run "
+        "--pack`: each allocation goes to a queue that takes its size)")
+    # naming none, the runs the default queue does not take go to one that does
+    spec.write_text("name: t\nsystem: polaris\ngrid: {nodes: [1, 16]}\njob: {account: A}\n")
+    assert not pf.check(make_plan(spec, tmp_path / "r"), facts).errors
 
 
 def test_partition_access_lists_and_closed_partitions(tmp_path: Path) -> None:

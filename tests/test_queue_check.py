@@ -83,3 +83,26 @@ def test_a_preflight_without_the_schedulers_commands_falls_back_to_the_profile(
             "profile polaris's limits instead") in lines
     assert any("16 node(s): queue debug-scaling takes at most 10 nodes (profile polaris"
                in line for line in lines)
+
+
+@pytest.mark.parametrize("queue", ["", "queue: [debug-scaling, prod], "])
+def test_one_study_across_queues(tmp_path: Path, queue: str) -> None:
+    """Polaris 1-16 nodes: debug-scaling stops at 10, prod starts at 10. Naming both, or
+    none, each run goes to a queue that takes it, and plan says which."""
+    import json
+
+    spec = study(tmp_path, "polaris", "[1, 2, 4, 8, 16]", f"{queue}account: A")
+    done = run_cli("plan", str(spec), "--json", cwd=tmp_path, path=NO_SCHEDULER)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert {r["nodes"]: r["queue"] for r in runs} == {
+        1: "debug-scaling", 2: "debug-scaling", 4: "debug-scaling", 8: "debug-scaling",
+        16: "prod"}
+    shown = run_cli("plan", str(spec), cwd=tmp_path, path=NO_SCHEDULER,
+                    env_extra={"COLUMNS": "200"})
+    assert "queues: debug-scaling: 1, 2, 4, 8 node(s); prod: 16 node(s)" in shown.stdout
+    dry = run_cli("run", "--dry-run", str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+    assert dry.returncode == 0, dry.stderr
+    scripts = {r["nodes"]: (tmp_path / "results" / "s" / "runs" / r["run_id"] / "job.sh")
+               .read_text() for r in runs}
+    assert "#PBS -q prod" in scripts[16] and "#PBS -q debug-scaling" in scripts[8]

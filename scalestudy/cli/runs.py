@@ -164,6 +164,15 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         out.print(f"  {key} {text}: {value['where']}", highlight=False, markup=False)
     for line in summary.get("pack", {}).get("lines", []):
         out.print(line, highlight=False, markup=False)
+    if "pack" not in summary:
+        by_queue: dict[str, set[int]] = {}
+        for r in summary["runs"]:
+            if r.get("queue"):
+                by_queue.setdefault(r["queue"], set()).add(int(r["nodes"]))
+        if len(by_queue) > 1:  # the runs go to several queues: say which to which
+            out.print("queues: " + "; ".join(
+                f"{q}: {', '.join(map(str, sorted(n)))} node(s)" for q, n in by_queue.items()),
+                highlight=False, markup=False)
 
 
 OnlyOpt = Annotated[str | None, typer.Option(

@@ -119,8 +119,12 @@ class Job(Model):
     """How each run's job is queued and run (values a site profile may default)."""
 
     account: Token | None = Field(None, description="project to charge (-A)")
-    queue: Token | None = Field(None, description="PBS queue (-q), e.g. debug or prod")
-    partition: Token | None = Field(None, description="Slurm partition (-p)")
+    queue: Token | list[Token] | None = Field(
+        None, description="PBS (or Flux) queue (-q), e.g. debug or prod; several: each "
+        "run goes to the first whose documented limits take its node count and walltime")
+    partition: Token | list[Token] | None = Field(
+        None, description="Slurm partition (-p); several: each run goes to the first whose "
+        "documented limits take it")
     qos: Token | None = Field(None, description="Slurm quality of service (-q)")
     constraint: Token | None = Field(None, description="Slurm node constraint (-C)")
     filesystems: Token | None = Field(

@@ -14,6 +14,7 @@ from scalestudy.core.load import load_study
 from scalestudy.core.spec import Study, walltime_seconds
 from scalestudy.site import resolve, schedulers
 from scalestudy.site.profiles import SystemProfile, load_system
+from scalestudy.site.routing import named_queues
 from scalestudy.site.schedulers import Scheduler
 
 
@@ -89,10 +90,11 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             problems.append((("job", key), (
                 f"system {system.name!r} uses {system.scheduler}, which has no {key}; "
                 f"{key} is a {' or '.join(others)} option: remove it")))
-    if job.partition and job.partition in system.scheduler_options.qos_names:
-        problems.append((("job", "partition"), (
-            f"on system {system.name!r}, {job.partition} is a QOS, not a partition: write "
-            f"`qos: {job.partition}` under job instead of `partition: {job.partition}`")))
+    for partition in named_queues(job, "partition"):
+        if partition in system.scheduler_options.qos_names:
+            problems.append((("job", "partition"), (
+                f"on system {system.name!r}, {partition} is a QOS, not a partition: write "
+                f"`qos: {partition}` under job instead of `partition: {partition}`")))
     if scheduler.queued and system.scheduler_options.account_required and not job.account:
         problems.append((("job",), (
             f"system {system.name!r} requires an account: add `account: <project>` under job")))

@@ -119,12 +119,12 @@ def _account(plan: Plan, facts: Facts, out: Preflight) -> None:
                 "such jobs where it enforces associations and charges your default account "
                 "elsewhere")
         return
-    queue = queue_check.queue_name(plan, facts)[0]
-    if "" not in partitions and queue and queue not in partitions:
-        out.add(ERROR, f"{line}: account {account} may charge jobs in partition(s) "
-                f"{', '.join(sorted(partitions))} only, not {queue}: set job.partition to one "
-                "of them, or job.account to an account of that partition")
-        return
+    for queue, _, _ in queue_check.routed(plan, facts):
+        if "" not in partitions and queue and queue not in partitions:
+            out.add(ERROR, f"{line}: account {account} may charge jobs in partition(s) "
+                    f"{', '.join(sorted(partitions))} only, not {queue}: set job.partition "
+                    "to one of them, or job.account to an account of that partition")
+            return
     out.checked.append(f"account {account} known")
 
 
@@ -143,9 +143,10 @@ def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
         out.add(WARNING, f"{why}; {fallback}")
         queue_check.profile_queues(plan, facts, out)
     else:
-        name, where = queue_check.queue_name(plan, facts)
         key = plan.scheduler.queue_key
-        if name and key:
+        for name, where, runs in queue_check.routed(plan, facts):
+            if not (name and key):
+                continue
             limits = answered.get(name)
             if limits is None:
                 listed = ", ".join(sorted(answered))
@@ -153,8 +154,9 @@ def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
                         f"({queue_check.answer_source(facts, kind)} lists {listed}): set "
                         f"job.{key} to one of them")
             else:
-                out.queue_limits = limits
-                queue_check.check_limits(plan, facts, out, kind, key, where, limits, answered)
+                out.queue_limits = out.queue_limits or limits
+                queue_check.check_limits(plan, facts, out, kind, key, where, limits,
+                                         answered, runs)
     queue_check.check_qos(plan, facts, out)
 
 

@@ -5,10 +5,13 @@ plan and run --dry-run check with no scheduler at hand). Pure: one problem a lin
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
+from scalestudy.core.grid import Run
 from scalestudy.core.spec import walltime_seconds
 from scalestudy.site.plan import Plan
 from scalestudy.site.queues import QueueLimits, hms
+from scalestudy.site.routing import documented, named_queues, queue_for
 from scalestudy.site.verdict import ERROR, WARNING, Facts, Preflight
 
 
@@ -24,29 +27,59 @@ def offline(plan: Plan) -> Preflight:
 
 
 def profile_queues(plan: Plan, facts: Facts, out: Preflight) -> None:
-    """The study's queue held against the limits its profile documents."""
+    """Each queue the study's runs go to held against the limits its profile documents."""
     key = plan.scheduler.queue_key
-    name, where = queue_name(plan, facts)
-    if not (name and key):
+    if key is None:
         return
     known = {n: lim for n in plan.system.scheduler_options.queues
-             if (lim := profile_limits(plan, n))}
-    limits = known.get(name)
-    if limits is not None:
-        out.queue_limits = limits
-        check_limits(plan, facts, out, key, key, where, limits, known)
-        return
-    if not known:
-        return
-    listed = ", ".join(sorted(known))
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    if close:
-        out.add(ERROR, f"{where}: {key} {name} is not one of profile {plan.system.name}'s "
-                f"{key}s ({listed}): did you mean {close[0]}? set job.{key}: {close[0]}")
-    else:
-        out.add(WARNING, f"{where}: {key} {name} is not among profile "
-                f"{plan.system.name}'s {key}s ({listed}), so its limits are not checked "
-                "here; `validate --preflight` asks the scheduler")
+             if (lim := documented(plan.system, n))}
+    for name, where, runs in routed(plan, facts):
+        if not name:
+            continue
+        limits = known.get(name)
+        if limits is not None:
+            out.queue_limits = out.queue_limits or limits
+            check_limits(plan, facts, out, key, key, where, limits, known, runs)
+            continue
+        if not known:
+            continue
+        listed = ", ".join(sorted(known))
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+        if close:
+            out.add(ERROR, f"{where}: {key} {name} is not one of profile "
+                    f"{plan.system.name}'s {key}s ({listed}): did you mean {close[0]}? "
+                    f"set job.{key}: {close[0]}")
+        else:
+            out.add(WARNING, f"{where}: {key} {name} is not among profile "
+                    f"{plan.system.name}'s {key}s ({listed}), so its limits are not "
+                    "checked here; `validate --preflight` asks the scheduler")
+
+
+def routed(plan: Plan, facts: Facts) -> list[tuple[str | None, str, list[Run]]]:
+    """(queue, where it is named, the runs that go there) for every queue the study's
+    jobs go to: as the spec names it, the profile's default, the profile's queue that
+    takes what the default does not, or the scheduler's default."""
+    key = plan.scheduler.queue_key
+    if key is None:
+        return []
+    groups: dict[str | None, list[Run]] = {}
+    for run in plan.runs:
+        groups.setdefault(queue_for(plan.study, plan.system, run), []).append(run)
+    named = named_queues(plan.study.job, key)
+    default = plan.system.scheduler_options.queue
+    out = []
+    for name, runs in groups.items():
+        if name is None:
+            out.append((facts.queues.default, f"the default {key} of {plan.system.scheduler}",
+                        runs))
+        elif named:
+            out.append((name, plan.study.line_of(("job", key)), runs))
+        elif name == default:
+            out.append((name, f"profile {plan.system.name}: scheduler_options.queue", runs))
+        else:
+            out.append((name, f"profile {plan.system.name}: scheduler_options.queues (the "
+                        f"runs its default {key} {default} does not take)", runs))
+    return out
 
 
 def check_qos(plan: Plan, facts: Facts, out: Preflight) -> None:
@@ -74,11 +107,14 @@ def answer_source(facts: Facts, kind: str) -> str:
 
 
 def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
-                 where: str, limits: QueueLimits, known: dict[str, QueueLimits]) -> None:
-    """The runs' node counts and walltime against one queue's (or QOS's) limits."""
+                 where: str, limits: QueueLimits, known: dict[str, QueueLimits],
+                 runs: Sequence[Run] | None = None) -> None:
+    """The runs' (those that go there; every run by default) node counts and walltime
+    against one queue's (or QOS's) limits."""
     study, name, src = plan.study, limits.name, limits.source
+    runs = plan.runs if runs is None else runs
     wall = walltime_seconds(study.job.walltime)
-    counts = sorted({r.nodes for r in plan.runs})
+    counts = sorted({r.nodes for r in runs})
     nodes_at = study.line_of(("grid", "nodes"))
     before = len(out.problems)
 
@@ -87,9 +123,16 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
         verb = "they take" if len(fits) > 1 else "it takes"
         packs = ("pack the study (`run --pack`: each allocation goes to a queue that "
                  "takes its size), or " if pack and key == "queue" else "")
+        if not fits:
+            return ""
+        if documented(plan.system, name) and documented(plan.system, fits[0]):
+            # the profile documents both: one spec can name both and route each run
+            return (f"name {' or '.join(fits)} too, e.g. job.{key}: [{name}, {fits[0]}] "
+                    f"({verb} {n}-node jobs of {study.job.walltime}; each run goes to the "
+                    f"first that takes it), or {packs}")
         return (f"run those node counts as a study of their own with job.{key}: "
                 f"{' or '.join(fits)} ({verb} {n}-node jobs of {study.job.walltime}), or "
-                f"{packs}" if fits else "")
+                f"{packs}")
 
     if limits.closed:
         out.add(ERROR, f"{where}: {kind} {name} takes no jobs now ({limits.closed}, {src}): "
@@ -101,9 +144,9 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
             ([n for n in counts if limits.min_nodes and n < limits.min_nodes],
              limits.min_nodes, "at least")):
         if bad:
-            runs = sum(1 for r in plan.runs if r.nodes in bad)
+            refused = sum(1 for r in runs if r.nodes in bad)
             out.add(ERROR, f"{nodes_at}: {', '.join(map(str, bad))} node(s): {kind} {name} "
-                    f"takes {word} {bound} nodes ({src}), so {runs} run(s) would be refused "
+                    f"takes {word} {bound} nodes ({src}), so {refused} run(s) would be refused "
                     f"or wait for ever; {others(bad[0])}keep grid.nodes {word} {bound} (or "
                     "exclude those node counts)")
     over = [n for n in counts if (cap := limits.longest(n)) and wall > cap]
@@ -132,14 +175,14 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
             out.add(WARNING, f"only {up} of the {limits.total_nodes} nodes of {kind} {name} "
                     f"take jobs now (sinfo: {down} down, drained or failing): the "
                     f"{', '.join(map(str, waiting))}-node runs wait until enough return")
-    _job_limits(plan, out, kind, name, limits.jobs_source or src, limits)
+    _job_limits(plan, out, kind, name, limits.jobs_source or src, limits, len(runs))
     if len(out.problems) == before:
         out.checked.append(f"{kind} {name} takes {limits.describe()}"
                            + (f" ({src})" if src.startswith("profile ") else ""))
 
 
 def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,
-                limits: QueueLimits) -> None:
+                limits: QueueLimits, jobs: int) -> None:
     """One user's jobs at once in the queue: `run` keeps within it (its --max-jobs
     default), and what that means for the study's wall time."""
     most = limits.max_jobs or limits.max_running
@@ -147,7 +190,7 @@ def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,
         return
     if out.job_limit is None or most < out.job_limit[0]:
         out.job_limit = (most, f"{kind} {name}'s per-user limit ({src})")
-    runs, running = len(plan.runs), limits.max_running or most
+    runs, running = jobs, limits.max_running or most
     if runs <= running:
         return
     wall = walltime_seconds(plan.study.job.walltime)
@@ -162,50 +205,28 @@ def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,
             "user, or run fewer (--only)")
 
 
-def queue_name(plan: Plan, facts: Facts) -> tuple[str | None, str]:
-    """(the queue the jobs go to, where it is named): spec, profile, scheduler default."""
-    key = plan.scheduler.queue_key
-    if key is None:
-        return None, ""
-    named = getattr(plan.study.job, key)
-    if named:
-        return named, plan.study.line_of(("job", key))
-    if plan.system.scheduler_options.queue:
-        return (plan.system.scheduler_options.queue,
-                f"profile {plan.system.name}: scheduler_options.queue")
-    return facts.queues.default, f"the default {key} of {plan.system.scheduler}"
-
-
 def profile_limits(plan: Plan, name: str) -> QueueLimits | None:
-    q = plan.system.scheduler_options.queues.get(name)
-    if q is None:
-        return None
-    seconds = {k: walltime_seconds(v) if v else None
-               for k, v in (("min", q.min_walltime), ("max", q.max_walltime))}
-    source = f"profile {plan.system.name}, from the site's docs"
-    return QueueLimits(
-        name, source, q.min_nodes, q.max_nodes,
-        min_walltime_s=seconds["min"], max_walltime_s=seconds["max"],
-        walltime_by_nodes=tuple((n, walltime_seconds(t))
-                                for n, t in sorted(q.walltime_by_nodes.items())),
-        max_jobs=q.max_jobs_per_user, max_running=q.max_running_per_user,
-        jobs_source=f"{source}: {q.limits_source}" if q.limits_source else None)
+    """A queue's (or QOS's) limits as the study's profile documents them."""
+    return documented(plan.system, name)
 
 
 def profile_queue_limits(plan: Plan) -> QueueLimits | None:
-    """The limits of the study's queue as its profile documents them (None: unknown)."""
+    """The limits of the study's queue as its profile documents them (None: unknown);
+    of several, the first named (or the profile's default)."""
     key = plan.scheduler.queue_key
-    name = (getattr(plan.study.job, key) if key else None) or plan.system.scheduler_options.queue
-    return profile_limits(plan, name) if name else None
+    names = named_queues(plan.study.job, key) or [plan.system.scheduler_options.queue or ""]
+    return documented(plan.system, names[0]) if key and names[0] else None
 
 
 def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
-    """The per-user job limit of the study's queue as its profile documents it (what
-    `run --max-jobs` defaults to when no preflight asked the scheduler)."""
-    key = plan.scheduler.queue_key
-    name = (getattr(plan.study.job, key) if key else None) or plan.system.scheduler_options.queue
-    limits = profile_limits(plan, name) if name else None
-    if limits is None or not limits.max_jobs:
-        return None
-    return limits.max_jobs, (f"queue {name}'s per-user limit "
-                             f"({limits.jobs_source or limits.source})")
+    """The per-user job limit of the study's queues as its profile documents them (what
+    `run --max-jobs` defaults to when no preflight asked the scheduler): the smallest of
+    the queues its runs go to."""
+    found = Preflight()
+    for name, _, _ in routed(plan, Facts("", "")):
+        limits = documented(plan.system, name) if name else None
+        if limits is not None and limits.max_jobs and (
+                found.job_limit is None or limits.max_jobs < found.job_limit[0]):
+            found.job_limit = (limits.max_jobs, f"queue {name}'s per-user limit "
+                               f"({limits.jobs_source or limits.source})")
+    return found.job_limit

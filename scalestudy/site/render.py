@@ -30,6 +30,7 @@ from scalestudy.site.pack import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
 from scalestudy.site.program import program as make_program
 from scalestudy.site.queues import hms
+from scalestudy.site.routing import queue_for
 from scalestudy.site.schedulers import JobRequest
 
 #: The variable that holds the run directory in the job and on every rank.
@@ -123,7 +124,6 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
     """The scheduler request of a run: the profile's defaults, the spec's `job:` on top."""
     job, opts = study.job, system.scheduler_options
     scheduler = schedulers.get(system.scheduler)
-    queue = getattr(job, scheduler.queue_key) if scheduler.queue_key else None
     return JobRequest(
         name=job_name(study.name, run.run_id),
         nodes=run.nodes,
@@ -133,7 +133,7 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         cpus_per_task=threads_per_rank(system, run),
         cores_per_node=system.cores_per_node,
         account=job.account,
-        queue=queue or opts.queue,
+        queue=queue_for(study, system, run),
         qos=job.qos or opts.qos,
         constraint=job.constraint or opts.constraint,
         # PBS joins both streams into its own log (the script then writes stdout.log and

@@ -31,13 +31,18 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     """What `plan --json` prints: the runs, their states and the totals: the worst-case
     node-hours (every run using its whole walltime) and the expected ones (measured
     where a run, or a run of the same shape, has run; the walltime elsewhere)."""
+    from scalestudy.site.routing import queue_for
+
     statuses = {r.run_id: read_status(plan.run_dir(r)) for r in plan.runs}
     expected, measured = expected_node_hours(plan, statuses)
+    queues = {r.run_id: queue_for(plan.study, plan.system, r) for r in plan.runs}
     return {
         "study": plan.study.name,
         "system": plan.system.name,
         "scaling": plan.study.scaling,
-        "runs": [{**r.params(), "state": statuses[r.run_id].state.value} for r in plan.runs],
+        "runs": [{**r.params(), "state": statuses[r.run_id].state.value,
+                  **({"queue": queues[r.run_id]} if plan.scheduler.queued else {})}
+                 for r in plan.runs],
         "run_count": len(plan.runs),
         "node_hours_max": round(node_hours(plan.study, plan.runs), 3),
         "node_hours_expected": round(expected, 3),
