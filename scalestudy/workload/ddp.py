@@ -167,7 +167,8 @@ class DDPBackend:
 
     def describe(self) -> dict[str, Any]:
         """The DDP settings in effect (and the buckets per step a simulated network saw)."""
-        settings = {k: self.options[k] for k in _DDP_KEYS if k in self.options}
+        settings = {k: self.options[k] for k in _DDP_KEYS if k in self.options
+                    and not (k.startswith("sim_") and not self.options[k])}  # only when set
         if self._buckets[0]:
             settings["buckets"] = self._buckets[0]
         return {"ddp": settings}
