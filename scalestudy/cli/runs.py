@@ -146,6 +146,11 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
     summary = plan_summary(the_plan)
     if limits is not None:
         summary["limits"] = [p.line("limits") for p in limits.problems]
+    from scalestudy.study.planning import expected_waits
+
+    waits = expected_waits(the_plan)
+    if waits:
+        summary["expected_wait"] = [w.as_dict() for w in waits]
     if pack or the_plan.study.job.pack:
         from scalestudy.study.packing import pack_summary
 
@@ -164,6 +169,10 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         out.print(f"  {key} {text}: {value['where']}", highlight=False, markup=False)
     for line in summary.get("pack", {}).get("lines", []):
         out.print(line, highlight=False, markup=False)
+    for w in summary.get("expected_wait", []):
+        said = f"~{w['seconds'] / 60:,.1f} min" if w["seconds"] is not None else "not known"
+        out.print(f"expected queue wait, {w['nodes']} node(s): {said} ({w['source']})",
+                  highlight=False, markup=False, soft_wrap=True)
     if "pack" not in summary:
         by_queue: dict[str, set[int]] = {}
         for r in summary["runs"]:

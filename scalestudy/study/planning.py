@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
@@ -51,6 +52,30 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "values": {v.key: v.as_dict() for v in resolve.values(plan.study, plan.system)},
         "warnings": plan_warnings(plan),
     }
+
+
+def expected_waits(plan: Plan) -> list[Any]:
+    """The expected queue wait of each node count of the study (results.waits.Wait),
+    from this system's earlier jobs in the results store; [] for a system without a
+    queue, or a store that cannot be read (it only costs the estimate)."""
+    if not plan.scheduler.queued:
+        return []
+    import sqlalchemy.exc
+
+    from scalestudy.results.waits import expected, waits_by_nodes
+    from scalestudy.study.history import open_store
+
+    store = open_store()
+    if store.url.startswith("sqlite:///") and not Path(store.url[len("sqlite:///"):]).exists():
+        return expected({}, (r.nodes for r in plan.runs), plan.system.name)  # none yet
+    try:
+        try:
+            rows = store.rows(system=plan.study.system)
+        finally:
+            store.dispose()
+    except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError):
+        return []  # a store that cannot be read costs the estimate only
+    return expected(waits_by_nodes(rows), (r.nodes for r in plan.runs), plan.system.name)
 
 
 def plan_warnings(plan: Plan) -> list[str]:

@@ -1,0 +1,67 @@
+"""Expected queue waits per job shape from what a system's jobs waited before: the
+results store's attempts, each with its placement's queue wait (submitted to started),
+one job per run (a packed allocation's steps do not wait alone). Pure: the store's rows
+in, a median per node count out, with how many jobs it rests on."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Fewer earlier jobs than this at a node count: the estimate says it rests on few.
+FEW = 3
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The expected wait of one job shape, and where it comes from."""
+
+    nodes: int
+    seconds: float | None  # None: not known
+    jobs: int  # the earlier jobs it rests on
+    source: str  # in words
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `plan --json`."""
+        return {"nodes": self.nodes, "seconds": self.seconds, "jobs": self.jobs,
+                "source": self.source}
+
+
+def waits_by_nodes(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[float]]:
+    """The queue waits of earlier one-job-per-run attempts, by node count."""
+    out: dict[int, list[float]] = {}
+    for row in rows:
+        placement = (row.get("provenance") or {}).get("placement") or {}
+        wait = placement.get("queue_wait_s") if isinstance(placement, dict) else None
+        if placement.get("allocation") or not isinstance(wait, (int, float)) or wait < 0:
+            continue
+        if isinstance(row.get("nodes"), int):
+            out.setdefault(int(row["nodes"]), []).append(float(wait))
+    return out
+
+
+def expected(history: Mapping[int, Sequence[float]], nodes: Iterable[int],
+             system: str) -> list[Wait]:
+    """The median earlier wait of each node count asked, from its own jobs, else from
+    the nearest larger node count measured (a larger job waits at least as long, as a
+    rule), else not known."""
+    out = []
+    for n in sorted(set(nodes)):
+        own = history.get(n, [])
+        if own:
+            out.append(Wait(n, statistics.median(own), len(own),
+                            f"median of {len(own)} earlier {n}-node job(s) on {system} in "
+                            "the results store" + (" (few)" if len(own) < FEW else "")))
+            continue
+        larger = sorted(k for k in history if k > n)
+        if larger:
+            k = larger[0]
+            out.append(Wait(n, statistics.median(history[k]), len(history[k]),
+                            f"no {n}-node jobs on {system} in the results store: the median "
+                            f"of {len(history[k])} {k}-node job(s), an upper bound as a rule"))
+        else:
+            out.append(Wait(n, None, 0, f"no {n}-node (or larger) jobs on {system} in the "
+                            "results store yet"))
+    return out
