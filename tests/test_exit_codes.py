@@ -31,7 +31,10 @@ def start_run(spec: Path, cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", "from scalestudy.cli import main; main()", "run", str(spec)],
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True)  # its own group, as a terminal gives a foreground job
+        start_new_session=True,  # its own group, as a terminal gives a foreground job
+        # and SIGINT as a terminal's job has it: a test suite started in the background
+        # of a shell without job control (`pytest &`) inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_until_running(cwd: Path, timeout: float = 60.0) -> Path:
