@@ -222,11 +222,10 @@ def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
     """The per-user job limit of the study's queues as its profile documents them (what
     `run --max-jobs` defaults to when no preflight asked the scheduler): the smallest of
     the queues its runs go to."""
-    found = Preflight()
-    for name, _, _ in routed(plan, Facts("", "")):
-        limits = documented(plan.system, name) if name else None
-        if limits is not None and limits.max_jobs and (
-                found.job_limit is None or limits.max_jobs < found.job_limit[0]):
-            found.job_limit = (limits.max_jobs, f"queue {name}'s per-user limit "
-                               f"({limits.jobs_source or limits.source})")
-    return found.job_limit
+    limits = [lim for name, _, _ in routed(plan, Facts("", ""))
+              if name and (lim := documented(plan.system, name)) and lim.max_jobs]
+    if not limits:
+        return None
+    least = min(limits, key=lambda lim: lim.max_jobs or 0)
+    return least.max_jobs or 0, (f"queue {least.name}'s per-user limit "
+                                 f"({least.jobs_source or least.source})")
