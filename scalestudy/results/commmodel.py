@@ -147,6 +147,9 @@ def nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
     scaled = a / scale
+    full, *_ = np.linalg.lstsq(scaled, y, rcond=None)
+    if np.all(full > 0):  # the unconstrained optimum is feasible: no subset does better
+        return full / scale
     best, best_err = np.zeros(n), float(np.sum(y ** 2))
     for k in range(1, n + 1):
         for cols in itertools.combinations(range(n), k):

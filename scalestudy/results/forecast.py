@@ -372,18 +372,23 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
     group's measured medians forecast at its predicted scales, the figure, efficiency,
     comm share and step time replaced, the interval and the model added. A group the
     forecast refuses loses its predictions, and its fit says why (`withheld`)."""
+    from scalestudy.results.forked import mapped
+
     fits, out = fits.copy(), []
+    asked = []
     for group, rows in preds.groupby("group", sort=False):
         measured = table[table["group"] == group]
         points, probe = study_points(measured, scaling)
         per_node = measured["ranks_per_node"].dropna().unique() \
             if "ranks_per_node" in measured else []
-        try:
-            got = forecast(points, [int(g) for g in rows["world_size"]], level=level,
-                           gpus_per_node=int(per_node[0]) if len(per_node) == 1 else None,
-                           probe=probe)
-        except ScalestudyError as e:
-            fits.loc[fits["group"] == group, "withheld"] = f"no forecast ({e})"
+        asked.append((points, [int(g) for g in rows["world_size"]], level,
+                      int(per_node[0]) if len(per_node) == 1 else None, probe))
+    # each group's bootstrap is independent: shared out over forked processes
+    answers = mapped(_group_forecast, asked)
+    for (group, rows), got in zip(preds.groupby("group", sort=False), answers, strict=True):
+        measured = table[table["group"] == group]
+        if isinstance(got, str):
+            fits.loc[fits["group"] == group, "withheld"] = f"no forecast ({got})"
             continue
         rows = rows.copy()
         last = float(measured.sort_values("world_size")["efficiency"].iloc[-1])
@@ -399,3 +404,13 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
                 float(rows["efficiency_predicted"].iloc[i]) * ratio > last + 1e-9]
         out.append(rows)
     return fits, (pd.concat(out, ignore_index=True) if out else preds.iloc[0:0])
+
+
+def _group_forecast(args: tuple[pd.DataFrame, list[int], float, int | None,
+                                tuple[float, float] | None]) -> Forecast | str:
+    """One report group's forecast, or why there is none (for `forked.mapped`)."""
+    points, gpus, level, per_node, probe = args
+    try:
+        return forecast(points, gpus, level=level, gpus_per_node=per_node, probe=probe)
+    except ScalestudyError as e:
+        return str(e)
