@@ -236,6 +236,22 @@ def test_a_version_2_store_is_migrated_to_campaigns(empty_url: str) -> None:
     opened.dispose()
 
 
+def test_a_version_3_store_without_the_ledger_table_gets_it(tmp_path: Path) -> None:
+    """A version-3 store written before the ledger's table joined that version (the
+    campaigns' release) keeps forecasts once opened, as any version-3 store."""
+    url = str(tmp_path / "h.sqlite")
+    made = Store(url)
+    assert made.version() == 3
+    made.dispose()
+    engine = sa.create_engine(store_module.store_url(url))
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE forecasts"))
+    engine.dispose()
+    opened = Store(url)
+    assert opened.version() == 3 and opened.forecasts() == []
+    opened.dispose()
+
+
 def test_the_previous_release_store_file_opens(tmp_path: Path) -> None:
     """A SQLite store the previous release wrote (tests/data/previous-release): migrated,
     its studies and import kept, and its runs ingested again beside them."""

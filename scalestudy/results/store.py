@@ -335,6 +335,8 @@ def _open(conn: sa.Connection) -> None:
         MIGRATIONS[step](conn)
         conn.execute(sa.update(meta).where(meta.c.key == "schema_version")
                      .values(value=str(step)))
+    # a version-3 store written before the ledger's table joined that version
+    forecasts.create(conn, checkfirst=True)
 
 
 def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, Any],
