@@ -128,15 +128,29 @@ def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt 
               f"{plan.study.repeats} repeats) on system {plan.system.name}", highlight=False)
 
 
+AdaptiveOpt = Annotated[bool, typer.Option(
+    "--adaptive", help="measure round by round: every alternative's smallest scales first, "
+    "then only the points that could still change the front of time against node-hours "
+    "(the rule: `plan --adaptive`); journalled, so a killed run resumes; follows each "
+    "round to its end")]
+
+
 @app.command()
 def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("results"),
-         pack: PackOpt = False) -> None:
+         pack: PackOpt = False, adaptive: AdaptiveOpt = False,
+         budget: Annotated[float | None, typer.Option(
+             "--budget", min=0.0, help="--adaptive: the node-hours the study may use")] = None,
+         ) -> None:
     """Show the runs a study expands into, with run count and node-hours.
 
-    With --pack: the allocations the runs not done would be packed into."""
+    With --pack: the allocations the runs not done would be packed into. With
+    --adaptive: the rule and the round `run --adaptive` would run next."""
     from scalestudy.study import make_plan, plan_summary
 
     the_plan = make_plan(study, results)
+    if adaptive:
+        _plan_adaptive(the_plan, as_json, budget)
+        return
     _warn(the_plan)
     limits = None
     if not (pack or the_plan.study.job.pack):  # packed: the allocations fit the queues
@@ -184,6 +198,37 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
                 highlight=False, markup=False)
 
 
+def _plan_adaptive(the_plan: Plan, as_json: bool, budget: float | None) -> None:
+    """`plan --adaptive`: the rule, the next round, what was left out so far."""
+    from scalestudy.study import limits_gate, plan_adaptive
+
+    _warn(the_plan)
+    if not the_plan.study.job.pack:
+        limits_gate(the_plan, _say)
+    got = plan_adaptive(the_plan, None, budget)
+    if as_json:
+        print_json(got)
+        return
+    def say(line: str) -> None:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"adaptive study {the_plan.study.name}: {got['alternatives']} alternative(s), "
+        f"{got['points']} point(s), {got['node_hours_grid']:,.2f} node-hours for the whole "
+        "grid (nodes x walltime)")
+    say(f"rule: {got['rule']}")
+    for d in got["dropped"]:
+        say(f"dropped {d['alternative']}: {d['evidence']}")
+    for d in got["skipped"]:
+        say(f"not measured: {d['alternative']} on {d['nodes']} node(s): {d['evidence']}")
+    if got["next"]:
+        say(f"round {got['round']}: {len(got['next'])} point(s), "
+            f"{got['node_hours_round']:,.2f} node-hours at most:")
+        for p in got["next"]:
+            say(f"  {p['alternative']} on {p['nodes']} node(s): {len(p['runs'])} run(s)")
+    else:
+        say(f"nothing left to run: {got['stop']}")
+
+
 OnlyOpt = Annotated[str | None, typer.Option(
     "--only", help="run a subset, e.g. 'nodes<=2,tuning=default'")]
 MaxJobsOpt = Annotated[int | None, typer.Option(
@@ -212,7 +257,8 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         max_jobs: MaxJobsOpt = None, wait: WaitOpt = False, rerun: RerunOpt = None,
         max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
         no_preflight: NoPreflightOpt = False, tag: TagOpt = None,
-        results: ResultsOpt = Path("results"), pack: PackOpt = False) -> None:
+        results: ResultsOpt = Path("results"), pack: PackOpt = False,
+        adaptive: AdaptiveOpt = False) -> None:
     """Run (here) or submit (Slurm, PBS, Flux) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
@@ -224,7 +270,7 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
                             max_jobs=max_jobs, wait=wait, budget=budget,
                             preflight=not no_preflight, dry_run=dry_run,
                             tags=tuple(tag or ()), pack=pack)
-    got = uc.run(plan, request, _Screen(plan))
+    got = (uc.run_adaptive if adaptive else uc.run)(plan, request, _Screen(plan))
     if dry_run:
         from scalestudy.core.grid import describe_run
 

@@ -43,7 +43,11 @@ from scalestudy.report.plots import (
     plot_variants,
     render_png,
 )
-from scalestudy.report.sections import cost_blocks, parallelism_blocks
+from scalestudy.report.sections import (
+    cost_blocks,
+    not_measured_blocks,
+    parallelism_blocks,
+)
 from scalestudy.report.tables import (
     bound_table,
     failure_table,
@@ -193,6 +197,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     b += cost_blocks(a.costs, runs, a.target, a.picks)
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
+    b += not_measured_blocks(a.not_measured)
     b.append(Heading("Plots"))
     b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
     b += [Heading("Quality flags"),

@@ -138,6 +138,20 @@ def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
     return blocks
 
 
+def not_measured_blocks(points: Sequence[dict[str, object]]) -> list[Block]:
+    """An adaptive study's section: each point it did not measure, and the evidence."""
+    if not points:
+        return []
+    from scalestudy.results.adaptive import RULE
+
+    rows = [[str(p["alternative"]), str(p["nodes"]), node_hours_text(float(str(p["node_hours"]))),
+             str(p["why"])] for p in points]
+    return [Heading("What was not measured, and why", 3),
+            Note(f"An adaptive study (run --adaptive). {RULE} Node-hours: what the point's "
+                 "runs could have used (nodes x walltime)."),
+            Table(["alternative", "nodes", "node-hours saved", "why"], rows)]
+
+
 def _span(values: pd.Series) -> str:
     low, high = float(values.min()), float(values.max())
     return f"{low:.3g}" if math.isclose(low, high) else f"{low:.3g}–{high:.3g}"

@@ -88,6 +88,8 @@ class Analysis:
     spend: Spend | None = None  # packed: what its allocations held and used
     #: earlier forecasts of this system that this study's scales score (ledger lines)
     scored: tuple[str, ...] = ()
+    #: an adaptive study: each point it did not measure, with why (adaptive_journal)
+    not_measured: tuple[dict[str, Any], ...] = ()
 
     @property
     def unit(self) -> str:
@@ -125,7 +127,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
             options: AnalysisOptions | None = None, where: Where | None = None,
             references: Sequence[RefSet] = (), target: Target | None = None,
             generated: str | None = None, spend: Spend | None = None,
-            scored: Sequence[str] = ()) -> Analysis:
+            scored: Sequence[str] = (), not_measured: Sequence[dict[str, Any]] = ()
+            ) -> Analysis:
     """Analyse the collected runs of a study (runs.csv's rows) in one pass."""
     options, where = options or AnalysisOptions(), where or Where()
     table = scaling_table(runs, scaling, options.baseline, options.thresholds)
@@ -148,7 +151,7 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
-        spend=spend, scored=tuple(scored))
+        spend=spend, scored=tuple(scored), not_measured=tuple(not_measured))
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -205,4 +208,5 @@ def _summary(a: Analysis) -> dict[str, Any]:
         "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs)},
         **({"spend": a.spend.to_json()} if a.spend is not None else {}),
         **({"earlier_forecasts": list(a.scored)} if a.scored else {}),
+        **({"not_measured": list(a.not_measured)} if a.not_measured else {}),
     }

@@ -10,6 +10,7 @@ the `run` use case; `outcomes`: status, cancel, collect, report, probe, compare.
 from __future__ import annotations
 
 from scalestudy.site.plan import Plan, make_plan
+from scalestudy.study.adaptive import plan_adaptive, run_adaptive
 from scalestudy.study.outcomes import (
     Comparison,
     ProbeResult,
@@ -52,11 +53,42 @@ from scalestudy.study.running import (
 )
 
 __all__ = [
-    "MAX_ATTEMPTS", "Comparison", "Plan", "ProbeResult", "Queued", "RunOutcome", "RunRequest",
-    "Say", "Screen", "Selection", "allocation_lines", "cancel", "check_budget",
-    "check_selection", "choose_runs",
-    "collect", "compare", "describe_axes", "dry_run", "expected_node_hours", "job_limit",
-    "limits_gate", "lock", "make_plan", "plan_summary", "plan_warnings", "preflight",
+    "MAX_ATTEMPTS",
+    "Comparison",
+    "Plan",
+    "ProbeResult",
+    "Queued",
+    "RunOutcome",
+    "RunRequest",
+    "Say",
+    "Screen",
+    "Selection",
+    "allocation_lines",
+    "cancel",
+    "check_budget",
+    "check_selection",
+    "choose_runs",
+    "collect",
+    "compare",
+    "describe_axes",
+    "dry_run",
+    "expected_node_hours",
+    "job_limit",
+    "limits_gate",
+    "lock",
+    "make_plan",
+    "plan_adaptive",
+    "plan_summary",
+    "plan_warnings",
+    "preflight",
     "preflight_gate",
-    "probe", "report", "run", "run_here", "selected", "status", "submit", "wait",
+    "probe",
+    "report",
+    "run",
+    "run_adaptive",
+    "run_here",
+    "selected",
+    "status",
+    "submit",
+    "wait",
 ]

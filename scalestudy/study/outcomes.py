@@ -17,9 +17,12 @@ from scalestudy.site.plan import Plan
 from scalestudy.study.planning import Say, quiet
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
 
     from scalestudy.report.build import Report
+    from scalestudy.results.adaptive import Point
     from scalestudy.results.analysis import AnalysisOptions
 
 
@@ -126,11 +129,63 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     analysis = analyse(study.name, study.scaling, runs, options=options,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target, spend=_spend(plan),
-                       scored=scored_here(study.system, _world_sizes(runs)))
+                       scored=scored_here(study.system, _world_sizes(runs)),
+                       not_measured=_not_measured(plan))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)
     return replace(built, stored="\n".join(filter(None, (stored, kept))))
+
+
+def _not_measured(plan: Plan) -> list[dict[str, Any]]:
+    """An adaptive study's points it did not measure, with why ([] for a full grid)."""
+    from scalestudy.results import adaptive_journal
+
+    if not (plan.directory / adaptive_journal.FILE).exists():
+        return []
+    points = grid_points(plan)
+    measured, _ = measured_points(plan, points)
+    return adaptive_journal.not_measured(points, adaptive_journal.read(plan.directory),
+                                         measured)
+
+
+def grid_points(plan: Plan, only: str | None = None) -> list[Point]:
+    """The study's points (alternative x node count, results.adaptive), of the `--only`
+    selection."""
+    from scalestudy.core.grid import select
+    from scalestudy.core.spec import walltime_seconds
+    from scalestudy.results.adaptive import points_of
+
+    return points_of(select(plan.runs, only), plan.study.scaling,
+                     walltime_seconds(plan.study.job.walltime))
+
+
+def measured_points(plan: Plan, points: Sequence[Point]
+                    ) -> tuple[dict[tuple[str, int], list[float]], set[tuple[str, int]]]:
+    """The throughputs of each point's completed runs, and the points whose runs all
+    failed for good (read from the runs' files; on a scheduler, settled first)."""
+    runs = collect(plan)
+    by_id = {str(r): row for r, row in zip(runs["run_id"], runs.to_dict("records"),
+                                          strict=True)}
+    measured: dict[tuple[str, int], list[float]] = {}
+    failed: set[tuple[str, int]] = set()
+    for p in points:
+        rows = [by_id[r] for r in p.runs if r in by_id]
+        values = [float(row["throughput"]) for row in rows
+                  if row.get("state") == RunState.COMPLETED.value
+                  and _number(row.get("throughput"))]
+        if values:
+            measured[p.key] = values
+        elif rows and all(row.get("state") == RunState.FAILED.value for row in rows):
+            failed.add(p.key)
+    return measured, failed
+
+
+def _number(value: Any) -> bool:
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _world_sizes(runs: Any) -> set[int]:

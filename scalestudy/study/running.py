@@ -257,12 +257,7 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
 
     check_selection(plan, request.only)
     plan = with_tags(plan, request.tags)
-    if request.pack and not plan.scheduler.queued:
-        from scalestudy.core.errors import ScalestudyError
-
-        raise ScalestudyError(
-            f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
-            "there is no allocation to pack into; run without --pack")
+    check_pack(plan, request)
     if request.dry_run:
         return _dry_run(plan, request, screen)
     plan = dataclasses.replace(plan, campaign=ws.new_campaign())  # this run's campaign
@@ -292,6 +287,16 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
         with screen.running_here(plan, len(selection.todo)) as progress:
             states = run_here(plan, selection, request.force, progress, request.budget)
         return RunOutcome(selection, states=states, report=report(plan))
+
+
+def check_pack(plan: Plan, request: RunRequest) -> None:
+    """`--pack` needs a scheduler: refuse it on a system that runs jobs on this host."""
+    if request.pack and not plan.scheduler.queued:
+        from scalestudy.core.errors import ScalestudyError
+
+        raise ScalestudyError(
+            f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
+            "there is no allocation to pack into; run without --pack")
 
 
 def _repack(plan: Plan, request: RunRequest, screen: Screen, states: list[RunState],

@@ -1,0 +1,182 @@
+"""The `run --adaptive` use case: measure a study round by round, each round's points
+chosen from what the earlier rounds measured (results.adaptive's rule), every decision
+journalled first, so that a killed run resumes where it stopped; and `plan --adaptive`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.grid import Run, node_hours
+from scalestudy.core.states import RunState
+from scalestudy.results import adaptive_journal as journal_file
+from scalestudy.results.adaptive import RULE, Decision, Point, decide
+from scalestudy.site.plan import Plan
+from scalestudy.study.outcomes import grid_points, measured_points
+from scalestudy.study.running import (
+    Queued,
+    RunOutcome,
+    RunRequest,
+    Screen,
+    Selection,
+    check_pack,
+    choose_runs,
+    run_here,
+    submit,
+    submit_packed,
+    wait,
+    with_tags,
+)
+
+#: Rounds at most (each measures at least one point, so a grid ends far sooner).
+MAX_ROUNDS = 64
+
+
+def next_decision(plan: Plan, points: Sequence[Point], budget: float | None
+                  ) -> tuple[Decision, journal_file.Journal]:
+    """What the next round would be, from the journal and the runs' files (writes
+    nothing)."""
+    journal = journal_file.read(plan.directory)
+    measured, failed = measured_points(plan, points)
+    started = {r for r in journal.runs()}
+    spent = node_hours(plan.study, [r for r in plan.runs if r.run_id in started])
+    left = None if budget is None else max(0.0, budget - spent)
+    return decide(points, measured, failed, journal.dropped, journal.skipped, left), journal
+
+
+def plan_adaptive(plan: Plan, only: str | None, budget: float | None) -> dict[str, Any]:
+    """What `plan --adaptive` shows: the rule, the next round (the first, before any
+    run), what was dropped or left out so far, and the node-hours against the grid's."""
+    points = grid_points(plan, only)
+    decision, journal = next_decision(plan, points, budget)
+    nh = sum(p.node_hours for p in decision.points)
+    return {
+        "rule": RULE, "round": len(journal.rounds) + 1,
+        "next": [{"alternative": p.alternative, "nodes": p.nodes, "runs": list(p.runs),
+                  "node_hours_max": round(p.node_hours, 3)} for p in decision.points],
+        "stop": decision.why or None,
+        "noise": decision.noise, "noise_source": decision.noise_source,
+        "dropped": [{"alternative": a, "evidence": e}
+                    for a, e in {**journal.dropped,
+                                 **{v.alternative: v.evidence for v in decision.dropped}
+                                 }.items()],
+        "skipped": [{"alternative": a, "nodes": n, "evidence": e}
+                    for (a, n), e in {**journal.skipped,
+                                      **{(v.alternative, int(v.nodes or 0)): v.evidence
+                                         for v in decision.skipped}}.items()],
+        "node_hours_round": round(nh, 3),
+        "node_hours_grid": round(sum(p.node_hours for p in points), 3),
+        "alternatives": len({p.alternative for p in points}),
+        "points": len(points),
+    }
+
+
+def run_adaptive(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
+    """`scalestudy run --adaptive`: under the study's lock, finish the journal's last
+    round, then decide, journal and run round after round until no point is open or
+    the budget is spent; then report."""
+    from scalestudy.study.outcomes import report
+    from scalestudy.study.planning import check_selection, lock, preflight_gate
+
+    check_selection(plan, request.only)
+    plan = with_tags(plan, request.tags)
+    check_pack(plan, request)
+    if request.rerun is not None:
+        raise ScalestudyError("--adaptive with --rerun: an adaptive study decides what "
+                              "runs from what was measured; rerun its failed runs without "
+                              "--adaptive (`run --rerun failed --only ...`), or remove "
+                              f"{plan.directory / journal_file.FILE} to start it afresh")
+    points = grid_points(plan, request.only)
+    by_id = {r.run_id: r for r in plan.runs}
+    if request.dry_run:
+        decision, _ = next_decision(plan, points, request.budget)
+        from scalestudy.execute.submit import prepare
+
+        todo = [by_id[r] for p in decision.points for r in p.runs]
+        return RunOutcome(Selection(todo), prepared=prepare(plan, todo, force=False))
+    from scalestudy.execute import workspace as ws
+
+    plan = dataclasses.replace(plan, campaign=ws.new_campaign())
+    states: dict[str, RunState] = {}
+    ran: list[Run] = []
+    with lock(plan):
+        found = None
+        if plan.scheduler.queued and request.preflight:
+            found = preflight_gate(plan, True, lambda f: screen.preflight(f, True),
+                                   ", or run again with --no-preflight to submit anyway")
+        for _ in range(MAX_ROUNDS):
+            journal = journal_file.read(plan.directory)
+            if journal.rounds and journal.stopped is None:  # finish the last round first
+                last = journal.rounds[-1]
+                todo = [by_id[r] for r in last["runs"] if r in by_id]
+                states.update(_round(plan, todo, request, screen, found, int(last["round"])))
+                ran += todo
+            decision, journal = next_decision(plan, points, request.budget)
+            number = len(journal.rounds) + 1
+            if journal.rounds and journal.stopped is None and decision.points and {
+                    r for p in decision.points for r in p.runs} <= set(
+                    journal.rounds[-1]["runs"]):
+                screen.note(f"adaptive: round {number - 1}'s runs did not all complete "
+                            f"(held, cancelled or cut off): `scalestudy status "
+                            f"{plan.study.source}` says why; run again to go on")
+                break
+            if not decision.points and journal.stopped == decision.why and not (
+                    decision.dropped or decision.skipped):
+                screen.note(f"adaptive: nothing left to run: {decision.why}")
+                break  # stopped before, and nothing new: do not journal it twice
+            journal_file.record(plan.directory, number, decision)
+            for line in _decision_lines(number, decision):
+                screen.note(line)
+            if not decision.points:
+                break
+        else:
+            raise ScalestudyError(f"--adaptive: still open after {MAX_ROUNDS} rounds; "
+                                  "run it again to go on")
+    end = [states[r.run_id] for r in ran if r.run_id in states]
+    return RunOutcome(Selection(ran), states=end, report=report(plan))
+
+
+def _round(plan: Plan, todo: list[Run], request: RunRequest, screen: Screen,
+           found: Any, number: int) -> dict[str, RunState]:
+    """Run one round's runs (those not done yet) to their end; their end states."""
+    sub = dataclasses.replace(plan, runs=todo)
+    if not plan.scheduler.queued:
+        selection = choose_runs(sub, None, None, request.max_attempts)
+        if not selection.todo:
+            return {}
+        screen.note(f"adaptive round {number}: running {len(selection.todo)} run(s)")
+        with screen.running_here(sub, len(selection.todo)) as progress:
+            ended = run_here(sub, selection, False, progress)
+        return {r.run_id: s for r, s in zip(selection.todo, ended, strict=True)}
+    from scalestudy.study.planning import job_limit
+
+    packed = request.pack or plan.study.job.pack
+    most = None if packed else job_limit(sub, request.max_jobs, found, screen.note)
+    queued: Queued = (submit_packed(sub, None, None, request.max_attempts, None, found)
+                      if packed else
+                      submit(sub, None, None, request.max_attempts, most, None))
+    if not (queued.submitted or queued.allocations or queued.waiting or queued.adopted
+            or queued.selection.active):
+        return {}
+    screen.note(f"adaptive round {number}: following {len(todo)} run(s)")
+    screen.queued(queued)
+    with screen.following([r.run_id for r in todo]) as seen:
+        ended = wait(sub, None, queued, most, False, seen)
+    return {r.run_id: s for r, s in zip(todo, ended, strict=True)}
+
+
+def _decision_lines(number: int, decision: Decision) -> list[str]:
+    """What a decision says on the screen."""
+    lines = [f"adaptive: dropped {v.alternative}: {v.evidence}" for v in decision.dropped]
+    lines += [f"adaptive: not measuring {v.alternative} on {v.nodes} node(s): {v.evidence}"
+              for v in decision.skipped]
+    if decision.points:
+        lines.append(f"adaptive round {number}: "
+                     + "; ".join(p.name() for p in decision.points)
+                     + f" (noise {decision.noise_source})")
+    else:
+        lines.append(f"adaptive: stopped after round {number - 1}: {decision.why}")
+    return lines
