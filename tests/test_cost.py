@@ -15,14 +15,18 @@ from hypothesis import strategies as st
 from scalestudy.core.errors import SpecError
 from scalestudy.core.load import parse_study
 from scalestudy.core.target import Target
+from scalestudy.report.sections import cost_cells
 from scalestudy.results.cost import (
     CostBasis,
     cheapest_within,
     cost_table,
+    costs_of,
     fastest_within,
+    first_to_finish,
     hours,
     pareto_front,
     parse_duration,
+    pick_sentences,
 )
 
 
@@ -78,6 +82,27 @@ def test_deadline_and_budget_pick_the_cheapest_and_the_fastest() -> None:
     assert fastest_within(costs, 0.3)["nodes"] == 2  # 0.29 node-h; 4 nodes need 0.37
     assert fastest_within(costs, 10)["nodes"] == 4
     assert fastest_within(costs, 0.1) is None
+
+
+def test_a_deadline_counts_the_queue_wait_and_names_the_first_to_finish() -> None:
+    """4 nodes run in 333 s but wait 10 min in the queue; 2 nodes run in 526 s and start
+    at once: within 15 min, 2 nodes are the cheapest, and they finish first too; the
+    cost table shows each wait."""
+    table = KNOWN
+    costs = costs_of(table, None, table.iloc[0:0], {2: 0.0, 4: 600.0, 8: 1200.0})
+    assert costs["finish_s"].tolist() == pytest.approx(
+        [1000, 1e6 / 1900, 1e6 / 3000 + 600, 1e6 / 2900 + 1200])
+    assert cheapest_within(costs, 600)["nodes"] == 2
+    assert cheapest_within(costs, 400) is None  # without the wait, 4 nodes met it
+    assert first_to_finish(costs)["nodes"] == 2
+    said = pick_sentences(costs, 900, None)
+    assert "the cheapest point that meets it is 2 nodes" in said[0]
+    assert "in the queue" in said[0] and len(said) == 1  # it finishes first as well
+    assert "first to finish, 2 nodes" in pick_sentences(costs, 60, None)[0]
+    headers, rows = cost_cells(costs)
+    assert "queue wait" in headers
+    assert rows[0][headers.index("queue wait")] == "not known"  # 1 node: no estimate
+    assert "queue wait" not in cost_cells(costs_of(table, None, table.iloc[0:0]))[0]
 
 
 def test_epochs_grow_with_the_batch_past_the_critical_batch() -> None:

@@ -404,3 +404,25 @@ def test_submit_argv_pbs_in_the_foreground_unless_the_profile_says_otherwise() -
     assert schedulers.get("pbs").submit_argv("/r/job.sh", []) == ["qsub", "/r/job.sh"]
     assert schedulers.get("slurm").submit_argv("/r/job.sh") == [
         "sbatch", "--parsable", "/r/job.sh"]
+
+
+def test_slurm_estimates_a_start_with_the_jobs_own_directives() -> None:
+    """`sbatch --test-only` with the job's shape (no output files: nothing is written),
+    and the start it prints (a recorded answer of the Slurm testbed)."""
+    slurm = schedulers.get("slurm")
+    argv = slurm.estimate_argv(JobRequest(name="s-1", nodes=2, ranks_per_node=4,
+                                          walltime="00:30:00", queue="debug", account="A",
+                                          stdout="/r/out.log"))
+    assert argv is not None
+    assert argv[:2] == ["sbatch", "--test-only"] and argv[-2:] == ["--wrap", "true"]
+    assert {"-N", "2", "-t", "00:30:00", "-p", "debug", "-A", "A"} <= set(argv)
+    assert not any(w.startswith("--output") for w in argv)
+    said = ("sbatch: Job 671 to start at 2026-11-26T21:39:06 using 2 processors on nodes "
+            "n[1-2] in partition debug\n")
+    assert slurm.parse_estimate(0, "", said) == "2026-11-26T21:39:06"
+    assert slurm.parse_estimate(1, "", "sbatch: error: Invalid partition name") is None
+    assert schedulers.get("pbs").estimate_argv(JobRequest(name="s", nodes=1, ranks_per_node=1,
+                                                          walltime="00:10:00")) is None
+    assert commands.estimate_start(slurm, JobRequest(
+        name="s", nodes=1, ranks_per_node=1, walltime="00:10:00"),
+        runner=lambda argv: (0, "", said)) == "2026-11-26T21:39:06"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from scalestudy.results.waits import expected, waits_by_nodes
 from tests.conftest import run_cli
 
@@ -44,3 +46,59 @@ def test_plan_says_the_expected_wait_and_its_source(tmp_path: Path) -> None:
     shown = run_cli("plan", str(spec), cwd=tmp_path, env_extra={**env, "COLUMNS": "200"})
     assert "expected queue wait, 1 node(s): not known (no 1-node (or larger) jobs on " \
         "polaris in the results store yet)" in shown.stdout
+
+
+def test_the_schedulers_estimate_is_a_wait_from_now() -> None:
+    from datetime import datetime
+
+    from scalestudy.results.waits import from_scheduler
+
+    now = datetime(2026, 11, 26, 21, 30, 0)
+    wait = from_scheduler(4, "2026-11-26T21:42:30", now, "sbatch --test-only")
+    assert (wait.seconds, wait.start) == (750.0, "2026-11-26T21:42:30")
+    assert "sbatch --test-only" in wait.source and wait.as_dict()["start"]
+    assert from_scheduler(1, "2026-11-26T21:00:00", now, "x").seconds == 0.0  # now
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_plan_asks_slurm_when_a_job_would_start(tmp_path: Path, slurm_cluster) -> None:
+    """With every node held by a 2-minute job, `plan` gives the wait Slurm's backfill
+    plan gives (sbatch --test-only): about the filler's time left, never queued."""
+    import subprocess
+    import time
+
+    (tmp_path / "profile.yaml").write_text(PROFILE)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: profile.yaml\nworkload: {model: small_cnn}\n"
+                    "grid: {nodes: [1, 2]}\njob: {walltime: '00:05:00'}\n")
+    filler = slurm_cluster.sbatch("-N", "4", "--ntasks-per-node=2", "-t", "2",
+                                  "--wrap", "sleep 300", cwd=tmp_path)
+    try:
+        for _ in range(60):
+            state = subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"],
+                                   capture_output=True, text=True).stdout.strip()
+            if state == "RUNNING":
+                break
+            time.sleep(0.5)
+        done = run_cli("plan", str(spec), "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        waits = json.loads(done.stdout)["expected_wait"]
+        assert [w["nodes"] for w in waits] == [1, 2]
+        for w in waits:
+            assert "sbatch --test-only" in w["source"] and w["start"]
+            assert 90 <= w["seconds"] <= 125, w  # the filler's 2 minutes, less its start
+        queued = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+        assert queued.stdout.split() == [filler]  # nothing was queued by the estimate
+    finally:
+        subprocess.run(["scancel", filler], check=False)
+
+
+PROFILE = """name: tb
+description: the localhost Slurm testbed
+scheduler: slurm
+launcher: srun
+max_nodes: 4
+cores_per_node: 2
+threads_per_rank: 1
+"""

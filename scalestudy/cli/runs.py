@@ -185,7 +185,8 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         out.print(line, highlight=False, markup=False)
     for w in summary.get("expected_wait", []):
         said = f"~{w['seconds'] / 60:,.1f} min" if w["seconds"] is not None else "not known"
-        out.print(f"expected queue wait, {w['nodes']} node(s): {said} ({w['source']})",
+        start = f", expected start {w['start'].replace('T', ' ')}" if w.get("start") else ""
+        out.print(f"expected queue wait, {w['nodes']} node(s): {said}{start} ({w['source']})",
                   highlight=False, markup=False, soft_wrap=True)
     if "pack" not in summary:
         by_queue: dict[str, set[int]] = {}

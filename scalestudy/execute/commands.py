@@ -16,7 +16,7 @@ from pathlib import Path
 from scalestudy.core.errors import SubmitError
 from scalestudy.core.states import JobStatus
 from scalestudy.execute.workspace import HELD_LOCKS
-from scalestudy.site.schedulers import JobState, Scheduler
+from scalestudy.site.schedulers import JobRequest, JobState, Scheduler
 
 # (argv, cwd=None) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
 CommandRunner = Callable[..., tuple[int, str, str]]
@@ -198,3 +198,18 @@ def cancel(scheduler: Scheduler, job_ids: Sequence[str],
     problem = scheduler.cancel_failed(code, out, err)
     if problem is not None:
         raise SubmitError(f"{argv[0]} failed (exit {code}): {problem}")
+
+
+def estimate_start(scheduler: Scheduler, job: JobRequest,
+                   runner: CommandRunner = run_command) -> str | None:
+    """When the scheduler would start a job of this shape if it were submitted now (ISO
+    8601, its local time), without queueing anything; None where it has no such command
+    or does not say."""
+    argv = scheduler.estimate_argv(job)
+    if argv is None:
+        return None
+    try:
+        code, stdout, stderr = runner(argv)
+    except SubmitError:  # the command is not here
+        return None
+    return scheduler.parse_estimate(code, stdout, stderr)

@@ -194,7 +194,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     if not table.empty:
         b += _model_blocks(a)
     b += parallelism_blocks(table)
-    b += cost_blocks(a.costs, runs, a.target, a.picks)
+    b += cost_blocks(a.costs, runs, a.target, a.picks, a.waits)
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
     b += not_measured_blocks(a.not_measured)

@@ -20,6 +20,7 @@ from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.cost import hours, node_hours_text, point_name
 from scalestudy.results.parallelism import factorisation_findings, layout_label, why
 from scalestudy.results.quality import IMPLAUSIBLE
+from scalestudy.results.waits import Wait
 
 
 def front_sentences(costs: pd.DataFrame) -> list[str]:
@@ -82,11 +83,14 @@ def cost_cells(costs: pd.DataFrame) -> Cells:
     """The cost table as text cells."""
     energy = costs["energy_kwh"].notna().any() if len(costs) else False
     units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
+    waits = "queue_wait_s" in costs and costs["queue_wait_s"].notna().any()
     headers = ["group", "nodes", "GPUs", "global batch", units, "time [band]",
+               *(["queue wait"] if waits else []),
                "node-hours [band]", "GPU-hours", *(["energy kWh"] if energy else []),
                "front", "group's front"]
     rows = []
     for r in costs.itertuples(index=False):
+        wait = getattr(r, "queue_wait_s", math.nan)
         front = ("predicted, " if r.predicted else "") + (
             "on the front" if r.pareto else
             f"left out ({r.doubt})" if any(c in str(r.doubt) for c in IMPLAUSIBLE)
@@ -94,6 +98,8 @@ def cost_cells(costs: pd.DataFrame) -> Cells:
         rows.append([str(r.group), str(r.nodes), str(r.world_size),
                      format_value(r.global_batch), f"{r.units:,.0f}",
                      f"{hours(r.time_s)} [{hours(r.time_s_low)}–{hours(r.time_s_high)}]",
+                     *([hours(wait) if math.isfinite(wait) else "not known"]
+                       if waits else []),
                      f"{r.node_hours:,.3g} [{r.node_hours_low:,.3g}–{r.node_hours_high:,.3g}]",
                      f"{r.gpu_hours:,.3g}",
                      *([f"{r.energy_kwh:,.3g}" if math.isfinite(r.energy_kwh) else "n/a"]
@@ -115,7 +121,7 @@ def energy_note(runs: pd.DataFrame, costs: pd.DataFrame) -> str:
 
 
 def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
-                picks: Sequence[str]) -> list[Block]:
+                picks: Sequence[str], waits: Sequence[Wait] = ()) -> list[Block]:
     """The Cost section."""
     units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
     what = (f"one training run to the target: {target.describe()}" if target is not None
@@ -132,7 +138,12 @@ def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
     if costs.empty:
         return [*blocks, Para("No point could be priced (no completed runs, or global "
                                "batches outside the target's table).")]
+    known = [w for w in waits if w.seconds is not None]
     blocks += [Items([*picks, *front_sentences(costs)]), Table.of(cost_cells(costs)),
+               *([Note("Queue wait: the expected wait of a job of that many nodes, "
+                       "counted in a deadline's pick (time to result = wait + run): "
+                       + "; ".join(f"{w.nodes} node(s): {w.source}" for w in known) + ".")]
+                 if known else []),
                Note(energy_note(runs, costs)),
                Image("cost.png", "Time to solution vs node-hours")]
     return blocks

@@ -33,6 +33,7 @@ from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
 from scalestudy.results.spend import Spend
 from scalestudy.results.summary import POINT_KEYS, headline, records
+from scalestudy.results.waits import Wait
 
 #: References with the function that says where each one was written.
 RefSet = tuple[Sequence[Reference], Locate]
@@ -90,6 +91,8 @@ class Analysis:
     scored: tuple[str, ...] = ()
     #: an adaptive study: each point it did not measure, with why (adaptive_journal)
     not_measured: tuple[dict[str, Any], ...] = ()
+    #: the expected queue wait of each node count, with its source (results.waits)
+    waits: tuple[Wait, ...] = ()
 
     @property
     def unit(self) -> str:
@@ -127,8 +130,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
             options: AnalysisOptions | None = None, where: Where | None = None,
             references: Sequence[RefSet] = (), target: Target | None = None,
             generated: str | None = None, spend: Spend | None = None,
-            scored: Sequence[str] = (), not_measured: Sequence[dict[str, Any]] = ()
-            ) -> Analysis:
+            scored: Sequence[str] = (), not_measured: Sequence[dict[str, Any]] = (),
+            waits: Sequence[Wait] = ()) -> Analysis:
     """Analyse the collected runs of a study (runs.csv's rows) in one pass."""
     options, where = options or AnalysisOptions(), where or Where()
     table = scaling_table(runs, scaling, options.baseline, options.thresholds)
@@ -138,7 +141,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
     preds = qualified(fits, preds)  # only what passes the rule is shown
     fits, preds = with_intervals(table, fits, preds, scaling)  # each with its interval
     bounds = ring_bounds(table, fits)
-    costs = costs_of(table, target, preds)
+    costs = costs_of(table, target, preds,
+                     {w.nodes: w.seconds for w in waits if w.seconds is not None})
     found = losses(table, points, fits) if not table.empty else []
     outcomes = variant_outcomes(table, scaling) if not table.empty else []
     return Analysis(
@@ -151,7 +155,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
-        spend=spend, scored=tuple(scored), not_measured=tuple(not_measured))
+        spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
+        waits=tuple(waits))
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -205,7 +210,8 @@ def _summary(a: Analysis) -> dict[str, Any]:
                        "checks": records(checks)},
         "headline": list(a.headline),
         "findings": a.findings,
-        "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs)},
+        "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs),
+                 **({"queue_waits": [w.as_dict() for w in a.waits]} if a.waits else {})},
         **({"spend": a.spend.to_json()} if a.spend is not None else {}),
         **({"earlier_forecasts": list(a.scored)} if a.scored else {}),
         **({"not_measured": list(a.not_measured)} if a.not_measured else {}),

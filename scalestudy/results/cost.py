@@ -14,7 +14,7 @@ never invented.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,10 +190,28 @@ def pareto_front(time_s: Sequence[float] | np.ndarray, cost: Sequence[float] | n
     return np.asarray(kept, dtype=int)
 
 
+def _finish(costs: pd.DataFrame) -> pd.Series:
+    """Each point's time to result: its expected queue wait (where known) and its run."""
+    return costs["finish_s"] if "finish_s" in costs else costs["time_s"]
+
+
 def cheapest_within(costs: pd.DataFrame, deadline_s: float) -> pd.Series | None:
-    """The measured point with the fewest node-hours that finishes within the deadline."""
-    ok = costs[(costs["time_s"] <= deadline_s) & ~costs["predicted"].astype(bool)]
+    """The measured point with the fewest node-hours that finishes within the deadline,
+    its expected queue wait counted."""
+    ok = costs[(_finish(costs) <= deadline_s) & ~costs["predicted"].astype(bool)]
     return None if ok.empty else ok.loc[ok["node_hours"].idxmin()]
+
+
+def first_to_finish(costs: pd.DataFrame) -> pd.Series | None:
+    """The measured point whose result comes first: queue wait plus run."""
+    measured = costs[~costs["predicted"].astype(bool)]
+    return None if measured.empty else measured.loc[_finish(measured).idxmin()]
+
+
+def _wait_words(row: pd.Series) -> str:
+    """`after ~12 min in the queue` where the wait is known, else ""."""
+    wait = _number(row.get("queue_wait_s"))
+    return f", after an expected {hours(wait)} in the queue" if wait is not None else ""
 
 
 def fastest_within(costs: pd.DataFrame, budget_node_hours: float) -> pd.Series | None:
@@ -253,11 +271,18 @@ def cost_basis(table: pd.DataFrame, target: Target | None) -> CostBasis:
     return CostBasis(target, smallest, units)
 
 
-def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame
-             ) -> pd.DataFrame:
-    """The cost table of a scaling table (qualified predictions included, marked)."""
-    return cost_table(table, cost_basis(table, target),
-                      None if table.empty else predictions)
+def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFrame,
+             waits: Mapping[int, float] | None = None) -> pd.DataFrame:
+    """The cost table of a scaling table (qualified predictions included, marked), with
+    each point's expected queue wait (`waits`: seconds by node count; NaN where not
+    known) and its time to result, the wait plus the run (`finish_s`)."""
+    costs = cost_table(table, cost_basis(table, target), None if table.empty else predictions)
+    known = waits or {}
+    costs["queue_wait_s"] = [float(known.get(int(n), math.nan)) for n in costs["nodes"]] \
+        if len(costs) else []
+    costs["finish_s"] = costs["time_s"] + costs["queue_wait_s"].fillna(0.0) \
+        if len(costs) else []
+    return costs
 
 
 def point_name(row: pd.Series) -> str:
@@ -279,16 +304,20 @@ def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
     measured = costs[~costs["predicted"].astype(bool)] if len(costs) else costs
     if deadline_s is not None and len(measured):
         got = cheapest_within(costs, deadline_s)
-        if got is None:
-            fastest = measured.loc[measured["time_s"].idxmin()]
+        first = first_to_finish(costs)
+        if got is None and first is not None:
             out.append(f"Deadline {hours(deadline_s)}: no measured point meets it; the "
-                       f"fastest, {point_name(fastest)} ({fastest['group']}), takes "
-                       f"{hours(fastest['time_s'])}.")
-        else:
+                       f"first to finish, {point_name(first)} ({first['group']}), takes "
+                       f"{hours(first['time_s'])}{_wait_words(first)}.")
+        elif got is not None:
             out.append(f"Deadline {hours(deadline_s)}: the cheapest point that meets it is "
                        f"{point_name(got)} ({got['group']}, global batch "
-                       f"{format_value(got['global_batch'])}): {hours(got['time_s'])} for "
-                       f"{node_hours_text(got['node_hours'])}.")
+                       f"{format_value(got['global_batch'])}): {hours(got['time_s'])}"
+                       f"{_wait_words(got)}, for {node_hours_text(got['node_hours'])}.")
+            if first is not None and first.name != got.name:
+                out.append(f"The first to finish is {point_name(first)} ({first['group']}): "
+                           f"{hours(first['time_s'])}{_wait_words(first)}, for "
+                           f"{node_hours_text(first['node_hours'])}.")
     if budget_node_hours is not None and len(measured):
         got = fastest_within(costs, budget_node_hours)
         if got is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 #: Fewer earlier jobs than this at a node count: the estimate says it rests on few.
@@ -22,11 +23,19 @@ class Wait:
     seconds: float | None  # None: not known
     jobs: int  # the earlier jobs it rests on
     source: str  # in words
+    start: str | None = None  # the scheduler's expected start (ISO 8601), where it said
 
     def as_dict(self) -> dict[str, Any]:
         """For `plan --json`."""
         return {"nodes": self.nodes, "seconds": self.seconds, "jobs": self.jobs,
-                "source": self.source}
+                "source": self.source, **({"start": self.start} if self.start else {})}
+
+
+def from_scheduler(nodes: int, start: str, now: datetime, command: str) -> Wait:
+    """The wait the scheduler's own estimate gives (`start`: its local time, as `now`)."""
+    seconds = max(0.0, (datetime.fromisoformat(start) - now).total_seconds())
+    return Wait(nodes, seconds, 0, f"{command}: the scheduler's plan for a {nodes}-node "
+                f"job submitted now", start)
 
 
 def waits_by_nodes(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[float]]:

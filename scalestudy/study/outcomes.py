@@ -14,7 +14,7 @@ from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.status import read_state, read_status
 from scalestudy.site.plan import Plan
-from scalestudy.study.planning import Say, quiet
+from scalestudy.study.planning import Say, expected_waits, quiet
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -130,7 +130,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
-                       not_measured=_not_measured(plan))
+                       not_measured=_not_measured(plan), waits=expected_waits(plan))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)

@@ -55,11 +55,45 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 
 
 def expected_waits(plan: Plan) -> list[Any]:
-    """The expected queue wait of each node count of the study (results.waits.Wait),
-    from this system's earlier jobs in the results store; [] for a system without a
-    queue, or a store that cannot be read (it only costs the estimate)."""
+    """The expected queue wait of each node count of the study (results.waits.Wait):
+    the scheduler's own estimate where it gives one (Slurm: `sbatch --test-only`, when
+    sbatch is here), else the median of this system's earlier jobs in the results
+    store; [] for a system without a queue."""
     if not plan.scheduler.queued:
         return []
+    stored = _stored_waits(plan)
+    live = _scheduler_waits(plan)
+    return [live.get(w.nodes, w) for w in stored] if stored else list(live.values())
+
+
+def _scheduler_waits(plan: Plan) -> dict[int, Any]:
+    """Per node count, the wait the scheduler's estimate gives (one command each; none
+    where the scheduler has no estimate or its command is not on PATH)."""
+    import shutil
+    from datetime import datetime
+
+    from scalestudy.execute.commands import estimate_start
+    from scalestudy.results.waits import from_scheduler
+    from scalestudy.site.render import job_request
+
+    out: dict[int, Any] = {}
+    for run in plan.runs:
+        if run.nodes in out:
+            continue
+        job = job_request(plan.study, plan.system, run, plan.run_dir(run))
+        argv = plan.scheduler.estimate_argv(job)
+        if argv is None or shutil.which(argv[0]) is None:
+            return out
+        start = estimate_start(plan.scheduler, job)
+        if start is not None:
+            out[run.nodes] = from_scheduler(run.nodes, start, datetime.now(),
+                                            " ".join(argv[:2]))
+    return out
+
+
+def _stored_waits(plan: Plan) -> list[Any]:
+    """The store's estimate of each node count ([] where the store cannot be read: it
+    only costs the estimate)."""
     import sqlalchemy.exc
 
     from scalestudy.results.waits import expected, waits_by_nodes

@@ -195,6 +195,16 @@ class Scheduler:
         """The commands submitting, tracking and cancelling run (preflight looks for them)."""
         return ()
 
+    def estimate_argv(self, job: JobRequest) -> list[str] | None:
+        """A command that asks the scheduler when a job of this shape would start if
+        submitted now, without queueing it (None: it has none)."""
+        return None
+
+    def parse_estimate(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """The start time the estimate command gives (ISO 8601, the scheduler's local
+        time), or None where it gives none."""
+        return None
+
     def accounts_argv(self, user: str) -> list[str] | None:
         """argv listing the accounts `user` may charge; None where the scheduler keeps no
         such list (preflight then does not check the account)."""

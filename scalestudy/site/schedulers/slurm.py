@@ -77,6 +77,7 @@ _GONE = re.compile(r"Invalid job id specified|already completing or completed|"
                    r"Job has already finished", re.I)
 # A job id in what sbatch (or a site's wrapper around it) prints: `--parsable`'s
 # `12345` or `12345;cluster`, or the sentence `Submitted batch job 12345 [on cluster x]`.
+_TEST_ONLY = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 _PARSABLE = re.compile(r"^(\d+)(?:;([\w.-]+))?$")
 _SENTENCE = re.compile(r"\bSubmitted batch job (\d+)(?: on cluster ([\w.-]+))?", re.I)
 
@@ -255,6 +256,19 @@ class Slurm(Scheduler):
                 job = replace(job, energy_j=_positive(parts[4]), elapsed_s=_positive(parts[5]))
             states[job_id] = job
         return states
+
+    def estimate_argv(self, job: JobRequest) -> list[str] | None:
+        """`sbatch --test-only` with the job's own directives: the backfill scheduler's
+        plan for it, nothing queued."""
+        words = [w for line in self.directives(replace(job, stdout=None, stderr=None))
+                 for w in line[len(self.prefix):].split()]
+        return ["sbatch", "--test-only", *words, "--wrap", "true"]
+
+    def parse_estimate(self, exit_code: int, stdout: str, stderr: str) -> str | None:
+        """`sbatch: Job 671 to start at 2026-11-26T21:39:06 using 2 processors on nodes
+        n[1-2] in partition debug` -> `2026-11-26T21:39:06`."""
+        found = _TEST_ONLY.search(f"{stderr}\n{stdout}") if exit_code == 0 else None
+        return found.group(1) if found else None
 
     def parse_scontrol(self, stdout: str) -> JobState | None:
         """JobState from one line of `scontrol -o show job` (key=value pairs)."""
