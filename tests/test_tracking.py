@@ -461,3 +461,28 @@ def test_a_run_killed_between_its_allocations_job_lines_adopts_that_allocation(p
     assert recover(plan, fake) == [(second.run_id, "715")]
     adopted = book.latest()[second.run_id]
     assert adopted.allocation == "a3" and adopted.adopted and adopted.via == "pack"
+
+
+def test_each_queue_keeps_its_own_job_limit(tmp_path: Path) -> None:
+    """A Polaris study over debug-scaling (one job per user) and prod (110): the small
+    runs go one at a time, the 16-node runs are not held back by debug-scaling's limit;
+    `--max-jobs N` still caps the study's jobs all together."""
+    from scalestudy.execute.submit import with_room
+    from scalestudy.study.planning import job_limit
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: polaris\nworkload: {model: resnet50}\n"
+                    "grid: {nodes: [1, 2, 16], batch_size: [64]}\nrepeats: 2\n"
+                    "job: {account: A, queue: [debug-scaling, prod]}\n")
+    plan = make_plan(spec, tmp_path / "results")
+    said: list[str] = []
+    limit = job_limit(plan, None, None, said.append)
+    assert limit == {"debug-scaling": 1, "prod": 110}
+    assert any("at most 1 job(s) at once in queue debug-scaling" in s for s in said)
+    small = [r for r in plan.runs if r.nodes < 16]
+    big = [r for r in plan.runs if r.nodes == 16]
+    now, later = with_room(plan, plan.runs, [], limit)
+    assert now == [small[0], *big] and later == small[1:]
+    now, later = with_room(plan, small[1:], [small[0].run_id], limit)
+    assert now == [] and later == small[1:]  # debug-scaling is full until it ends
+    assert with_room(plan, plan.runs, [big[0].run_id], 3)[0] == plan.runs[:2]

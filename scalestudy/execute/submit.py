@@ -96,17 +96,52 @@ class Submission:
     waiting: list[Run]  # left for later by --max-jobs
 
 
-def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | None = None,
-                runner: commands.CommandRunner = commands.run_command,
-                force: bool = False) -> Submission:
+#: How many of the study's jobs may be in the queue at once: all together (`--max-jobs`),
+#: per queue (the queues' per-user limits: queue name -> limit; a queue not named has
+#: none), or no limit (None).
+JobLimit = int | dict[str, int] | None
+
+
+def with_room(plan: Plan, runs: Sequence[Run], active: Sequence[str], limit: JobLimit
+              ) -> tuple[list[Run], list[Run]]:
+    """(the runs that fit in the queue now, those left for later), the study's `active`
+    jobs (run ids) counted against the limit: all together, or those of each queue."""
+    if limit is None:
+        return list(runs), []
+    if isinstance(limit, int):
+        room = max(0, limit - len(active))
+        return list(runs[:room]), list(runs[room:])
+    from scalestudy.site.routing import queue_for
+
+    by_id = {r.run_id: r for r in plan.runs}
+    used: dict[str | None, int] = {}
+    for run_id in active:
+        if run_id in by_id:
+            queue = queue_for(plan.study, plan.system, by_id[run_id])
+            used[queue] = used.get(queue, 0) + 1
+    now_runs, later = [], []
+    for run in runs:
+        queue = queue_for(plan.study, plan.system, run)
+        cap = limit.get(queue) if queue is not None else None
+        if cap is not None and used.get(queue, 0) >= cap:
+            later.append(run)
+            continue
+        now_runs.append(run)
+        used[queue] = used.get(queue, 0) + 1
+    return now_runs, later
+
+
+def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
+               max_jobs: JobLimit = None,
+               runner: commands.CommandRunner = commands.run_command,
+               force: bool = False) -> Submission:
     """Write and submit the scripts of `runs` (already chosen: not queued, not running),
-    at most `max_jobs` in the queue with the `active` ones already there.
+    within the job limit with the `active` ones (run ids) already there.
 
     Each job id is written to the journal before the next submission starts. When a
     submission fails, what was submitted stays recorded and SubmitError says how many.
     """
-    room = len(runs) if max_jobs is None else max(0, max_jobs - active)
-    now_runs, later = list(runs[:room]), list(runs[room:])
+    now_runs, later = with_room(plan, runs, active, max_jobs)
     scheduler = plan.scheduler
     submitter = submitter_for(plan)
     book = journal(plan)
@@ -131,4 +166,4 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: int, max_jobs: int | Non
         write_status(run_dir, RunStatus(RunState.QUEUED, job_id=job_id, submitted_at=now()))
         attempts[run.run_id] = attempt
         done.append((run, job_id))
-    return Submission(done, active + len(done), later)
+    return Submission(done, len(active) + len(done), later)

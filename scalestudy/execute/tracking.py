@@ -25,7 +25,7 @@ from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
 from scalestudy.execute.journal import Intent, Job, Resolved, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
-from scalestudy.execute.submit import Submission, journal, queue_runs
+from scalestudy.execute.submit import JobLimit, Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
 from scalestudy.site.schedulers import JobState
 
@@ -264,7 +264,7 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
     return adopted
 
 
-def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
+def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: JobLimit = None,
                 runner: commands.CommandRunner = commands.run_command,
                 views: dict[str, RunView] | None = None, force: bool = False) -> Submission:
     """Submit the chosen runs that are neither queued nor running nor complete (complete
@@ -273,7 +273,7 @@ def submit_runs(plan: Plan, chosen: Sequence[Run], max_jobs: int | None = None,
     if views is None:
         recover(plan, runner)
         views = Tracker(plan, runner).refresh()
-    active = sum(1 for v in views.values() if v.state.active)
+    active = [i for i, v in views.items() if v.state.active]
     todo = [r for r in chosen if not views[r.run_id].state.active
             and (force or views[r.run_id].state is not RunState.COMPLETED)]
     return queue_runs(plan, todo, active, max_jobs, runner, force)
@@ -299,7 +299,7 @@ def poll(check: Callable[[], bool], interval_s: float = 5.0, max_interval_s: flo
 
 
 def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
-           max_jobs: int | None = None, runner: commands.CommandRunner = commands.run_command,
+           max_jobs: JobLimit = None, runner: commands.CommandRunner = commands.run_command,
            interval_s: float = 5.0, max_interval_s: float = 60.0,
            sleep: Callable[[float], None] = time.sleep,
            progress: Callable[[dict[str, RunView]], None] | None = None,
@@ -323,7 +323,7 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
         nonlocal waiting
         views = tracker.refresh()
         if waiting:
-            active = sum(1 for v in views.values() if v.state.active)
+            active = [i for i, v in views.items() if v.state.active]
             done = queue_runs(plan, waiting, active, max_jobs, runner, force)
             waiting = done.waiting
             if done.submitted:

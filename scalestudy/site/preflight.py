@@ -8,7 +8,12 @@ import sys
 
 from scalestudy.site import needs, queue_check
 from scalestudy.site.plan import Plan, backend_module
-from scalestudy.site.queue_check import offline, profile_job_limit, profile_queue_limits
+from scalestudy.site.queue_check import (
+    offline,
+    profile_job_limit,
+    profile_job_limits,
+    profile_queue_limits,
+)
 from scalestudy.site.verdict import (
     ERROR,
     NOTE,
@@ -20,7 +25,7 @@ from scalestudy.site.verdict import (
 )
 
 __all__ = ["ERROR", "NOTE", "WARNING", "Facts", "Preflight", "Problem", "PythonAnswer",
-           "check", "offline", "profile_job_limit", "profile_queue_limits",
+           "check", "offline", "profile_job_limit", "profile_job_limits", "profile_queue_limits",
            "python_request"]
 #: What the Python probe prints before its JSON record.
 MARK = "SCALESTUDY-PREFLIGHT "

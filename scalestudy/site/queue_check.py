@@ -188,8 +188,10 @@ def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,
     most = limits.max_jobs or limits.max_running
     if not most:
         return
+    said = (most, f"{kind} {name}'s per-user limit ({src})")
+    out.job_limits[name] = said
     if out.job_limit is None or most < out.job_limit[0]:
-        out.job_limit = (most, f"{kind} {name}'s per-user limit ({src})")
+        out.job_limit = said
     runs, running = jobs, limits.max_running or most
     if runs <= running:
         return
@@ -218,14 +220,20 @@ def profile_queue_limits(plan: Plan) -> QueueLimits | None:
     return documented(plan.system, names[0]) if key and names[0] else None
 
 
+def profile_job_limits(plan: Plan) -> dict[str, tuple[int, str]]:
+    """The per-user job limit of each queue the study's runs go to, as its profile
+    documents it (queue -> (limit, its source)); queues without one are left out."""
+    out = {}
+    for name, _, _ in routed(plan, Facts("", "")):
+        lim = documented(plan.system, name) if name else None
+        if name and lim is not None and lim.max_jobs:
+            out[name] = (lim.max_jobs, f"queue {lim.name}'s per-user limit "
+                                       f"({lim.jobs_source or lim.source})")
+    return out
+
+
 def profile_job_limit(plan: Plan) -> tuple[int, str] | None:
-    """The per-user job limit of the study's queues as its profile documents them (what
-    `run --max-jobs` defaults to when no preflight asked the scheduler): the smallest of
-    the queues its runs go to."""
-    limits = [lim for name, _, _ in routed(plan, Facts("", ""))
-              if name and (lim := documented(plan.system, name)) and lim.max_jobs]
-    if not limits:
-        return None
-    least = min(limits, key=lambda lim: lim.max_jobs or 0)
-    return least.max_jobs or 0, (f"queue {least.name}'s per-user limit "
-                                 f"({least.jobs_source or least.source})")
+    """The smallest documented per-user job limit among the queues the study's runs go
+    to (what the preflight reports as the study's)."""
+    limits = profile_job_limits(plan)
+    return min(limits.values(), key=lambda lim: lim[0]) if limits else None

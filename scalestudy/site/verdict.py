@@ -65,6 +65,9 @@ class Preflight:
     #: The most jobs of one user the study's queue takes at once, and where that is said
     #: (`run --max-jobs` defaults to it); None where no limit is known.
     job_limit: tuple[int, str] | None = None
+    #: Each queue's per-user job limit (queue -> (limit, where it is said)): what `run`
+    #: keeps each queue's jobs within.
+    job_limits: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: The limits of the queue the jobs go to (the scheduler's answer, else the
     #: profile's); what `run --pack` splits a study by. None: not known.
     queue_limits: QueueLimits | None = None

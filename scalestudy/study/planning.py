@@ -17,6 +17,7 @@ from scalestudy.site import resolve
 from scalestudy.site.plan import Plan
 
 if TYPE_CHECKING:
+    from scalestudy.execute.submit import JobLimit
     from scalestudy.site.preflight import Preflight
 
 Say = Callable[[str], None]
@@ -157,20 +158,24 @@ def limits_gate(plan: Plan, show: Callable[[str], None]) -> Preflight:
 
 
 def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
-              ) -> int | None:
-    """`--max-jobs`, or the study's queue's per-user job limit (as the scheduler said in
-    the preflight, else as the profile documents it), said when it applies."""
+              ) -> JobLimit:
+    """`--max-jobs` (the study's jobs all together), or the per-user job limit of the
+    study's queue as the scheduler said it in the preflight, else of each queue its runs
+    go to as the profile documents them (each queue counted apart); said when it
+    applies."""
     if given is not None:
         return given
-    from scalestudy.site.preflight import profile_job_limit
+    later = "; jobs beyond it are submitted as earlier ones end (with --wait) or by the " \
+            "next `run`"
+    from scalestudy.site.preflight import profile_job_limits
 
-    limit = found.job_limit if found is not None and found.job_limit else \
-        profile_job_limit(plan)
-    if limit is None:
+    limits = found.job_limits if found is not None and found.job_limits else \
+        profile_job_limits(plan)
+    if not limits:
         return None
-    say(f"note: --max-jobs {limit[0]}: {limit[1]}; jobs beyond it are submitted as earlier "
-        "ones end (with --wait) or by the next `run`")
-    return limit[0]
+    for queue, (most, why) in limits.items():
+        say(f"note: at most {most} job(s) at once in queue {queue}: {why}{later}")
+    return {queue: most for queue, (most, _) in limits.items()}
 
 
 def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, int]:

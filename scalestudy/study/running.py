@@ -20,6 +20,7 @@ from scalestudy.site.plan import Plan
 from scalestudy.study.planning import MAX_ATTEMPTS, check_budget
 
 if TYPE_CHECKING:
+    from scalestudy.execute.submit import JobLimit
     from scalestudy.execute.tracking import RunView
     from scalestudy.report.build import Report
     from scalestudy.site.preflight import Preflight
@@ -150,7 +151,7 @@ def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempt
 
 
 def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
-           max_jobs: int | None, budget: float | None = None) -> Queued:
+           max_jobs: JobLimit, budget: float | None = None) -> Queued:
     """Adopt jobs an interrupted submission left, then submit the chosen runs that are
     neither queued nor running (at most `max_jobs` in the queue)."""
     from scalestudy.execute.tracking import Tracker, recover, submit_runs
@@ -166,7 +167,7 @@ def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
     return Queued(adopted, done.submitted, done.active, done.waiting, selection)
 
 
-def wait(plan: Plan, only: str | None, queued: Queued, max_jobs: int | None,
+def wait(plan: Plan, only: str | None, queued: Queued, max_jobs: JobLimit,
          force: bool, progress: Callable[[dict[str, RunView]], None] | None = None
          ) -> list[RunState]:
     """Follow the selected runs to their end (submitting those --max-jobs held back);
