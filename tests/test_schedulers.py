@@ -426,3 +426,32 @@ def test_slurm_estimates_a_start_with_the_jobs_own_directives() -> None:
     assert commands.estimate_start(slurm, JobRequest(
         name="s", nodes=1, ranks_per_node=1, walltime="00:10:00"),
         runner=lambda argv: (0, "", said)) == "2026-11-26T21:39:06"
+
+
+def test_a_queued_jobs_expected_start_is_said_where_the_scheduler_computes_it() -> None:
+    """PBS Pro's `estimated.start_time` (qstat -f text and -F json) and squeue's %S of a
+    pending job (lines as the servers print them) join the job's reason; a job the
+    scheduler has not planned (N/A) says nothing of a start."""
+    pbs = schedulers.get("pbs")
+    text = ("Job Id: 12.pbs\n    Job_Name = s-1\n    job_state = Q\n"
+            "    comment = Not Running: Insufficient amount of resource: ncpus\n"
+            "    estimated.start_time = Thu Nov 26 22:40:00 2026\n"
+            "    estimated.exec_vnode = (n1:ncpus=2)\n")
+    [job] = pbs.parse_states(["qstat", "-f", "12.pbs"], 0, text, "").values()
+    assert job.state is JobStatus.QUEUED
+    assert job.reason == ("Not Running: Insufficient amount of resource: ncpus; expected "
+                          "start Thu Nov 26 22:40:00 2026 (the server's estimated.start_time)")
+    data = {"Jobs": {"13.pbs": {"job_state": "Q", "estimated": {
+        "start_time": "Thu Nov 26 23:00:00 2026", "exec_vnode": "(n2:ncpus=2)"}}}}
+    [job] = pbs.parse_states(["qstat", "-f", "-F", "json", "13.pbs"], 0, json.dumps(data),
+                             "").values()
+    assert job.reason == ("expected start Thu Nov 26 23:00:00 2026 (the server's "
+                          "estimated.start_time)")
+    slurm = schedulers.get("slurm")
+    argv = slurm.live_argv(["5", "6"])
+    assert argv is not None and argv[-1].endswith("%S")
+    got = slurm.parse_states(argv, 0, "5|PENDING|Resources|2026-11-26T22:41:07\n"
+                             "6|PENDING|Priority|N/A\n", "")
+    assert got["5"].reason == ("Resources; expected start 2026-11-26T22:41:07 (squeue: the "
+                               "backfill plan)")
+    assert got["6"].reason == "Priority"

@@ -91,7 +91,21 @@ def _waiting(job_id: str, attrs: Mapping[str, Any], raw: str, torque: bool,
         return JobState(job_id, REQUEUED, raw, None,
                         f"requeued by the server after {runs} start(s){why}"
                         + (f"; {comment}" if comment else ""))
+    start = _estimated_start(attrs) if state is PENDING else None
+    if start:
+        comment = "; ".join(filter(None, (comment, f"expected start {start} (the server's "
+                                                   "estimated.start_time)")))
     return JobState(job_id, state, raw, None, comment)
+
+
+def _estimated_start(attrs: Mapping[str, Any]) -> str | None:
+    """The start the server's scheduler expects for a queued job, where it computes one
+    (PBS Pro's `estimated.start_time`: `qstat -f` text, or `qstat -F json`'s nested
+    `estimated` object)."""
+    nested = attrs.get("estimated")
+    value = nested.get("start_time") if isinstance(nested, Mapping) else \
+        attrs.get("estimated.start_time")
+    return _text(value) or None
 
 
 def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> JobState:

@@ -203,7 +203,7 @@ class Slurm(Scheduler):
         ids, clusters = ",".join(self.short_id(i) for i in job_ids), _clusters(job_ids)
         return [
             ["sacct", *clusters, "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS],
-            ["squeue", *clusters, "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r"],
+            ["squeue", *clusters, "-h", "-t", "all", "-j", ids, "-o", "%i|%T|%r|%S"],
             ["scontrol", *clusters, "-o", "show", "job"],
         ]
 
@@ -252,6 +252,10 @@ class Slurm(Scheduler):
             exit_text = parts[2] if from_sacct else ""
             reason = (parts[3] if from_sacct and len(parts) > 3 else parts[2]).strip()
             job = _job_state(job_id, raw, exit_text, reason)
+            start = parts[3].strip() if not from_sacct and len(parts) > 3 else ""
+            if job.state is PENDING and start[:1].isdigit():  # squeue's %S: expected
+                job = replace(job, reason="; ".join(filter(None, (
+                    job.reason, f"expected start {start} (squeue: the backfill plan)"))))
             if from_sacct and len(parts) > 5:
                 job = replace(job, energy_j=_positive(parts[4]), elapsed_s=_positive(parts[5]))
             states[job_id] = job
