@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +176,71 @@ def _terms_for(points: int, bandwidth: str) -> tuple[str, ...] | str:
     return terms if points > len(terms) else terms[:-1]
 
 
+@dataclass(frozen=True)
+class Design:
+    """A fit's columns at the points (one per term), the step time already known (the
+    probe's bandwidth term), and what makes Params of coefficients."""
+
+    columns: np.ndarray  # points x terms
+    known: np.ndarray
+    terms: tuple[str, ...]
+    c_fixed: float
+    latency: str
+    grad_bytes: float
+    gpus_per_node: float
+
+    def step_times(self, coef: np.ndarray, world_size: np.ndarray, batch: np.ndarray
+                   ) -> np.ndarray:
+        """Modelled step times at other points for many solutions at once (`coef`: one
+        row per solution); rows: solutions."""
+        p = np.asarray(world_size, float)
+        at = design(p, batch, self.grad_bytes, self.latency, terms=self.terms,
+                    gpus_per_node=self.gpus_per_node, check=False)
+        assert not isinstance(at, str)
+        return coef @ at.columns.T + self.c_fixed * _ring(p) * self.grad_bytes
+
+    def params(self, coef: Sequence[float] | np.ndarray) -> Params:
+        """The Params of one solution (a coefficient per term, in order)."""
+        got = dict(zip(self.terms, coef, strict=True))
+        return Params(a=float(got.get("compute", 0.0)),
+                      c=float(got.get("bandwidth", self.c_fixed)),
+                      alpha=float(got.get("latency", 0.0)), latency=self.latency,
+                      grad_bytes=self.grad_bytes, c_inter=float(got.get("internode", 0.0)),
+                      gpus_per_node=self.gpus_per_node)
+
+
+def design(world_size: np.ndarray, batch: np.ndarray, grad_bytes: float | None,
+           latency: str = "log", bandwidth: str = "fit",
+           probe_busbw_gbps: float | None = None, terms: tuple[str, ...] | None = None,
+           gpus_per_node: float = 0, check: bool = True) -> Design | str:
+    """The model's design at these points (fit_points' arguments but the step times),
+    or why no fit is possible (`check`: whether the points can fit the terms; False
+    for the columns at points asked about)."""
+    if latency not in LATENCY_TERMS or bandwidth not in BANDWIDTHS:
+        raise ValueError(f"latency must be one of {LATENCY_TERMS}, bandwidth one of "
+                         f"{BANDWIDTHS}")
+    p = np.asarray(world_size, float)
+    s = float(grad_bytes) if grad_bytes and math.isfinite(grad_bytes) else 1.0
+    if bandwidth == "probe" and not (probe_busbw_gbps and s > 1.0):
+        return "no allreduce probe or gradient size in the runs: use bandwidth fit"
+    if terms is None:
+        allowed = _terms_for(len(np.unique(p)), bandwidth)
+        if isinstance(allowed, str):
+            return allowed
+        terms = allowed
+    elif check and len(terms) >= len(np.unique(p)):
+        return f"{len(terms)} terms need more than {len(np.unique(p))} world size(s)"
+    known = np.zeros_like(p)
+    c_fixed = 0.0
+    if bandwidth == "probe":
+        c_fixed = 1.0 / (float(probe_busbw_gbps) * 1e9)
+        known = c_fixed * _ring(p) * s
+    columns = {"compute": np.asarray(batch, float), "bandwidth": _ring(p) * s,
+               "latency": _latency(p, latency), "internode": _internode(p, gpus_per_node) * s}
+    return Design(np.column_stack([columns[t] for t in terms]), known, tuple(terms),
+                  c_fixed, latency, s, gpus_per_node)
+
+
 def fit_points(world_size: np.ndarray, batch: np.ndarray, step_time: np.ndarray,
                grad_bytes: float | None, latency: str = "log", bandwidth: str = "fit",
                probe_busbw_gbps: float | None = None,
@@ -184,36 +249,14 @@ def fit_points(world_size: np.ndarray, batch: np.ndarray, step_time: np.ndarray,
     """Fit the model to measured (P, per-GPU batch, step time); (params, terms) or
     (None, why not). `terms` names the terms to fit instead of the most the points
     allow (fewer than the distinct world sizes); "internode" among them fits a second
-    bandwidth for rings that leave a node of `gpus_per_node` GPUs."""
-    if latency not in LATENCY_TERMS or bandwidth not in BANDWIDTHS:
-        raise ValueError(f"latency must be one of {LATENCY_TERMS}, bandwidth one of "
-                         f"{BANDWIDTHS}")
-    p = np.asarray(world_size, float)
-    s = float(grad_bytes) if grad_bytes and math.isfinite(grad_bytes) else 1.0
-    if bandwidth == "probe" and not (probe_busbw_gbps and s > 1.0):
-        return None, "no allreduce probe or gradient size in the runs: use bandwidth fit"
-    if terms is None:
-        allowed = _terms_for(len(np.unique(p)), bandwidth)
-        if isinstance(allowed, str):
-            return None, allowed
-        terms = allowed
-    elif len(terms) >= len(np.unique(p)):
-        return None, (f"{len(terms)} terms need more than {len(np.unique(p))} world "
-                      "size(s)")
+    bandwidth for rings that leave a node of `gpus_per_node` GPUs. The fit minimises
+    the relative residuals, every coefficient at least 0."""
+    d = design(world_size, batch, grad_bytes, latency, bandwidth, probe_busbw_gbps, terms,
+               gpus_per_node)
+    if isinstance(d, str):
+        return None, d
     y = np.asarray(step_time, float)
-    known = np.zeros_like(y)
-    c_fixed = 0.0
-    if bandwidth == "probe":
-        c_fixed = 1.0 / (float(probe_busbw_gbps) * 1e9)
-        known = c_fixed * _ring(p) * s
-    columns = {"compute": np.asarray(batch, float), "bandwidth": _ring(p) * s,
-               "latency": _latency(p, latency), "internode": _internode(p, gpus_per_node) * s}
-    a = np.column_stack([columns[t] for t in terms]) / y[:, None]
-    coef = dict(zip(terms, nnls(a, (y - known) / y), strict=True))
-    params = Params(a=coef.get("compute", 0.0), c=coef.get("bandwidth", c_fixed),
-                    alpha=coef.get("latency", 0.0), latency=latency, grad_bytes=s,
-                    c_inter=coef.get("internode", 0.0), gpus_per_node=gpus_per_node)
-    return params, "+".join(terms)
+    return d.params(nnls(d.columns / y[:, None], (y - d.known) / y)), "+".join(d.terms)
 
 
 def prediction_verdict(fit: Mapping[str, Any]) -> str:

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.commmodel import Params, fit_points, units_per_sample
+from scalestudy.results.commmodel import Design, Params, design, fit_points, units_per_sample
+from scalestudy.results.refits import coefficients, fit_many
 
 #: Bootstrap draws behind each interval.
 BOOTSTRAP = 400
@@ -239,23 +240,31 @@ class _Fits:
     gpn: float
     probe: tuple[float, float] | None
 
+    def design(self, name: str, p: np.ndarray, batch: np.ndarray) -> Design | str:
+        """Candidate `name`'s design at the points, or why it has none."""
+        if name == "probe":
+            if self.probe is None:
+                return "no allreduce probe in the runs"
+            busbw, grad_bytes = self.probe
+            return design(p, batch, grad_bytes, latency="log", bandwidth="probe",
+                          probe_busbw_gbps=busbw)
+        if name != "split":
+            return design(p, batch, None, latency=name)
+        if not _both_sides(p, self.gpn):
+            return "the points do not lie on both sides of the node boundary"
+        terms = ("compute", "bandwidth", "internode")
+        return design(p, batch, None, terms=terms + (
+            ("latency",) if len(np.unique(p)) > len(terms) + 1 else ()),
+            gpus_per_node=self.gpn)
+
     def __call__(self, name: str, p: np.ndarray, batch: np.ndarray, t: np.ndarray
                  ) -> tuple[Params | None, str]:
         """Candidate `name` fitted to the points; (params, terms) or (None, why not)."""
-        if name == "probe":
-            if self.probe is None:
-                return None, "no allreduce probe in the runs"
-            busbw, grad_bytes = self.probe
-            return fit_points(p, batch, t, grad_bytes, latency="log", bandwidth="probe",
-                              probe_busbw_gbps=busbw)
-        if name != "split":
-            return fit_points(p, batch, t, None, latency=name)
-        if not _both_sides(p, self.gpn):
-            return None, "the points do not lie on both sides of the node boundary"
-        terms = ("compute", "bandwidth", "internode")
-        return fit_points(p, batch, t, None, terms=terms + (
-            ("latency",) if len(np.unique(p)) > len(terms) + 1 else ()),
-            gpus_per_node=self.gpn)
+        d = self.design(name, p, batch)
+        if isinstance(d, str):
+            return None, d
+        [params] = fit_many(d, np.asarray(t, float)[None, :])
+        return params, "+".join(d.terms)
 
 
 def _both_sides(p: np.ndarray, gpn: float) -> bool:
@@ -318,18 +327,18 @@ def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: 
     model's units, and work per step over all GPUs) for each residual-bootstrap draw
     (rows: draws)."""
     rng = np.random.default_rng(seed)
-    out = np.empty((BOOTSTRAP, len(at[0])))
-    kept = 0
-    for _ in range(BOOTSTRAP * 2):
-        if kept == BOOTSTRAP:
-            break
-        t_star = fitted * (1 + rng.choice(residuals, size=len(residuals), replace=True))
-        params, _ = fits(name, p, batch, t_star)
-        if params is None or not _sane(params):
-            continue
-        out[kept] = at[2] / params.step_time(at[0], at[1])
-        kept += 1
-    return out[:kept] if kept else np.full((1, len(at[0])), np.nan)
+    d = fits.design(name, p, batch)
+    if isinstance(d, str):
+        return np.full((1, len(at[0])), np.nan)
+    # twice the draws asked, resampled at once; the first BOOTSTRAP sane fits are kept
+    t_star = fitted * (1 + rng.choice(residuals, size=(BOOTSTRAP * 2, len(residuals)),
+                                      replace=True))
+    coef = coefficients(d, t_star)
+    sane = (coef > 0).any(axis=1) | (d.c_fixed > 0)  # as _sane: some term left
+    kept = coef[sane][:BOOTSTRAP]
+    if not len(kept):
+        return np.full((1, len(at[0])), np.nan)
+    return at[2] / d.step_times(kept, at[0], at[1])
 
 
 def _sane(params: Params) -> bool:
@@ -372,8 +381,6 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
     group's measured medians forecast at its predicted scales, the figure, efficiency,
     comm share and step time replaced, the interval and the model added. A group the
     forecast refuses loses its predictions, and its fit says why (`withheld`)."""
-    from scalestudy.results.forked import mapped
-
     fits, out = fits.copy(), []
     asked = []
     for group, rows in preds.groupby("group", sort=False):
@@ -383,8 +390,9 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
             if "ranks_per_node" in measured else []
         asked.append((points, [int(g) for g in rows["world_size"]], level,
                       int(per_node[0]) if len(per_node) == 1 else None, probe))
-    # each group's bootstrap is independent: shared out over forked processes
-    answers = mapped(_group_forecast, asked)
+    # each forecast takes milliseconds (its refits solved together): forking would cost
+    # more than it saves
+    answers = [_group_forecast(a) for a in asked]
     for (group, rows), got in zip(preds.groupby("group", sort=False), answers, strict=True):
         measured = table[table["group"] == group]
         if isinstance(got, str):
