@@ -40,7 +40,8 @@ TOLERANCE = 0.20
 
 
 def sbatch(*args: str) -> str:
-    done = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True,
+    done = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *args],
+                          capture_output=True, text=True,
                           check=True)
     return done.stdout.strip().split(";")[0]
 

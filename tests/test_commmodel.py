@@ -10,15 +10,13 @@ import pytest
 from scalestudy.results.analyze import scaling_table
 from scalestudy.results.commmodel import (
     PREDICTION_RULE,
-    Params,
-    fit_points,
     model_study,
-    nnls,
     prediction_verdict,
     qualified,
     ring_bounds,
 )
 from scalestudy.results.forecast import with_intervals
+from scalestudy.results.modelfit import Params, fit_points, nnls
 from tests.test_analyze import frame, run
 
 S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)

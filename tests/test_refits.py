@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalestudy.results.commmodel import design, fit_points
+from scalestudy.results.modelfit import design, fit_points
 from scalestudy.results.refits import coefficients, fit_many
 
 

@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.commmodel import Design, Params, design, fit_points, units_per_sample
+from scalestudy.results.commmodel import units_per_sample
+from scalestudy.results.modelfit import Design, Params, design, fit_points
 from scalestudy.results.refits import coefficients, fit_many
 
 #: Bootstrap draws behind each interval.

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 
-from scalestudy.results.commmodel import Design, Params, nnls
+from scalestudy.results.modelfit import Design, Params, nnls
 
 
 def fit_many(d: Design, times: np.ndarray) -> list[Params]:
