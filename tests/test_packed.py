@@ -74,3 +74,28 @@ def test_pack_on_a_system_without_a_queue_is_a_one_line_error(tmp_path: Path) ->
     done = run_cli("validate", "u.yaml", cwd=tmp_path)
     assert done.returncode == 2 and "u.yaml:5: job.pack" in done.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it(
+        tmp_path: Path) -> None:
+    """Polaris, 1 to 16 nodes, no queue named: the runs of at most 10 nodes are packed
+    for debug-scaling, the 16-node runs for prod (which takes no fewer than 10); each
+    allocation's script asks its own queue, and the dry run renders them."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: polaris\nworkload: {model: resnet50}\n"
+                    "grid: {nodes: [1, 2, 4, 8, 16], batch_size: [64]}\n"
+                    "job: {account: A, walltime: '00:20:00', pack: true}\n")
+    plan = make_plan(spec, tmp_path / "results")
+    from scalestudy.study.packing import allocations
+
+    planned = allocations(plan, plan.runs)
+    by_queue = {a.queue: sorted({s.run.nodes for s in a.steps}) for a in planned}
+    assert set(by_queue) == {"debug-scaling", "prod"}
+    assert by_queue["prod"] == [16] and max(by_queue["debug-scaling"]) <= 10
+    assert [a.index for a in planned] == list(range(1, len(planned) + 1))
+    got = run(plan, RunRequest(dry_run=True, pack=True), Quiet())
+    assert len(got.prepared) == len(plan.runs)
+    scripts = {a.index: (plan.directory / "allocations" / f"dry-run-{a.index}" / "job.sh")
+               .read_text() for a in planned}
+    for a in planned:
+        assert f"#PBS -q {a.queue}" in scripts[a.index], scripts[a.index][:400]

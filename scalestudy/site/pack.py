@@ -53,6 +53,7 @@ class Allocation:
     nodes: int
     walltime_s: int
     steps: tuple[Step, ...]
+    queue: str | None = None  # where its runs go (None: the scheduler's default)
 
     @property
     def span_s(self) -> float:

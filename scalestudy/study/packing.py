@@ -5,6 +5,7 @@ queues)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 from collections.abc import Callable, Sequence
@@ -99,21 +100,40 @@ def _stored(plan: Plan, url: str | None) -> dict[Shape, list[float]]:
     return out
 
 
-def limits(plan: Plan, found: Preflight | None) -> QueueLimits | None:
-    """The study's queue's limits: the scheduler's answer from a preflight, else the
-    profile's."""
+def limits(plan: Plan, found: Preflight | None, name: str | None = None
+           ) -> QueueLimits | None:
+    """A queue's limits (`name`; None: the study's first queue): the scheduler's answer
+    from a preflight where it is that queue's, else the profile's."""
     from scalestudy.site.preflight import profile_queue_limits
+    from scalestudy.site.routing import documented
 
-    if found is not None and found.queue_limits is not None:
+    if found is not None and found.queue_limits is not None and (
+            name is None or found.queue_limits.name == name):
         return found.queue_limits
-    return profile_queue_limits(plan)
+    return documented(plan.system, name) if name else profile_queue_limits(plan)
 
 
 def allocations(plan: Plan, runs: Sequence[Run], found: Preflight | None = None,
                 expected: Expected | None = None) -> list[Allocation]:
-    """The runs packed into allocations that the study's queue takes."""
+    """The runs packed into allocations that their queues take: each run goes to the
+    queue that takes it (site.routing), and each queue's runs are packed apart, within
+    that queue's limits."""
+    from scalestudy.site.routing import queue_for
+
     expected = expected or expected_times(plan)
-    queue = limits(plan, found)
+    by_queue: dict[str | None, list[Run]] = {}
+    for run in runs:
+        by_queue.setdefault(queue_for(plan.study, plan.system, run), []).append(run)
+    out: list[Allocation] = []
+    for name, group in by_queue.items():
+        for a in _packed(plan, group, limits(plan, found, name), expected):
+            out.append(dataclasses.replace(a, index=len(out) + 1, queue=name))
+    return out
+
+
+def _packed(plan: Plan, runs: Sequence[Run], queue: QueueLimits | None,
+            expected: Expected) -> list[Allocation]:
+    """One queue's runs packed into allocations within its limits."""
     wall = walltime_seconds(plan.study.job.walltime)
     longest: Callable[[int], int | None] = (
         queue.longest if queue is not None else lambda nodes: None)
@@ -136,10 +156,12 @@ def describe(allocations_: Sequence[Allocation], expected: Expected) -> list[str
     from scalestudy.site.queues import hms
 
     lines = []
+    several = len({a.queue for a in allocations_}) > 1
     for a in allocations_:
         sizes = sorted({s.run.nodes for s in a.steps})
         lines.append(
-            f"allocation {a.index}: {a.nodes} node(s) for {hms(a.walltime_s)}, "
+            f"allocation {a.index}: {a.nodes} node(s) for {hms(a.walltime_s)}"
+            + (f" in queue {a.queue}" if several and a.queue else "") + ", "
             f"{len(a.steps)} run(s) of {', '.join(map(str, sizes))} node(s); expected "
             f"{a.span_s / 3600:.2f} h, {a.nodes * a.span_s / 3600:.2f} node-h held, "
             f"{a.idle_node_s / 3600:.2f} node-h idle ({_share(a)} of it)")
@@ -212,12 +234,13 @@ def pack_summary(plan: Plan) -> dict[str, Any]:
     todo = [r for r in plan.runs if read_status(plan.run_dir(r)).state is not RunState.COMPLETED]
     expected = expected_times(plan)
     planned = allocations(plan, todo, found, expected) if todo else []
-    queue = limits(plan, found)
     lines = describe(planned, expected)
-    if queue is not None:
-        lines.append(f"queue {queue.name}: {queue.describe()} ({queue.source})")
+    for name in dict.fromkeys([a.queue for a in planned] or [None]):
+        queue = limits(plan, found, name)
+        if queue is not None:
+            lines.append(f"queue {queue.name}: {queue.describe()} ({queue.source})")
     return {"allocations": [
-        {"index": a.index, "nodes": a.nodes, "walltime": hms(a.walltime_s),
+        {"index": a.index, "nodes": a.nodes, "walltime": hms(a.walltime_s), "queue": a.queue,
          "runs": [s.run.run_id for s in a.steps],
          "expected_hours": round(a.span_s / 3600, 3),
          "node_hours_held": round(a.nodes * a.span_s / 3600, 3),
