@@ -36,21 +36,6 @@ from scalestudy.core.grid import expand  # noqa: E402
 from scalestudy.core.load import load_study  # noqa: E402
 
 BOUND = 0.35
-STUDY = """\
-name: adaptive-bench
-system: {system}
-workload:
-  kind: command
-  command: [{python}, {program}, "{{nodes}}", "{{batch_size}}", "{{tuning}}", "{{run_id}}"]
-grid:
-  nodes: {nodes}
-  batch_size: [32, 64, 128]
-  tuning: [default, fp16-wire]
-repeats: 2
-tuning:
-  fp16-wire: {{description: gradients sent in fp16 (4 % more compute)}}
-job: {{walltime: "00:05:00"}}
-"""
 
 
 def main() -> int:
@@ -76,9 +61,10 @@ def main() -> int:
         (out / "profile.yaml").write_text(profile)
         system = "profile.yaml"
     spec = out / "study.yaml"
-    spec.write_text(STUDY.format(system=system, python=json.dumps(sys.executable),
-                                 program=json.dumps(str(DATA / "known_scaling.py")),
-                                 nodes=json.dumps(nodes)))
+    spec.write_text(known.STUDY.format(name="adaptive-bench", system=system,
+                                       python=json.dumps(sys.executable),
+                                       program=json.dumps(str(DATA / "known_scaling.py")),
+                                       nodes=json.dumps(nodes)))
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", "from scalestudy.cli import main; main()",
                            "run", str(spec), "--adaptive"],
@@ -105,14 +91,10 @@ def score(spec: Path, directory: Path) -> dict[str, object]:
     study = load_study(spec)
     runs = expand(study)
     points = {(r.batch_size, r.tuning, r.nodes) for r in runs}
-    cost = {p: (1 / known.throughput(p[2], p[0], p[1]),
-                p[2] / known.throughput(p[2], p[0], p[1])) for p in points}
-    front = {p for p, (t, c) in cost.items()
-             if not any(t2 <= t and c2 <= c and (t2, c2) != (t, c) for t2, c2 in cost.values())}
+    front = known.true_front(points)
     frame = pd.read_csv(directory / "runs.csv")
     done = frame[frame["state"] == "completed"]
-    measured = {(int(b), str(t), int(n)) for b, t, n in
-                zip(done["batch_size"], done["tuning"], done["nodes"], strict=True)}
+    measured = known.measured(frame)
     rounds = sum(1 for line in (directory / "adaptive.jsonl").read_text().splitlines()
                  if '"kind": "round"' in line)
     return {"points": len(points), "points_measured": len(measured), "rounds": rounds,

@@ -34,6 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-testbed"
 STATE_DIR = Path(os.environ.get("SCALESTUDY_SLURM_DIR") or "/tmp/scalestudy-slurm")
 
+#: A site profile of the testbed, for a spec's `system: profile.yaml`.
+TESTBED_PROFILE = """name: testbed
+description: the localhost Slurm testbed (4 virtual nodes of 2 CPUs)
+scheduler: slurm
+launcher: srun
+max_nodes: 4
+cores_per_node: 2
+threads_per_rank: 1
+launcher_options: {cpu_bind: none}
+"""
 # States after which a job never runs again (sacct and scontrol spell them the same).
 TERMINAL_STATES = frozenset({
     "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",

@@ -22,6 +22,7 @@ from scalestudy.core.grid import expand
 from scalestudy.core.load import load_study
 from scalestudy.results import adaptive_journal
 from tests.conftest import run_cli
+from tests.slurm_testbed import TESTBED_PROFILE
 
 pytestmark = pytest.mark.slow
 
@@ -29,38 +30,15 @@ DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
 import known_scaling as known  # noqa: E402
 
-SPEC = """name: adapt
-system: {system}
-workload:
-  kind: command
-  command: [{python}, {program}, "{{nodes}}", "{{batch_size}}", "{{tuning}}", "{{run_id}}"]
-grid:
-  nodes: {nodes}
-  batch_size: [32, 64, 128]
-  tuning: [default, fp16-wire]
-repeats: 2
-tuning:
-  fp16-wire: {{description: gradients sent in fp16 (4 % more compute)}}
-job: {{walltime: "00:05:00"}}
-"""
-PROFILE = """name: testbed
-description: the localhost Slurm testbed (4 virtual nodes of 2 CPUs)
-scheduler: slurm
-launcher: srun
-max_nodes: 4
-cores_per_node: 2
-threads_per_rank: 1
-launcher_options: {cpu_bind: none}
-"""
-
 
 def write(tmp_path: Path, system: str, nodes: list[int]) -> Path:
     spec = tmp_path / "study.yaml"
-    spec.write_text(SPEC.format(system=system, python=json.dumps(sys.executable),
-                                program=json.dumps(str(DATA / "known_scaling.py")),
-                                nodes=json.dumps(nodes)))
+    spec.write_text(known.STUDY.format(name="adapt", system=system,
+                                       python=json.dumps(sys.executable),
+                                       program=json.dumps(str(DATA / "known_scaling.py")),
+                                       nodes=json.dumps(nodes)))
     if system == "profile.yaml":
-        (tmp_path / "profile.yaml").write_text(PROFILE)
+        (tmp_path / "profile.yaml").write_text(TESTBED_PROFILE)
     return spec
 
 
@@ -105,14 +83,10 @@ def check(spec: Path, cwd: Path, before: dict[str, str], bound: float) -> None:
     runs = expand(study)
     nodes_of = {r.run_id: r.nodes for r in runs}
     points = {(r.batch_size, r.tuning, r.nodes) for r in runs}
-    cost = {p: (1 / known.throughput(p[2], p[0], p[1]), p[2] / known.throughput(p[2], p[0], p[1]))
-            for p in points}
-    front = {p for p, (t, c) in cost.items()
-             if not any(t2 <= t and c2 <= c and (t2, c2) != (t, c) for t2, c2 in cost.values())}
+    front = known.true_front(points)
     frame = pd.read_csv(directory / "runs.csv")
     done = frame[frame["state"] == "completed"]
-    measured = {(int(b), str(t), int(n)) for b, t, n in
-                zip(done["batch_size"], done["tuning"], done["nodes"], strict=True)}
+    measured = known.measured(frame)
     assert front <= measured, front - measured
     spent = sum(nodes_of[r] for r in done["run_id"])
     assert spent <= bound * sum(r.nodes for r in runs), (spent, sum(r.nodes for r in runs))

@@ -16,6 +16,7 @@ import os
 import random
 import sys
 import time
+from typing import Any
 
 #: Per-GPU compute: (batch + 16) ms per step (small batches use a GPU less well).
 COMPUTE_MS_PER_SAMPLE = 1.0
@@ -25,6 +26,22 @@ COMPUTE_MS_FIXED = 16.0
 TUNINGS = {"default": (0.040, 0.004, 1.00), "fp16-wire": (0.020, 0.004, 1.04)}
 NOISE = 0.01
 SLEEP_S = 0.2
+#: A study of this program over a grid of nodes x batch x tuning (format: name, system,
+#: python, program: JSON strings; nodes: a JSON list).
+STUDY = """name: {name}
+system: {system}
+workload:
+  kind: command
+  command: [{python}, {program}, "{{nodes}}", "{{batch_size}}", "{{tuning}}", "{{run_id}}"]
+grid:
+  nodes: {nodes}
+  batch_size: [32, 64, 128]
+  tuning: [default, fp16-wire]
+repeats: 2
+tuning:
+  fp16-wire: {{description: gradients sent in fp16 (4 % more compute)}}
+job: {{walltime: "00:05:00"}}
+"""
 
 
 def step_time(nodes: int, batch: int, tuning: str) -> float:
@@ -37,6 +54,23 @@ def step_time(nodes: int, batch: int, tuning: str) -> float:
 def throughput(nodes: int, batch: int, tuning: str) -> float:
     """The true total samples/s."""
     return nodes * batch / step_time(nodes, batch, tuning)
+
+
+def true_front(points: set[tuple[int, str, int]]) -> set[tuple[int, str, int]]:
+    """The (batch, tuning, nodes) points no other is both faster and cheaper than: time
+    1 / throughput, node-hours nodes / throughput."""
+    cost = {p: (1 / throughput(p[2], p[0], p[1]), p[2] / throughput(p[2], p[0], p[1]))
+            for p in points}
+    return {p for p, (t, c) in cost.items()
+            if not any(t2 <= t and c2 <= c and (t2, c2) != (t, c) for t2, c2 in cost.values())}
+
+
+def measured(frame: Any) -> set[tuple[int, str, int]]:
+    """The (batch, tuning, nodes) points with a completed run in a study's runs.csv
+    (a pandas DataFrame)."""
+    done = frame[frame["state"] == "completed"]
+    return {(int(b), str(t), int(n)) for b, t, n in
+            zip(done["batch_size"], done["tuning"], done["nodes"], strict=True)}
 
 
 def main() -> None:
