@@ -178,7 +178,8 @@ def check(
     if as_json:
         print_json({"study": got.study, "against": got.against, "newest": got.newest,
                     "baseline": got.baseline,
-                    "verdicts": [{**v.__dict__, "line": v.line()} for v in got.verdicts]})
+                    "verdicts": [{**v.__dict__, "line": v.line()} for v in got.verdicts],
+                    "changes": [{**c.as_dict(), "line": c.line()} for c in got.changes]})
     else:
         out.print(f"{got.study}: {got.newest} newest completed run(s) against "
                   f"{got.against} ({got.baseline} completed)", highlight=False)
@@ -197,9 +198,39 @@ def check(
     if unlike:
         err.print(f"note: {len(unlike)} point(s) left out: the baseline did other work "
                   "there (see `not compared`)", highlight=False)
-    if got.regressions:
-        raise RegressionFound(f"{len(got.regressions)} point(s) regressed: "
-                              + "; ".join(v.point + f" ({v.cause})" for v in got.regressions))
+    for c in got.changes:
+        out.print(f"change point: {c.line()}", highlight=False, markup=False, soft_wrap=True)
+    if got.regressions or got.alarms:
+        raise RegressionFound(
+            f"{len(got.regressions)} point(s) regressed, {len(got.alarms)} confirmed drop(s) "
+            "in the series: " + "; ".join(
+                [v.point + f" ({v.cause})" for v in got.regressions]
+                + [f"{c.point} since {c.when:%Y-%m-%d} ({c.cause})" for c in got.alarms]))
+
+
+@history_app.command("changes")
+def changes(
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    model: Annotated[str | None, typer.Option(help="only this model")] = None,
+    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 180d")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Find change points in each point's series of campaigns: when its per-GPU throughput
+    stepped or drifted, by how much (95 % interval), compute or communication, and what
+    changed in the provenance there."""
+    from scalestudy.study import history as uc
+
+    found = uc.changes(store, system=system, model=model, since_text=since)
+    if as_json:
+        print_json([{**c.as_dict(), "line": c.line()} for c in found])
+        return
+    for c in found:
+        out.print(c.line(), highlight=False, markup=False, soft_wrap=True)
+    confirmed = sum(c.confirmed for c in found)
+    err.print(f"{len(found)} change point(s), {confirmed} confirmed (2 or more campaigns "
+              "after them)" if found else "no change point: every series is level within "
+              "its noise", highlight=False)
 
 
 @history_app.command("plot")
@@ -212,20 +243,25 @@ def plot(
                       ] = Path("history.png"),
     store: StoreOpt = None,
 ) -> None:
-    """Draw per-GPU throughput and efficiency at each scale over time, with repeat bands
-    and the provenance changes marked."""
+    """Draw per-GPU throughput and efficiency at each scale over time, with repeat bands,
+    the provenance changes and the change points (`history changes`) marked."""
     from scalestudy.core.errors import ScalestudyError
     from scalestudy.report.timeline_plot import draw_timeline
     from scalestudy.results.timeline import timeline
     from scalestudy.study import history as uc
 
-    points, changes = timeline(uc.history(store, system=system, model=model,
-                                          since_text=since, tag=tag))
+    rows = uc.history(store, system=system, model=model, since_text=since, tag=tag)
+    points, changes = timeline(rows)
     if points.empty:
         raise ScalestudyError("the store holds no completed runs that match: nothing to draw")
     title = "History" + "".join(f", {k} {v}" for k, v in (("system", system), ("model", model),
                                                           ("tag", tag), ("since", since)) if v)
-    left = draw_timeline(points, changes, title, output)
+    from scalestudy.results.changes import changes as change_points
+
+    found = change_points(rows)
+    left = draw_timeline(points, changes, title, output, found)
+    for c in found:
+        err.print(f"change point: {c.line()}", highlight=False, markup=False)
     for change in changes:
         err.print(f"provenance changed at {change.when:%Y-%m-%d %H:%M}: "
                   + ", ".join(change.what), highlight=False, markup=False)

@@ -17,6 +17,7 @@ from matplotlib.ticker import PercentFormatter
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import CMAP, HALF_WIDTH
+from scalestudy.results.changes import ChangePoint
 from scalestudy.results.timeline import Change
 
 #: Groups drawn at most (one row of two panels each); the rest are named in a note.
@@ -24,8 +25,10 @@ MAX_GROUPS = 6
 
 
 def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
-                  out: Path) -> list[str]:
-    """Write the PNG; the groups left out (beyond MAX_GROUPS)."""
+                  out: Path, change_points: Sequence[ChangePoint] = ()) -> list[str]:
+    """Write the PNG; the groups left out (beyond MAX_GROUPS). `change_points`
+    (results.changes) are marked on their series: a down or up triangle at the first
+    campaign after the change, a filled one when it is confirmed."""
     groups = list(dict.fromkeys(points["group"]))
     shown, left = groups[:MAX_GROUPS], groups[MAX_GROUPS:]
     fig = Figure(figsize=(12, 3.2 * len(shown) + 0.8), layout="constrained")
@@ -40,6 +43,15 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
             left_ax.fill_between(line["when"], line["per_gpu_min"], line["per_gpu_max"],
                                  color=color, alpha=0.2, lw=0)
             right_ax.plot(line["when"], line["efficiency"], "o-", color=color, label=label)
+            for c in (c for c in change_points
+                      if c.series == group and c.world_size == world):
+                when = pd.Timestamp(c.when)
+                when = when.tz_localize("UTC") if when.tzinfo is None else when
+                at = line[line["when"] >= when].head(1)
+                if len(at):
+                    left_ax.plot(at["when"], at["per_gpu"], "v" if c.size < 0 else "^",
+                                 ms=13, color=color if c.confirmed else "white",
+                                 mec="black", mew=1.2, zorder=5)
         unit = str(rows["unit"].iloc[0])
         left_ax.set_title(textwrap.fill(f"{group}: per-GPU throughput", HALF_WIDTH),
                           fontsize=10)

@@ -42,7 +42,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
     if not done:
         return pd.DataFrame(columns=list(COLUMNS)), []
     frame = pd.DataFrame({
-        "group": [_group(r) for r in done],
+        "group": [series_label(r) for r in done],
         "campaign": [f"{r['study']} [{','.join(r.get('tags') or []) or 'untagged'}]"
                      for r in done],
         "key": [_campaign(r) for r in done],
@@ -87,7 +87,7 @@ def _campaign(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return (row["directory"], campaign_of(row))
 
 
-def _group(row: Mapping[str, Any]) -> str:
+def series_label(row: Mapping[str, Any]) -> str:
     """The point's group: its system, model, per-GPU batch, backend, tuning and the rest
     of its work (not its scale); an import: its system, model and source format."""
     system = row.get("system") or "?"

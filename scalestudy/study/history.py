@@ -5,7 +5,7 @@ what the store holds over time."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,11 +114,18 @@ class Checked:
     baseline: int
     against: str  # what the baseline is, in words
     verdicts: list[Any]  # results.regression.Verdict
+    #: the recent change points of its points' series (results.changes.ChangePoint)
+    changes: list[Any] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Any]:
         """The verdicts that are regressions."""
         return [v for v in self.verdicts if v.regressed]
+
+    @property
+    def alarms(self) -> list[Any]:
+        """The recent change points that are confirmed drops."""
+        return [c for c in self.changes if c.alarm]
 
 
 def check(target: str, url: str | None = None, *, baseline_tag: str | None = None,
@@ -162,7 +169,8 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
                               "name another with --baseline-tag, --baseline-study or --since")
     verdicts = compare(newest, base, alpha, min_drop)
     return Checked(name, sum(r["state"] == "completed" for r in newest),
-                   sum(r["state"] == "completed" for r in base), against, verdicts)
+                   sum(r["state"] == "completed" for r in base), against, verdicts,
+                   recent_changes(newest, url))
 
 
 def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str | None]:
@@ -187,14 +195,39 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
     return target, None
 
 
+def changes(url: str | None = None, *, system: str | None = None, model: str | None = None,
+            since_text: str | None = None) -> list[Any]:
+    """The change points of every stored point's series of campaigns
+    (results.changes.ChangePoint), oldest first."""
+    from scalestudy.results.changes import changes as find
+
+    return find(history(url, system=system, model=model, since_text=since_text))
+
+
+def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -> list[Any]:
+    """The change points of the checked study's points that are recent: among their
+    series' last RECENT campaigns (what `history check` also gates on)."""
+    from scalestudy.results.changes import RECENT
+    from scalestudy.results.changes import changes as find
+    from scalestudy.results.regression import point_of
+
+    points = {point_of(r) for r in checked_rows if r.get("state") == "completed"}
+    systems = {r["system"] for r in checked_rows}
+    found = [c for system in systems for c in find(history(url, system=system))]
+    return [c for c in found if c.key in points and c.after <= RECENT]
+
+
 def junit(checked: Checked) -> str:
     """The verdicts as JUnit XML: one test case per point, a failure per regression."""
     from xml.etree import ElementTree as ET
 
+    suspected = [c for c in checked.changes if not c.confirmed]
     suite = ET.Element("testsuite", name=f"scalestudy history check {checked.study}",
-                       tests=str(len(checked.verdicts)),
-                       failures=str(len(checked.regressions)), errors="0", skipped=str(
-                           sum(v.status not in ("ok", "regression") for v in checked.verdicts)))
+                       tests=str(len(checked.verdicts) + len(checked.changes)),
+                       failures=str(len(checked.regressions) + len(checked.alarms)),
+                       errors="0", skipped=str(
+                           sum(v.status not in ("ok", "regression") for v in checked.verdicts)
+                           + len(suspected)))
     for v in checked.verdicts:
         case = ET.SubElement(suite, "testcase", classname=checked.study, name=v.point)
         if v.regressed:
@@ -203,6 +236,15 @@ def junit(checked: Checked) -> str:
         elif v.status != "ok":  # not tested, undecided, unlike: the gate could not tell
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
+    for c in checked.changes:  # the series' change points: confirmed drops fail
+        case = ET.SubElement(suite, "testcase", classname=f"{checked.study}.changes",
+                             name=f"{c.point} changed {c.when:%Y-%m-%d}")
+        if c.alarm:
+            ET.SubElement(case, "failure", message=f"confirmed {c.cause} change",
+                          type="change").text = c.line()
+        elif not c.confirmed:
+            ET.SubElement(case, "skipped", message=c.line())
+        ET.SubElement(case, "system-out").text = c.line()
     return ET.tostring(suite, encoding="unicode") + "\n"
 
 
