@@ -151,7 +151,7 @@ def design(world_size: np.ndarray, batch: np.ndarray, grad_bytes: float | None,
         return f"{len(terms)} terms need more than {len(np.unique(p))} world size(s)"
     known = np.zeros_like(p)
     c_fixed = 0.0
-    if bandwidth == "probe":
+    if bandwidth == "probe" and probe_busbw_gbps:  # checked above: a probe was measured
         c_fixed = 1.0 / (float(probe_busbw_gbps) * 1e9)
         known = c_fixed * ring(p) * s
     columns = {"compute": np.asarray(batch, float), "bandwidth": ring(p) * s,
