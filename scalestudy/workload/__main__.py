@@ -238,8 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _announce(cfg, session)
     backend, lead = session.backend, session.env.rank == 0
     results = backend.gather(train.run(backend, cfg, session.device, _on_iter(cfg, lead)))
-    hosts = _distinct(backend.gather(socket.gethostname()))
-    status = _report(args, cfg, session, results, hosts, peak) if lead else 0
+    rank_hosts = backend.gather(socket.gethostname())
+    status = _report(args, cfg, session, results, rank_hosts, peak) if lead else 0
     backend.shutdown(session.device)
     return status
 
@@ -316,7 +316,7 @@ def _on_iter(cfg: Any, lead: bool) -> Callable[[int, float], None]:
 
 
 def _report(args: argparse.Namespace, cfg: Any, session: Any, results: list[Any],
-            hosts: list[str], peak: tuple[Any, Any]) -> int:
+            rank_hosts: list[str], peak: tuple[Any, Any]) -> int:
     """Rank 0: the statistics, the lines other harnesses read, the record; 1 when the
     record cannot be written."""
     from . import output
@@ -331,8 +331,8 @@ def _report(args: argparse.Namespace, cfg: Any, session: Any, results: list[Any]
         _log(line)
     if not is_transformer(cfg.model):
         _log(output.tf_cnn_line(total))
-    record = build(cfg, session, stats, results, hosts, peak,
-                   time.perf_counter() - _STARTED, os.environ)
+    record = build(cfg, session, stats, results, _distinct(rank_hosts), peak,
+                   time.perf_counter() - _STARTED, os.environ, rank_hosts)
     for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
                  output.energy_line(record)]:
         _log(line)

@@ -97,6 +97,10 @@ class MetricsRecord(TypedDict, total=False):
     energy_unavailable: str
     env: dict[str, str]
     hosts: list[str]
+    #: each rank's host, in rank order (what finds a slow node from ordinary runs)
+    rank_hosts: list[str]
+    #: each rank's seconds per step without gradient sync (diagnostics), in rank order
+    rank_compute_s: list[float]
     torch_version: str
     python_version: str
     provenance: dict[str, dict[str, Any]]  # versions and hardware (workload.stack)
@@ -129,7 +133,7 @@ def problem(record: Mapping[str, Any]) -> str | None:
 
 def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[Any],
           hosts: list[str], peak: tuple[float | None, str | None], elapsed_s: float,
-          environ: Mapping[str, str]) -> MetricsRecord:
+          environ: Mapping[str, str], rank_hosts: Sequence[str] = ()) -> MetricsRecord:
     """The record of one run: the throughput statistics (timing.aggregate), what ran
     (model, batch, backend, layout), the diagnostics, MFU and energy where measured, the
     tuning environment and the software."""
@@ -172,6 +176,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
                          global_batch * cfg.batches_per_iter * cfg.iters),
         "env": output.tuning_env(environ),
         "hosts": hosts,
+        **({"rank_hosts": list(rank_hosts)} if rank_hosts else {}),
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "provenance": stack.describe(session.device, environ),

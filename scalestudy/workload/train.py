@@ -324,6 +324,7 @@ def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
                     for r in results]
         out.update(diagnostics.comm_summary(steps, computes, cfg.units_per_step * world_size))
         out["compute_iters"] = compute_iters(cfg)
+        out["rank_compute_s"] = [round(t, 9) for t in computes]
     if first.probe_times is not None:
         sizes = diagnostics.message_sizes(first.grad_bytes)
         slowest = [max(r.probe_times[i] for r in results if r.probe_times)
