@@ -31,7 +31,7 @@ RECORD_KEYS = {
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "compute_iters",
     "allreduce_probe", "allreduce_busbw_GBps", "allreduce_latency_s", "ddp", "env",
     "throughput_unit", "throughput_mean_of_rates", "throughput_estimator", "rank_seconds",
-    "units_per_rank", "provenance",
+    "units_per_rank", "provenance", "rank_hosts", "rank_compute_s",
 }  # fmt: skip
 # Energy: measured (NVIDIA GPU with nvidia-ml-py) or the reason why not.
 ENERGY_KEYS = ({"energy_j", "energy_source", "energy_gpus", "energy_j_per_sample"},
@@ -101,6 +101,10 @@ def read_record(path: Path) -> dict:
     )
     assert record["throughput_estimator"] == "work over time"
     assert record["hosts"] == [socket.gethostname()]
+    # each rank's host and compute-only step time, in rank order: the slow-node evidence
+    assert record["rank_hosts"] == [socket.gethostname()] * record["world_size"]
+    assert len(record["rank_compute_s"]) == record["world_size"]
+    assert min(record["rank_compute_s"]) > 0
     assert record["nodes"] == 1
     return record
 
