@@ -233,6 +233,32 @@ def changes(
               "its noise", highlight=False)
 
 
+@history_app.command("nodes")
+def nodes(
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 30d")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Name the nodes slower than their runs' other nodes beyond the noise, pooled over
+    every stored run (each rank's host and compute time, from ordinary runs)."""
+    from scalestudy.results.nodes import slow_nodes
+    from scalestudy.study import history as uc
+
+    found = slow_nodes(uc.history(store, system=system, since_text=since))
+    if as_json:
+        print_json({"slow": [n.as_dict() for n in found.slow], "hosts": found.hosts,
+                    "testable_runs": found.testable_runs, "untestable": found.untestable,
+                    "noise": found.noise})
+        return
+    for n in found.slow:
+        out.print(n.line(), highlight=False, markup=False, soft_wrap=True)
+    err.print(f"{found.hosts} host(s) in {found.testable_runs} run(s) tested: "
+              f"{len(found.slow)} slower beyond the noise", highlight=False)
+    for why, count in found.untestable.items():
+        err.print(f"untestable: {count} run(s): {why}", highlight=False, markup=False)
+
+
 @history_app.command("plot")
 def plot(
     system: Annotated[str | None, typer.Option(help="only this system")] = None,
