@@ -486,3 +486,20 @@ def test_each_queue_keeps_its_own_job_limit(tmp_path: Path) -> None:
     now, later = with_room(plan, small[1:], [small[0].run_id], limit)
     assert now == [] and later == small[1:]  # debug-scaling is full until it ends
     assert with_room(plan, plan.runs, [big[0].run_id], 3)[0] == plan.runs[:2]
+
+
+def test_the_default_queues_limit_holds_runs_that_name_no_queue(tmp_path: Path) -> None:
+    """No queue named: the runs go to the scheduler's default, whose per-user limit the
+    preflight found under its own name (e.g. workq): that limit holds them."""
+    from scalestudy.execute.submit import with_room
+    from scalestudy.site.preflight import Preflight
+    from scalestudy.study.planning import job_limit
+
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    found = Preflight(job_limits={"workq": (2, "queue workq's per-user limit (qmgr)")})
+    limit = job_limit(plan, None, found, lambda line: None)
+    assert limit == {None: 2}
+    now, later = with_room(plan, plan.runs, [], limit)
+    assert (len(now), len(later)) == (2, len(plan.runs) - 2)

@@ -97,9 +97,9 @@ class Submission:
 
 
 #: How many of the study's jobs may be in the queue at once: all together (`--max-jobs`),
-#: per queue (the queues' per-user limits: queue name -> limit; a queue not named has
-#: none), or no limit (None).
-JobLimit = int | dict[str, int] | None
+#: per queue (the queues' per-user limits: queue name -> limit, None for the scheduler's
+#: default queue; a queue not named has none), or no limit (None).
+JobLimit = int | dict[str | None, int] | None
 
 
 def with_room(plan: Plan, runs: Sequence[Run], active: Sequence[str], limit: JobLimit
@@ -122,7 +122,7 @@ def with_room(plan: Plan, runs: Sequence[Run], active: Sequence[str], limit: Job
     now_runs, later = [], []
     for run in runs:
         queue = queue_for(plan.study, plan.system, run)
-        cap = limit.get(queue) if queue is not None else None
+        cap = limit.get(queue)
         if cap is not None and used.get(queue, 0) >= cap:
             later.append(run)
             continue

@@ -168,6 +168,7 @@ def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
     later = "; jobs beyond it are submitted as earlier ones end (with --wait) or by the " \
             "next `run`"
     from scalestudy.site.preflight import profile_job_limits
+    from scalestudy.site.routing import queue_for
 
     limits = found.job_limits if found is not None and found.job_limits else \
         profile_job_limits(plan)
@@ -175,7 +176,13 @@ def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
         return None
     for queue, (most, why) in limits.items():
         say(f"note: at most {most} job(s) at once in queue {queue}: {why}{later}")
-    return {queue: most for queue, (most, _) in limits.items()}
+    routed = {queue_for(plan.study, plan.system, r) for r in plan.runs}
+    out: dict[str | None, int] = {q: limits[q][0] for q in routed if q in limits}
+    # runs that name no queue go to the scheduler's default: the limit found for it
+    default = [most for q, (most, _) in limits.items() if q not in routed]
+    if None in routed and default:
+        out[None] = min(default)
+    return out
 
 
 def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, int]:
