@@ -108,3 +108,27 @@ max_nodes: 4
 cores_per_node: 2
 threads_per_rank: 1
 """
+
+
+def test_a_store_this_user_cannot_reach_costs_the_estimate_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's store (a directory this user may not enter: stat fails with
+    EACCES, as it did for pbsuser on the PBS testbed) gives no estimate, not a
+    traceback in `report`."""
+    from scalestudy.site.plan import make_plan
+    from scalestudy.study.planning import expected_waits
+
+    store = tmp_path / "private" / "history.sqlite"
+    monkeypatch.setenv("SCALESTUDY_STORE", str(store))
+    real = Path.exists
+
+    def refused(self: Path, *args: object, **kwargs: object) -> bool:
+        if self == store:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", refused)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: polaris\nworkload: {model: resnet50}\n"
+                    "grid: {nodes: [1, 2], batch_size: [64]}\njob: {account: A}\n")
+    assert expected_waits(make_plan(spec, tmp_path / "results")) == []

@@ -100,16 +100,17 @@ def _stored_waits(plan: Plan) -> list[Any]:
     from scalestudy.results.waits import expected, waits_by_nodes
     from scalestudy.study.history import open_store
 
-    store = open_store()
-    if store.url.startswith("sqlite:///") and not Path(store.url[len("sqlite:///"):]).exists():
-        return expected({}, (r.nodes for r in plan.runs), plan.system.name)  # none yet
-    try:
+    try:  # a store that cannot be read (or reached: another user's) costs the estimate only
+        store = open_store()
+        if store.url.startswith("sqlite:///") and \
+                not Path(store.url[len("sqlite:///"):]).exists():
+            return expected({}, (r.nodes for r in plan.runs), plan.system.name)  # none yet
         try:
             rows = store.rows(system=plan.study.system)
         finally:
             store.dispose()
     except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError):
-        return []  # a store that cannot be read costs the estimate only
+        return []
     return expected(waits_by_nodes(rows), (r.nodes for r in plan.runs), plan.system.name)
 
 
