@@ -208,57 +208,6 @@ def check(
                 + [f"{c.point} since {c.when:%Y-%m-%d} ({c.cause})" for c in got.alarms]))
 
 
-@history_app.command("changes")
-def changes(
-    system: Annotated[str | None, typer.Option(help="only this system")] = None,
-    model: Annotated[str | None, typer.Option(help="only this model")] = None,
-    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 180d")] = None,
-    as_json: JsonOpt = False,
-    store: StoreOpt = None,
-) -> None:
-    """Find change points in each point's series of campaigns: when its per-GPU throughput
-    stepped or drifted, by how much (95 % interval), compute or communication, and what
-    changed in the provenance there."""
-    from scalestudy.study import history as uc
-
-    found = uc.changes(store, system=system, model=model, since_text=since)
-    if as_json:
-        print_json([{**c.as_dict(), "line": c.line()} for c in found])
-        return
-    for c in found:
-        out.print(c.line(), highlight=False, markup=False, soft_wrap=True)
-    confirmed = sum(c.confirmed for c in found)
-    err.print(f"{len(found)} change point(s), {confirmed} confirmed (2 or more campaigns "
-              "after them)" if found else "no change point: every series is level within "
-              "its noise", highlight=False)
-
-
-@history_app.command("nodes")
-def nodes(
-    system: Annotated[str | None, typer.Option(help="only this system")] = None,
-    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 30d")] = None,
-    as_json: JsonOpt = False,
-    store: StoreOpt = None,
-) -> None:
-    """Name the nodes slower than their runs' other nodes beyond the noise, pooled over
-    every stored run (each rank's host and compute time, from ordinary runs)."""
-    from scalestudy.results.nodes import slow_nodes
-    from scalestudy.study import history as uc
-
-    found = slow_nodes(uc.history(store, system=system, since_text=since))
-    if as_json:
-        print_json({"slow": [n.as_dict() for n in found.slow], "hosts": found.hosts,
-                    "testable_runs": found.testable_runs, "untestable": found.untestable,
-                    "noise": found.noise})
-        return
-    for n in found.slow:
-        out.print(n.line(), highlight=False, markup=False, soft_wrap=True)
-    err.print(f"{found.hosts} host(s) in {found.testable_runs} run(s) tested: "
-              f"{len(found.slow)} slower beyond the noise", highlight=False)
-    for why, count in found.untestable.items():
-        err.print(f"untestable: {count} run(s): {why}", highlight=False, markup=False)
-
-
 @history_app.command("plot")
 def plot(
     system: Annotated[str | None, typer.Option(help="only this system")] = None,

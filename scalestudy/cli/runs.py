@@ -201,6 +201,7 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
 
 def _plan_adaptive(the_plan: Plan, as_json: bool, budget: float | None) -> None:
     """`plan --adaptive`: the rule, the next round, what was left out so far."""
+    from scalestudy.cli.words import adaptive_lines
     from scalestudy.study import limits_gate, plan_adaptive
 
     _warn(the_plan)
@@ -210,24 +211,8 @@ def _plan_adaptive(the_plan: Plan, as_json: bool, budget: float | None) -> None:
     if as_json:
         print_json(got)
         return
-    def say(line: str) -> None:
+    for line in adaptive_lines(the_plan.study.name, got):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-
-    say(f"adaptive study {the_plan.study.name}: {got['alternatives']} alternative(s), "
-        f"{got['points']} point(s), {got['node_hours_grid']:,.2f} node-hours for the whole "
-        "grid (nodes x walltime)")
-    say(f"rule: {got['rule']}")
-    for d in got["dropped"]:
-        say(f"dropped {d['alternative']}: {d['evidence']}")
-    for d in got["skipped"]:
-        say(f"not measured: {d['alternative']} on {d['nodes']} node(s): {d['evidence']}")
-    if got["next"]:
-        say(f"round {got['round']}: {len(got['next'])} point(s), "
-            f"{got['node_hours_round']:,.2f} node-hours at most:")
-        for p in got["next"]:
-            say(f"  {p['alternative']} on {p['nodes']} node(s): {len(p['runs'])} run(s)")
-    else:
-        say(f"nothing left to run: {got['stop']}")
 
 
 OnlyOpt = Annotated[str | None, typer.Option(
@@ -259,7 +244,11 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         max_attempts: AttemptsOpt = 3, budget: BudgetOpt = None,
         no_preflight: NoPreflightOpt = False, tag: TagOpt = None,
         results: ResultsOpt = Path("results"), pack: PackOpt = False,
-        adaptive: AdaptiveOpt = False) -> None:
+        adaptive: AdaptiveOpt = False,
+        exclude_nodes: Annotated[Path | None, typer.Option(
+            "--exclude-nodes", help="scheduler systems: keep the jobs off the hosts in this "
+            "file (one per line, e.g. from `history nodes --write-exclude`)")] = None,
+        ) -> None:
     """Run (here) or submit (Slurm, PBS, Flux) the runs not done yet, then report.
 
     Failed runs run again only with --rerun; earlier attempts are kept in
@@ -267,6 +256,10 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
     from scalestudy import study as uc
 
     plan = uc.make_plan(study, results)
+    if exclude_nodes is not None:
+        from scalestudy.study.planning import read_exclude_list, with_excluded
+
+        plan = with_excluded(plan, read_exclude_list(exclude_nodes))
     request = uc.RunRequest(only=only, rerun=rerun, max_attempts=max_attempts,
                             max_jobs=max_jobs, wait=wait, budget=budget,
                             preflight=not no_preflight, dry_run=dry_run,

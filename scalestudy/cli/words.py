@@ -130,3 +130,20 @@ def queued_lines(queued: Queued, study: Study) -> list[str]:
     lines += [f"submitted {r.run_id} as job {job_id}: {describe_run(study, r)}"
               for r, job_id in queued.submitted]
     return lines
+
+
+def adaptive_lines(study: str, got: dict[str, Any]) -> list[str]:
+    """`plan --adaptive`'s lines: the grid, the rule, what was dropped or left out, and
+    the next round (or why nothing is left)."""
+    lines = [f"adaptive study {study}: {got['alternatives']} alternative(s), {got['points']} "
+             f"point(s), {got['node_hours_grid']:,.2f} node-hours for the whole grid (nodes x "
+             "walltime)", f"rule: {got['rule']}"]
+    lines += [f"dropped {d['alternative']}: {d['evidence']}" for d in got["dropped"]]
+    lines += [f"not measured: {d['alternative']} on {d['nodes']} node(s): {d['evidence']}"
+              for d in got["skipped"]]
+    if not got["next"]:
+        return [*lines, f"nothing left to run: {got['stop']}"]
+    lines.append(f"round {got['round']}: {len(got['next'])} point(s), "
+                 f"{got['node_hours_round']:,.2f} node-hours at most:")
+    return lines + [f"  {p['alternative']} on {p['nodes']} node(s): {len(p['runs'])} run(s)"
+                    for p in got["next"]]

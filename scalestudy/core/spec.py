@@ -108,6 +108,11 @@ Token = Annotated[
     StringConstraints(pattern=TOKEN_PATTERN),
     Field(description="a directive value: no spaces, quotes or newlines"),
 ]
+HostName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"),
+    Field(description="a host name, e.g. nid001234"),
+]
 DirectiveLine = Annotated[
     str,
     StringConstraints(pattern=r"^[^\n\r\x00]+$", min_length=1),
@@ -132,6 +137,10 @@ class Job(Model):
     )
     extra_directives: list[DirectiveLine] = Field(
         default_factory=list, description="more directive lines, written after the prefix"
+    )
+    exclude_nodes: list[HostName] = Field(
+        default_factory=list, description="nodes the jobs must not run on (Slurm --exclude, "
+        "Flux --requires=-host:), e.g. the slow ones `history nodes` names"
     )
     submit: Literal["native", "submitit"] = Field(
         "native", description="native: sbatch/qsub the rendered script; submitit: Slurm "

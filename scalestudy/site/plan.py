@@ -63,7 +63,7 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
 
 
 #: `job:` keys that only some schedulers can express.
-_SCHEDULER_OPTIONS = ("partition", "qos", "constraint", "queue", "filesystems")
+_SCHEDULER_OPTIONS = ("partition", "qos", "constraint", "queue", "filesystems", "exclude_nodes")
 
 
 def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:

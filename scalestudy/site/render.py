@@ -145,6 +145,7 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         place=opts.place,
         filesystems=job.filesystems or opts.filesystems,
         extra=(*opts.extra, *job.extra_directives),
+        exclude_nodes=tuple(job.exclude_nodes),
     )
 
 

@@ -255,3 +255,43 @@ def describe_axes(runs: Sequence[Run]) -> str:
         values = sorted({getattr(r, key) for r in runs}, key=lambda v: (str(type(v)), v))
         parts.append(f"{key} {', '.join(map(str, values))}")
     return "; ".join(parts)
+
+
+def read_exclude_list(path: Path) -> list[str]:
+    """The hosts of an exclude list (`run --exclude-nodes FILE`): one or more per line,
+    separated by commas or spaces, `#` starting a comment (what `history nodes
+    --write-exclude` writes)."""
+    import re
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScalestudyError(f"--exclude-nodes {path}: cannot read it ({exc.strerror}); "
+                              "give a file of host names, one per line") from None
+    hosts: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for host in re.split(r"[\s,]+", line.split("#", 1)[0].strip()):
+            if not host:
+                continue
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$", host):
+                raise ScalestudyError(f"{path}:{number}: {host!r} is not a host name (letters, "
+                                      "digits, `.`, `_`, `-`): fix or remove it")
+            hosts.append(host)
+    return list(dict.fromkeys(hosts))
+
+
+def with_excluded(plan: Plan, hosts: Sequence[str]) -> Plan:
+    """The plan with these hosts added to the spec's `job.exclude_nodes` (refused where
+    the scheduler cannot keep a job off a node)."""
+    import dataclasses
+
+    if not hosts:
+        return plan
+    if "exclude_nodes" not in plan.scheduler.job_options:
+        raise ScalestudyError(
+            f"--exclude-nodes: system {plan.system.name} uses {plan.system.scheduler}, which "
+            "scalestudy cannot ask to keep a job off a node (Slurm --exclude and Flux "
+            "--requires=-host: can): report the nodes to the site, or run without it")
+    merged = list(dict.fromkeys([*plan.study.job.exclude_nodes, *hosts]))
+    job = plan.study.job.model_copy(update={"exclude_nodes": merged})
+    return dataclasses.replace(plan, study=plan.study.model_copy(update={"job": job}))

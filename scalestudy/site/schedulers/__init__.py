@@ -47,6 +47,7 @@ class JobRequest:
     place: str | None = None
     filesystems: str | None = None
     extra: tuple[str, ...] = ()
+    exclude_nodes: tuple[str, ...] = ()  # nodes the job must not run on
 
 
 @dataclass(frozen=True)

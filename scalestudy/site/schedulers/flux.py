@@ -128,7 +128,7 @@ class Flux(Scheduler):
     name = "flux"
     prefix = "# flux:"
     template = "flux.sh.j2"
-    job_options = frozenset({"queue"})
+    job_options = frozenset({"queue", "exclude_nodes"})
     queue_key = "queue"
     log_name = "flux.log"
     job_id_variable = "FLUX_ENCLOSING_ID"
@@ -149,6 +149,9 @@ class Flux(Scheduler):
             d.append(f"--queue={shlex.quote(check_token('queue', job.queue))}")
         if job.account:  # flux-accounting's bank
             d.append(f"--bank={shlex.quote(check_token('account', job.account))}")
+        if job.exclude_nodes:  # an RFC 35 constraint: not on these hosts
+            hosts = ",".join(check_token("node", n) for n in job.exclude_nodes)
+            d.append(f"--requires={shlex.quote('-host:' + hosts)}")
         if job.stdout:  # always: Flux's default log name has a non-ASCII `ƒ`
             d.append(f"--output={shlex.quote(job.stdout)}")
         d.extend(job.extra)

@@ -134,7 +134,7 @@ class Slurm(Scheduler):
     name = "slurm"
     prefix = "#SBATCH"
     template = "slurm.sh.j2"
-    job_options = frozenset({"partition", "qos", "constraint"})
+    job_options = frozenset({"partition", "qos", "constraint", "exclude_nodes"})
     queue_key = "partition"
     submitit = True
     nodes_command = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
@@ -164,6 +164,8 @@ class Slurm(Scheduler):
                                   ("-q", "qos", job.qos), ("-C", "constraint", job.constraint)):
             if value:
                 d.append(f"{flag} {check_token(what, value)}")
+        if job.exclude_nodes:
+            d.append("--exclude=" + ",".join(check_token("node", n) for n in job.exclude_nodes))
         if job.stdout:
             d.append(f"--output={check_token('output file', job.stdout)}")
         if job.stderr:

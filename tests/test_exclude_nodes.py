@@ -1,0 +1,84 @@
+"""Nodes kept out of a study's jobs (`job.exclude_nodes`, `run --exclude-nodes FILE`): in
+each scheduler's own syntax where it has one, refused where it has none, and the list
+file read with its mistakes located."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scalestudy.core.errors import ScalestudyError, SpecError
+from scalestudy.site import schedulers
+from scalestudy.site.plan import make_plan
+from scalestudy.site.schedulers import JobRequest
+from scalestudy.study.planning import read_exclude_list, with_excluded
+
+JOB = JobRequest(name="s-1", nodes=2, ranks_per_node=1, walltime="00:10:00",
+                 exclude_nodes=("n2", "nid001234"))
+
+
+def test_slurm_and_flux_say_it_their_own_way() -> None:
+    assert "#SBATCH --exclude=n2,nid001234" in schedulers.get("slurm").directives(JOB)
+    assert "# flux: --requires=-host:n2,nid001234" in schedulers.get("flux").directives(JOB)
+
+
+def spec(tmp_path: Path, system: str, job: str = "") -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: s\nsystem: {system}\nworkload: {{model: resnet50}}\n"
+                    f"grid: {{nodes: [1, 2]}}\njob: {{account: A{job}}}\n")
+    return path
+
+
+def test_a_scheduler_without_a_way_refuses_it_with_the_key(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"s.yaml:5: job.exclude_nodes: .*pbs.*flux or slurm"):
+        make_plan(spec(tmp_path, "polaris", ", exclude_nodes: [x3001c0s13b0n0]"))
+    plan = make_plan(spec(tmp_path, "polaris"))
+    with pytest.raises(ScalestudyError, match="--exclude-nodes: system polaris uses pbs"):
+        with_excluded(plan, ["x3001c0s13b0n0"])
+
+
+def test_the_list_file_adds_to_the_spec_and_its_mistakes_are_located(tmp_path: Path) -> None:
+    plan = make_plan(spec(tmp_path, "perlmutter", ", exclude_nodes: [nid001]"))
+    listed = tmp_path / "slow.txt"
+    listed.write_text("nid002  # 12% slower\n\nnid003, nid001\n# a comment\n")
+    hosts = read_exclude_list(listed)
+    assert hosts == ["nid002", "nid003", "nid001"]
+    assert with_excluded(plan, hosts).study.job.exclude_nodes == ["nid001", "nid002", "nid003"]
+    assert [r.run_id for r in with_excluded(plan, hosts).runs] == [r.run_id for r in plan.runs]
+    listed.write_text("nid002\nnid 0;rm -rf\n")
+    with pytest.raises(ScalestudyError, match=r"slow.txt:2: ';rm' is not a host name|"
+                                              r"slow.txt:2: '0;rm' is not a host name"):
+        read_exclude_list(listed)
+    with pytest.raises(ScalestudyError, match="cannot read it"):
+        read_exclude_list(tmp_path / "missing.txt")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_study_run_with_the_exclude_list_avoids_the_node(tmp_path: Path,
+                                                            slurm_cluster) -> None:
+    """On the 4-node Slurm testbed, n2 excluded: the 3-node runs take n1, n3 and n4,
+    every run's hosts.txt leaves n2 out, and the job scripts say so."""
+    import json
+    import sys
+
+    from tests.conftest import run_cli
+    from tests.slurm_testbed import TESTBED_PROFILE
+
+    (tmp_path / "profile.yaml").write_text(TESTBED_PROFILE)
+    program = json.dumps([sys.executable, "-c",
+                          "print('Total img/sec on 1 GPU(s): 1.0')"])
+    (tmp_path / "s.yaml").write_text(
+        "name: ex\nsystem: profile.yaml\n"
+        f"workload: {{kind: command, command: {program}}}\n"
+        "grid: {nodes: [1, 3]}\nrepeats: 2\njob: {walltime: '00:05:00'}\n")
+    (tmp_path / "slow.txt").write_text("n2  # 12.0% slower\n")
+    done = run_cli("run", "s.yaml", "--exclude-nodes", "slow.txt", "--wait", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = list((tmp_path / "results" / "ex" / "runs").iterdir())
+    assert len(runs) == 4
+    for run_dir in runs:
+        hosts = (run_dir / "hosts.txt").read_text().split()
+        assert hosts and "n2" not in hosts, hosts
+        assert "#SBATCH --exclude=n2" in (run_dir / "job.sh").read_text()
