@@ -107,6 +107,7 @@ def not_measured(points: Sequence[Point], journal: Journal,
     """Each point of the grid an adaptive study did not measure, with why: its
     alternative was dropped, it was left out, or the study stopped first."""
     out = []
+    started = set(journal.runs())
     for p in points:
         if measured.get(p.key):
             continue
@@ -116,7 +117,7 @@ def not_measured(points: Sequence[Point], journal: Journal,
             why = "its alternative was dropped: " + journal.dropped[p.alternative]
         elif journal.stopped is not None:
             why = "not reached: the study stopped first (" + journal.stopped + ")"
-        elif any(r in journal.runs() for r in p.runs):
+        elif started.intersection(p.runs):
             why = "its runs did not complete (see `scalestudy status`)"
         else:
             why = "not reached yet: the adaptive study has not finished"

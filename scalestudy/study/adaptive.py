@@ -41,7 +41,7 @@ def next_decision(plan: Plan, points: Sequence[Point], budget: float | None
     nothing)."""
     journal = journal_file.read(plan.directory)
     measured, failed = measured_points(plan, points)
-    started = {r for r in journal.runs()}
+    started = set(journal.runs())
     spent = node_hours(plan.study, [r for r in plan.runs if r.run_id in started])
     left = None if budget is None else max(0.0, budget - spent)
     return decide(points, measured, failed, journal.dropped, journal.skipped, left), journal

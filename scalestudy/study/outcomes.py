@@ -130,21 +130,21 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
-                       not_measured=_not_measured(plan), waits=expected_waits(plan))
+                       not_measured=_not_measured(plan, runs), waits=expected_waits(plan))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)
     return replace(built, stored="\n".join(filter(None, (stored, kept))))
 
 
-def _not_measured(plan: Plan) -> list[dict[str, Any]]:
+def _not_measured(plan: Plan, runs: pd.DataFrame) -> list[dict[str, Any]]:
     """An adaptive study's points it did not measure, with why ([] for a full grid)."""
     from scalestudy.results import adaptive_journal
 
     if not (plan.directory / adaptive_journal.FILE).exists():
         return []
     points = grid_points(plan)
-    measured, _ = measured_points(plan, points)
+    measured, _ = measured_points(plan, points, runs)  # collected once, by report
     return adaptive_journal.not_measured(points, adaptive_journal.read(plan.directory),
                                          measured)
 
@@ -160,11 +160,12 @@ def grid_points(plan: Plan, only: str | None = None) -> list[Point]:
                      walltime_seconds(plan.study.job.walltime))
 
 
-def measured_points(plan: Plan, points: Sequence[Point]
+def measured_points(plan: Plan, points: Sequence[Point], runs: pd.DataFrame | None = None
                     ) -> tuple[dict[tuple[str, int], list[float]], set[tuple[str, int]]]:
     """The throughputs of each point's completed runs, and the points whose runs all
-    failed for good (read from the runs' files; on a scheduler, settled first)."""
-    runs = collect(plan)
+    failed for good (`runs`: runs.csv's rows when the caller collected them already;
+    else read from the runs' files, on a scheduler settled first)."""
+    runs = collect(plan) if runs is None else runs
     by_id = {str(r): row for r, row in zip(runs["run_id"], runs.to_dict("records"),
                                           strict=True)}
     measured: dict[tuple[str, int], list[float]] = {}
