@@ -146,6 +146,8 @@ def run_cnn(args: argparse.Namespace, device: torch.device) -> None:
             model = model.to(memory_format=torch.channels_last)
             data = data.contiguous(memory_format=torch.channels_last)
         target = torch.randint(0, 1000, (args.batch_size,), device=device)
+        if args.compile:
+            model = torch.compile(model)
         if variant.endswith("_ddp"):
             _join(device)
             model = nn.parallel.DistributedDataParallel(
@@ -155,7 +157,8 @@ def run_cnn(args: argparse.Namespace, device: torch.device) -> None:
         out.update(variant=variant, model_source=source, model=args.model,
                    precision=precision, batch_size=args.batch_size,
                    image_size=args.image_size, channels_last=args.channels_last,
-                   ddp=variant.endswith("_ddp"), final_loss=float(step.last[0]))
+                   ddp=variant.endswith("_ddp"), compile=args.compile,
+                   final_loss=float(step.last[0]))
         if scaler is not None:
             out["grad_scale_final"] = float(scaler.get_scale())
         _emit(out)
@@ -170,11 +173,15 @@ def run_gpt(args: argparse.Namespace, device: torch.device) -> None:
         model = transformer.build(args.model, args.seq_len)
     data, target = transformer.synthetic_tokens(args.batch_size, args.seq_len,
                                                 model.cfg.vocab_size, device)
+    cfg = model.cfg
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
     step, _ = make_step(model, data, target, args.precision, device)
     out = time_loop(step, device, args.warmup, args.iters, args.steps,
                     args.batch_size * args.seq_len)
-    per_token = transformer.flops_per_token(model.cfg, args.seq_len)
-    out.update(variant="bare_gpt", model=args.model, precision=args.precision,
+    per_token = transformer.flops_per_token(cfg, args.seq_len)
+    out.update(variant="bare_gpt_compiled" if args.compile else "bare_gpt", model=args.model,
+               compile=args.compile, precision=args.precision,
                batch_size=args.batch_size, seq_len=args.seq_len, flops_per_token=per_token,
                model_tflops=per_token * out["throughput"] / 1e12,
                final_loss=float(step.last[0]))
@@ -218,6 +225,8 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=10, help="timed iterations")
     p.add_argument("--steps", type=int, default=5, help="steps per iteration")
     p.add_argument("--measure-peak", action="store_true", help="gpt: time the matmul peak")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (before DDP, as the workload does)")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")

@@ -12,7 +12,7 @@ FSDP2, then with --gradient-as-bucket-view and --no-reshard-after-forward; the w
 ResNet-50 in fp16; the batch-size probe; `scalestudy validate --preflight` of a local
 spec (benchmarks/gpu_local.yaml); the measured matmul peak, burst and sustained
 (gpu_peak_check.py); the workload with torch.compile. nvidia-smi samples the board power
-every 200 ms in the background (DIR/power.csv); each run's NVML energy over its timed
+every 100 ms in the background (DIR/power.csv); each run's NVML energy over its timed
 iterations is held against nvidia-smi's mean power over the same wall-clock window. A
 step runs only when its estimate fits in what is left of `--budget-s`, so one call ends
 in time and says what it skipped. DIR/results.json holds every figure and record
@@ -57,9 +57,12 @@ SMOKE = {"cnn": "small_cnn", "image": 32, "cnn_batch": 8, "warmup": 1, "iters": 
 ESTIMATE = {"cnn_bare": 70, "cnn_ddp": 40, "cnn_ddp_view": 30, "gpt_bare": 30,
             "gpt_ddp": 35, "gpt_fsdp": 35, "gpt_ddp_view": 35, "gpt_fsdp_keep": 35,
             "cnn_fp16": 30, "probe": 60, "preflight": 10, "peak_check": 45,
-            "cnn_compile": 100}
+            "cnn_compile": 100, "energy_window": 45, "gpt_bare_compile": 70,
+            "gpt_fsdp_compile": 80, "gpt_fsdp_compile_keep": 60, "gpt_fsdp_compile_b16": 70,
+            "gpt_ddp_compile": 70, "cnn_bare_compile": 100, "cnn_compile_view": 80,
+            "gpt_bare_compile_b16": 70}
 #: Steps that need CUDA (skipped, and said so, in the CPU smoke test).
-CUDA_ONLY = ("cnn_fp16", "peak_check")
+CUDA_ONLY = ("cnn_fp16", "peak_check", "energy_window")
 STEPS = tuple(ESTIMATE)
 
 
@@ -222,7 +225,51 @@ def steps(runner: Runner, sizes: dict[str, Any], cuda: str) -> dict[str, Any]:
         "peak_check": lambda: _peak_check(runner),
         "cnn_compile": lambda: workload(runner, "cnn_compile", [
             *cnn, "--precision", "bf16", "--compile", *short]),
+        "energy_window": lambda: _energy_window(runner),
+        "gpt_bare_compile": lambda: bare(runner, "gpt_bare_compile", [
+            "gpt", "--model", s["gpt"], "--seq-len", str(s["seq"]), "--batch-size",
+            gpt_batch, "--precision", "bf16", "--warmup", str(s["gpt_warmup"]), "--iters",
+            str(s["gpt_iters"]), "--steps", str(s["steps"]), "--compile"]),
+        "gpt_bare_compile_b16": lambda: bare(runner, "gpt_bare_compile_b16", [
+            "gpt", "--model", s["gpt"], "--seq-len", str(s["seq"]), "--batch-size",
+            str(2 * int(gpt_batch)), "--precision", "bf16", "--warmup", str(s["gpt_warmup"]),
+            "--iters", str(s["gpt_iters"]), "--steps", str(s["steps"]), "--compile"]),
+        "gpt_fsdp_compile": lambda: workload(runner, "gpt_fsdp_compile", [
+            *gpt, "--backend", "fsdp", "--compile", "--param-dtype", "compute"]),
+        "gpt_fsdp_compile_keep": lambda: workload(runner, "gpt_fsdp_compile_keep", [
+            *gpt, "--backend", "fsdp", "--compile", "--param-dtype", "compute",
+            "--no-reshard-after-forward"]),
+        "gpt_fsdp_compile_b16": lambda: workload(runner, "gpt_fsdp_compile_b16", [
+            *_batch(gpt, 2 * int(gpt_batch)), "--backend", "fsdp", "--compile",
+            "--param-dtype", "compute", "--no-reshard-after-forward"]),
+        "gpt_ddp_compile": lambda: workload(runner, "gpt_ddp_compile", [
+            *gpt, "--backend", "ddp", "--compile", "--gradient-as-bucket-view"]),
+        "cnn_bare_compile": lambda: bare(runner, "cnn_bare_compile", [
+            "cnn", "--model", s["cnn"], "--image-size", str(s["image"]),
+            "--batch-size", str(s["cnn_batch"]), "--precision", "bf16", "--channels-last",
+            "--warmup", str(s["warmup"]), "--iters", str(s["iters"]), "--steps",
+            str(s["steps"]), "--variants", "torchvision", "bundled_ddp", "--compile"]),
+        "cnn_compile_view": lambda: workload(runner, "cnn_compile_view", [
+            *cnn, "--precision", "bf16", "--compile", *timing, "--no-diagnostics",
+            "--gradient-as-bucket-view"]),
     }
+
+
+def _batch(args: list[str], batch: int) -> list[str]:
+    """`args` with --batch-size set to `batch`."""
+    at = args.index("--batch-size")
+    return [*args[:at + 1], str(batch), *args[at + 2:]]
+
+
+def _energy_window(runner: Runner) -> dict[str, Any]:
+    """benchmarks/gpu_energy_window.py: short NVML windows against a long one."""
+    cmd = [sys.executable, str(HERE / "gpu_energy_window.py")]
+    done = runner.run("energy_window", cmd, ESTIMATE["energy_window"] * 3)
+    out: dict[str, Any] = {k: v for k, v in done.items() if k != "lines"}
+    for _, text in done["lines"]:
+        if text.startswith("ENERGY-WINDOW "):
+            out["figures"] = json.loads(text[14:])
+    return out
 
 
 def _preflight(runner: Runner) -> dict[str, Any]:
@@ -258,11 +305,13 @@ def _gpu_memory_gib() -> float | None:
         return None
 
 
+#: nvidia-smi's sampling period (ms): 100 ms puts 8 instant samples in the shortest window.
+POWER_MS = 100
 POWER_FIELDS = "timestamp,power.draw,power.draw.instant,clocks.sm,utilization.gpu,memory.used"
 
 
 def start_power(out: Path) -> tuple[subprocess.Popen[bytes], Any] | None:
-    """nvidia-smi sampling the board power every 200 ms into out/power.csv (the full
+    """nvidia-smi sampling the board power every POWER_MS into out/power.csv (the full
     field list, or timestamp and power.draw where this driver lacks the others), its
     output line-buffered (stdbuf) so that stopping it loses nothing."""
     if shutil.which("nvidia-smi") is None:
@@ -271,7 +320,7 @@ def start_power(out: Path) -> tuple[subprocess.Popen[bytes], Any] | None:
     for fields in (POWER_FIELDS, "timestamp,power.draw"):
         sink = (out / "power.csv").open("wb")
         proc = subprocess.Popen([*line_buffered, "nvidia-smi", f"--query-gpu={fields}",
-                                 "--format=csv", "-i", "0", "-lms", "200"],
+                                 "--format=csv", "-i", "0", "-lms", str(POWER_MS)],
                                 stdout=sink, stderr=subprocess.DEVNULL)
         time.sleep(1.5)
         if proc.poll() is None:

@@ -94,7 +94,7 @@ def _f(value: Any, digits: int = 1) -> str:
 
 def _conditions(results: dict[str, Any]) -> list[str]:
     steps = results["steps"]
-    env = (steps.get("cnn_bare") or steps.get("gpt_bare") or {}).get("env", {})
+    env = next((step["env"] for step in steps.values() if step.get("env")), {})
     record = next((s["record"] for s in steps.values() if s.get("record")
                    and "provenance" in s["record"]), {})
     versions = record.get("provenance", {}).get("versions", {})
@@ -106,29 +106,38 @@ def _conditions(results: dict[str, Any]) -> list[str]:
             f"- sizes: {json.dumps(results['sizes'])}"]
 
 
+def _bare_results(steps: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """Every measured bare-loop result of the steps named `prefix`..."""
+    return [r for name, step in steps.items() if name.startswith(prefix)
+            for r in step.get("results", []) if "throughput" in r]
+
+
 def _cnn(steps: dict[str, Any]) -> list[str]:
-    bare = {r["variant"]: r for r in steps.get("cnn_bare", {}).get("results", [])
-            if "throughput" in r}
+    bare = _bare_results(steps, "cnn_bare")
     ours = (steps.get("cnn_ddp") or {}).get("record")
-    lines = ["| ResNet run | precision | img/s | ours / this | J/img | peak GiB |",
-             "|---|---|---|---|---|---|"]
-    for variant, r in bare.items():
-        ratio = ours["throughput"] / r["throughput"] if ours and r["precision"] == "bf16" \
-            else None
-        lines.append(f"| bare {variant} ({r['model_source']}) | {r['precision']} | "
+    lines = ["| ResNet run | precision | img/s | ours (DDP, same compile) / this | J/img | "
+             "peak GiB |", "|---|---|---|---|---|---|"]
+    workloads = {name: step["record"] for name, step in steps.items()
+                 if name.startswith("cnn_") and (step.get("record") or {}).get("throughput")
+                 and "batch_size" in step["record"] and name != "cnn_probe"}
+    for r in bare:
+        compiled = bool(r.get("compile"))
+        same = [rec for rec in workloads.values() if bool(rec.get("compile")) == compiled
+                and rec["precision"] == r["precision"]]
+        best = max(same, key=lambda rec: rec["throughput"], default=None)
+        ratio = best["throughput"] / r["throughput"] if best else None
+        lines.append(f"| bare {r['variant']}{' compiled' if compiled else ''} "
+                     f"({r['model_source']}) | {r['precision']} | "
                      f"{_f(r['throughput'])} | {_f(ratio, 4)} | "
                      f"{_f(r.get('energy_j_per_unit'), 3)} | {_f(r.get('max_memory_gib'))} |")
-    for name, label in (("cnn_ddp", "workload DDP"),
-                        ("cnn_ddp_view", "workload DDP, gradient_as_bucket_view"),
-                        ("cnn_fp16", "workload DDP, fp16 + GradScaler"),
-                        ("cnn_compile", "workload DDP, torch.compile")):
-        rec = (steps.get(name) or {}).get("record")
-        if rec:
-            lines.append(f"| {label} ({rec['dist_backend']}, torchrun, 1 rank) | "
-                         f"{rec['precision']} | {_f(rec['throughput'])} | | "
-                         f"{_f(rec.get('energy_j_per_sample'), 3)} | |")
-        elif name in steps:
-            lines.append(f"| {label} | | failed (rc {steps[name].get('rc')}) | | | |")
+    for name, rec in workloads.items():
+        lines.append(f"| workload {_settings(rec)} ({rec['dist_backend']}, torchrun, 1 rank; "
+                     f"{name}) | {rec['precision']} | {_f(rec['throughput'])} | | "
+                     f"{_f(rec.get('energy_j_per_sample'), 3)} | |")
+    for name, step in steps.items():
+        if name.startswith("cnn_") and name != "probe" and step.get("rc") and \
+                name not in workloads:
+            lines.append(f"| {name} | | failed (rc {step.get('rc')}) | | | |")
     probe = (ours or {}).get("allreduce_probe")
     if probe:
         lines.append(f"\nallreduce probe on {ours['world_size']} rank(s), "
@@ -148,30 +157,40 @@ def _settings(rec: dict[str, Any]) -> str:
         changed.append("gradient_as_bucket_view")
     if (rec.get("fsdp") or {}).get("reshard_after_forward") is False:
         changed.append("no reshard_after_forward")
+    if (rec.get("fsdp") or {}).get("param_dtype") == "compute":
+        changed.append(f"{rec['precision']} parameters")
+    if rec.get("compile"):
+        changed.append("compiled")
+    if rec.get("seq_len"):
+        changed.append(f"batch {rec['batch_size']}")
     return rec["backend"] + (f" ({', '.join(changed)})" if changed else "")
 
 
 def _gpt(steps: dict[str, Any], gpu: str | None) -> list[str]:
     datasheet = DATASHEET_DENSE_BF16.get(gpu or "")
     lines = ["| GPT run | tokens/s | model TFLOP/s | MFU (measured matmul) | "
-             f"MFU (datasheet dense {datasheet or '-'}) | ours / bare | J/token |",
-             "|---|---|---|---|---|---|---|"]
-    bare = next(iter(steps.get("gpt_bare", {}).get("results", [])), None)
-    if bare and "throughput" in bare:
+             f"MFU (datasheet dense {datasheet or '-'}) | ours / bare (same batch, "
+             "compile) | J/token |", "|---|---|---|---|---|---|---|"]
+    bares = _bare_results(steps, "gpt_bare")
+    for bare in bares:
         peak = bare.get("measured_matmul_tflops")
-        lines.append(f"| bare loop | {_f(bare['throughput'], 0)} | {_f(bare['model_tflops'])}"
-                     f" | {_f(bare['model_tflops'] / peak if peak else None, 4)} | "
+        lines.append(f"| bare loop{' compiled' if bare.get('compile') else ''}, batch "
+                     f"{bare['batch_size']} | {_f(bare['throughput'], 0)} | "
+                     f"{_f(bare['model_tflops'])} | "
+                     f"{_f(bare['model_tflops'] / peak if peak else None, 4)} | "
                      f"{_f(bare['model_tflops'] / datasheet if datasheet else None, 4)} | | "
                      f"{_f(bare.get('energy_j_per_unit'), 4)} |")
-    for name in ("gpt_ddp", "gpt_fsdp", "gpt_ddp_view", "gpt_fsdp_keep"):
-        rec = (steps.get(name) or {}).get("record")
+    for name, step in steps.items():
+        if not name.startswith("gpt_") or name.startswith("gpt_bare"):
+            continue
+        rec = step.get("record")
         if not rec:
-            if name in steps:
-                lines.append(f"| {name} | failed (rc {steps[name].get('rc')}) | | | | | |")
+            lines.append(f"| {name} | failed (rc {step.get('rc')}) | | | | | |")
             continue
         tflops = rec["model_tflops_per_gpu"]
-        ratio = rec["throughput"] / bare["throughput"] if bare and "throughput" in bare \
-            else None
+        bare = next((b for b in bares if b["batch_size"] == rec["batch_size"]
+                     and bool(b.get("compile")) == bool(rec.get("compile"))), None)
+        ratio = rec["throughput"] / bare["throughput"] if bare else None
         tokens = rec["throughput"] * sum(rec.get("rank_seconds", [0]))
         per_token = rec["energy_j"] / tokens if rec.get("energy_j") and tokens else None
         lines.append(f"| workload {_settings(rec)} | {_f(rec['throughput'], 0)} | "
@@ -185,7 +204,7 @@ def _gpt(steps: dict[str, Any], gpu: str | None) -> list[str]:
 def summarize(results: dict[str, Any]) -> str:
     """The markdown summary of one gpu_figures.py run."""
     steps = results["steps"]
-    env = (steps.get("cnn_bare") or steps.get("gpt_bare") or {}).get("env", {})
+    env = next((step["env"] for step in steps.values() if step.get("env")), {})
     out = ["# GPU figures" + (" (CPU smoke: sizes are tiny, numbers mean nothing)"
                               if results.get("smoke") else ""), "", *_conditions(results), "",
            *_cnn(steps), "", *_gpt(steps, env.get("gpu")), ""]
@@ -203,6 +222,21 @@ def summarize(results: dict[str, Any]) -> str:
                 f"{r.get('smi_power_w_mean', '-')} ({r['smi_samples']}) | "
                 f"{r.get('smi_power_instant_w_mean', '-')} | {r.get('nvml_over_smi', '-')} |"
                 for r in results["energy_vs_power"]]
+        out.append("")
+    window = (steps.get("energy_window") or {}).get("figures")
+    if window:
+        tick = window["update_interval"]
+        out += [f"NVML counter on {window['gpu']}: updates every {_f(tick['median_s'], 4)} s "
+                f"(min {_f(tick['min_s'], 4)}, max {_f(tick['max_s'], 4)}); steady matmul "
+                f"load {_f(window['long']['watts'])} W over {window['long']['seconds']} s "
+                f"({_f(window['long_again_watts'])} W after); short windows' mean power / "
+                "the long window's, from the plain delta and from the updates inside the "
+                "window (the record's):", "",
+                "| window s | updates inside | delta: median, worst | updates: median, worst |",
+                "|---|---|---|---|"]
+        out += [f"| {w['seconds']} | {w['updates']} | {w['raw']['median']}, "
+                f"{w['raw']['worst']} | {w['updates_method']['median']}, "
+                f"{w['updates_method']['worst']} |" for w in window["windows"]]
         out.append("")
     peaks = (steps.get("peak_check") or {}).get("peaks")
     if peaks:

@@ -4,6 +4,7 @@ NVML wiring with a fake `pynvml`, and the reasons given where nothing can be mea
 from __future__ import annotations
 
 import sys
+import time
 import types
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from scalestudy.workload import energy
-from scalestudy.workload.energy import Meter, combine, delta_mj, open_meter
+from scalestudy.workload.energy import Meter, combine, delta_mj, open_meter, window_mj
 
 
 def _counter(*values: int) -> tuple[energy.Counter, list[int]]:
@@ -108,7 +109,7 @@ def _fake_pynvml(energy_mj: list[int], supported: bool = True) -> types.ModuleTy
         assert handle == "handle"
         if not supported:
             raise RuntimeError("Not Supported")
-        return energy_mj.pop(0)
+        return energy_mj.pop(0) if len(energy_mj) > 1 else energy_mj[0]  # then it stays
 
     nvml.nvmlDeviceGetHandleByUUID = by_uuid  # type: ignore[attr-defined]
     nvml.nvmlDeviceGetTotalEnergyConsumption = total  # type: ignore[attr-defined]
@@ -122,12 +123,14 @@ def test_nvml_wiring_with_a_fake_library(monkeypatch) -> None:
     meter = open_meter(torch.device("cuda", 0))
     assert meter.reason is None
     assert meter.device_id.endswith("/GPU-1234abcd-0000-1111-2222-333344445555")
+    assert meter.watch  # NVML's counter changes about every 100 ms: its updates are noted
     meter.start()
     reading = meter.stop()
-    assert reading["mj"] == 90_000
+    assert reading["mj"] == reading["raw_mj"] == 90_000  # one update: the plain delta
     assert fake.calls == ["init", "GPU-1234abcd-0000-1111-2222-333344445555", "shutdown"]
     assert combine([reading], samples=90) == {"energy_j": 90.0, "energy_source": "nvml",
-                                              "energy_gpus": 1, "energy_j_per_sample": 1.0}
+                                              "energy_gpus": 1, "energy_j_per_sample": 1.0,
+                                              "energy_counter_updates": reading["updates"]}
 
 
 def test_a_gpu_without_the_energy_counter_gives_the_reason(monkeypatch) -> None:
@@ -137,3 +140,54 @@ def test_a_gpu_without_the_energy_counter_gives_the_reason(monkeypatch) -> None:
     meter = open_meter(torch.device("cuda", 0))
     assert meter.counter is None and "no NVML energy counter" in (meter.reason or "")
     assert fake.calls[-1] == "shutdown"
+
+
+def test_a_window_is_its_mean_power_between_updates_times_its_length() -> None:
+    # a 500 W load; the counter changes every 0.1 s, at 0.05, 0.15, ..., 0.95
+    updates = [(0.05 + 0.1 * k, 25_000 + 50_000 * k) for k in range(10)]
+
+    def at(t: float) -> tuple[float, int]:  # the counter as read at t
+        return t, max([v for u, v in updates if u <= t], default=0)
+
+    start, stop = at(0.12), at(0.38)  # a 0.26 s window
+    mj, seen = window_mj(start, stop, updates, min_updates=2)
+    assert seen == 3 and mj == 130_000  # 500 W x 0.26 s
+    assert stop[1] - start[1] == 150_000  # the plain delta: 15 % high
+    # fewer updates inside than asked for: the plain delta, said so by the count
+    assert window_mj(start, stop, updates) == (150_000, 3)  # MIN_UPDATES is 10
+    assert window_mj(at(0.12), at(0.2), updates, min_updates=1) == (50_000, 1)  # 2 at least
+    long_mj, long_seen = window_mj(at(0.01), at(0.99), updates)
+    assert long_seen == 10 and long_mj == 490_000  # 500 W x 0.98 s; the delta says 475 J
+    assert at(0.99)[1] - at(0.01)[1] == 475_000
+
+
+def test_a_watching_meter_notes_the_updates_of_its_counter() -> None:
+    clock = {"value": 1_000}
+
+    def read() -> int:
+        clock["value"] += 7  # changes at every read
+        return clock["value"]
+
+    meter = Meter(read, device_id="x", watch=True)
+    meter.start()
+    time.sleep(0.05)
+    reading = meter.stop()
+    assert reading["device"] == "x" and reading["updates"] >= 2
+    assert reading["raw_mj"] == clock["value"] - 1_007 and reading["mj"] > 0
+    out = combine([reading], samples=10)
+    assert out["energy_counter_updates"] == reading["updates"]
+
+
+def test_a_counter_failing_while_watched_gives_a_reason() -> None:
+    calls = {"n": 0}
+
+    def read() -> int:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return calls["n"]
+
+    meter = Meter(read, device_id="x", watch=True)
+    meter.start()
+    time.sleep(0.05)
+    assert meter.stop() == {"unavailable": "NVML read failed: NVML_ERROR_GPU_IS_LOST"}

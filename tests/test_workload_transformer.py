@@ -158,7 +158,7 @@ def _workload(args: list[str], tmp_path: Path, world: int = 1,
     (2, ["--tp", "2", "--backend", "deepspeed"], "--tp/--pp need --backend ddp or fsdp"),
     (2, ["--model", "resnet18", "--tp", "2"], "apply to the transformer models"),
     (1, ["--channels-last"], "--channels-last is an image memory format"),
-    (2, ["--tp", "2", "--compile"], "--compile runs with data-parallel"),
+    (2, ["--tp", "2", "--compile"], "--compile runs data parallel only"),
     (1, ["--peak-tflops", "fast"], "'fast' is not a number or 'measure'"),
     (1, ["--probe-batch"], "--probe-batch probes the CNN models only"),
     (1, ["--model", "gpt-7b"], "unknown model 'gpt-7b'"),
@@ -263,3 +263,21 @@ def test_the_measured_peak_warms_up_for_its_time_then_times_batches(
     tflops = mfu.measure_matmul_tflops(torch.device("cpu"), "fp32")
     assert time.perf_counter() - start >= 0.05
     assert math.isfinite(tflops) and tflops > 0
+
+
+def test_compile_wraps_the_whole_model_or_each_unit_fsdp_shards() -> None:
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    from scalestudy.workload.models import build_model, shard_units
+    from scalestudy.workload.train import compile_model
+
+    model = transformer.build("gpt-tiny", 16)
+    assert isinstance(compile_model(model, per_unit=False), OptimizedModule)
+    same = compile_model(model, per_unit=True)  # FSDP2: blocks compiled in place
+    assert same is model and not isinstance(model, OptimizedModule)
+    units = shard_units(model)
+    assert [name for _, name in units] == ["0", "1"]
+    assert all(isinstance(getattr(parent, name), OptimizedModule) for parent, name in units)
+    resnet = build_model("resnet18", 10)
+    assert [name for _, name in shard_units(resnet)] == ["layer1", "layer2", "layer3",
+                                                         "layer4"]

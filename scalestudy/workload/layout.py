@@ -82,8 +82,9 @@ def plan(*, model: str, backend: str, world_size: int, batch_size: int, tp: int 
     if precision == "fp16" and (tp > 1 or pp > 1 or backend == "fsdp"):
         raise ValueError("--precision fp16 (GradScaler) runs with data-parallel ddp, "
                          "deepspeed or horovod only; use bf16")
-    if compile and (tp > 1 or pp > 1 or backend == "fsdp"):
-        raise ValueError("--compile runs with data-parallel ddp, deepspeed or horovod only")
+    if compile and (tp > 1 or pp > 1):
+        raise ValueError("--compile runs data parallel only (ddp, fsdp, deepspeed or "
+                         "horovod without --tp or --pp)")
     if model not in TRANSFORMER_SHAPES:
         if tp > 1 or pp > 1 or microbatches > 1 or activation_checkpointing:
             raise ValueError("--tp, --pp, --microbatches and --activation-checkpointing "

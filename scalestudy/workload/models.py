@@ -186,6 +186,16 @@ def build_model(name: str, num_classes: int = 1000, prefer_torchvision: bool = T
     return REGISTRY[name](num_classes)
 
 
+def shard_units(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    """(parent, name) of the modules that FSDP shards and `--compile` compiles one by one:
+    a transformer's blocks, a ResNet's four stages; none for other models."""
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, nn.ModuleDict):
+        return [(blocks, key) for key in blocks]
+    return [(model, name) for name in ("layer1", "layer2", "layer3", "layer4")
+            if isinstance(getattr(model, name, None), nn.Module)]
+
+
 def num_parameters(model: nn.Module) -> int:
     """Number of parameters (trainable or not) of ``model``."""
     return sum(p.numel() for p in model.parameters())

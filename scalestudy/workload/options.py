@@ -78,6 +78,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("reshard_after_forward", bool, True,
            "FSDP2: free the gathered parameters after forward (gather again for backward)",
            backends=("fsdp",)),
+    Option("param_dtype", str, "fp32",
+           "FSDP2: the dtype parameters are gathered and computed in: fp32 (autocast casts "
+           "each op) or compute (the run's precision, MixedPrecisionPolicy; gradients "
+           "reduced in fp32)", backends=("fsdp",), choices=("fp32", "compute")),
     Option("seq_len", int, 1024, "transformer models: tokens per sequence",
            minimum=1, maximum=1 << 20),
     Option("tp", int, 1, "transformer models: tensor-parallel degree (world = dp x tp x pp)",

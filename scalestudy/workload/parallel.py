@@ -48,6 +48,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from .ddp import allreduce_buffer, gather
 from .ddp import shutdown as ddp_shutdown
 from .layout import Layout
+from .models import shard_units
 from .train import Batch, TrainConfig, make_optimizer, make_scheduler, plain_step
 from .transformer import GPT
 
@@ -97,22 +98,24 @@ def apply_tp(model: GPT, mesh: DeviceMesh) -> None:
 
 def _units(model: nn.Module) -> Iterator[nn.Module]:
     """The modules FSDP shards one by one: transformer blocks, ResNet stages."""
-    blocks = getattr(model, "blocks", None)
-    if isinstance(blocks, nn.ModuleDict):
-        yield from blocks.values()
-        return
-    for name in ("layer1", "layer2", "layer3", "layer4"):
-        if isinstance(getattr(model, name, None), nn.Module):
-            yield getattr(model, name)
+    for parent, name in shard_units(model):
+        yield getattr(parent, name)
 
 
-def apply_fsdp(model: nn.Module, mesh: DeviceMesh, reshard_after_forward: bool) -> None:
-    """FSDP2: each block (or ResNet stage), then the root, sharded over `mesh`."""
-    from torch.distributed.fsdp import fully_shard
+def apply_fsdp(model: nn.Module, mesh: DeviceMesh, reshard_after_forward: bool,
+               param_dtype: torch.dtype | None = None) -> None:
+    """FSDP2: each block (or ResNet stage), then the root, sharded over `mesh`; with a
+    `param_dtype`, parameters are gathered and computed in it and gradients reduced in
+    fp32 (FSDP2's MixedPrecisionPolicy), else they stay fp32 and autocast casts per op."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32) \
+        if param_dtype is not None else MixedPrecisionPolicy()
     for unit in _units(model):
-        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard_after_forward,
+                    mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward,
+                mp_policy=policy)
 
 
 def apply_replicate(model: nn.Module, mesh: DeviceMesh) -> None:
@@ -178,6 +181,15 @@ class ParallelBackend:
         else:
             self.dp_wrapper = "fully_shard" if name == "fsdp" else "replicate"
 
+    def param_dtype(self, cfg: TrainConfig) -> torch.dtype | None:
+        """FSDP2's parameter dtype: the run's autocast dtype under `param_dtype: compute`,
+        else None (fp32 parameters)."""
+        from .train import AMP_DTYPES
+
+        if self.name != "fsdp" or self.options.get("param_dtype", "fp32") != "compute":
+            return None
+        return AMP_DTYPES.get(cfg.precision)
+
     def ignored(self) -> str:
         """What the run was asked for but does not do ("" when nothing): DDP's own
         options when the data-parallel wrapper is not DDP."""
@@ -207,7 +219,8 @@ class ParallelBackend:
             apply_tp(model, mesh["tp"])
         dp_mesh = sub_mesh(mesh, "dp")
         if dp_mesh is not None and self.dp_wrapper == "fully_shard":
-            apply_fsdp(model, dp_mesh, self.options.get("reshard_after_forward", True))
+            apply_fsdp(model, dp_mesh, self.options.get("reshard_after_forward", True),
+                       self.param_dtype(cfg))
         elif dp_mesh is not None and self.dp_wrapper == "replicate":
             apply_replicate(model, dp_mesh)
         optimizer = make_optimizer(model.parameters(), cfg)
@@ -275,4 +288,5 @@ class ParallelBackend:
         out: dict[str, Any] = {"dp_wrapper": self.dp_wrapper}
         if self.name == "fsdp":
             out["reshard_after_forward"] = self.options.get("reshard_after_forward", True)
+            out["param_dtype"] = self.options.get("param_dtype", "fp32")
         return {self.name: out}

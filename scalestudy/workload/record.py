@@ -94,6 +94,8 @@ class MetricsRecord(TypedDict, total=False):
     energy_gpus: int
     energy_j_per_sample: float | None
     energy_source: str
+    #: the fewest NVML counter updates inside one rank's window (under 2: a plain delta)
+    energy_counter_updates: int
     energy_unavailable: str
     env: dict[str, str]
     hosts: list[str]

@@ -16,14 +16,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import nn
 
 from . import diagnostics, energy, transformer
 from .layout import Layout
-from .models import build_model, num_parameters
+from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
 from .timing import mean, time_iterations
 
@@ -263,6 +263,18 @@ def _time_compute(step: Callable[[], object], cfg: TrainConfig, sync: Callable[[
                            batches_per_iter=cfg.batches_per_iter, sync=sync)
 
 
+def compile_model(model: nn.Module, per_unit: bool) -> nn.Module:
+    """torch.compile: the whole model (DDP, Horovod, DeepSpeed wrap it afterwards), or each
+    unit FSDP2 shards (blocks, ResNet stages) in place, so that FSDP2's gathers and
+    reduce-scatters run between compiled units (torchtitan's order); the embeddings,
+    head and loss then run eagerly."""
+    if not per_unit:
+        return cast(nn.Module, torch.compile(model))
+    for parent, name in shard_units(model):
+        setattr(parent, name, torch.compile(getattr(parent, name)))
+    return model
+
+
 def tune_backends(device: torch.device) -> None:
     """What every timed phase sets first: on CUDA, cuDNN times its convolution algorithms
     for each new shape (in the warm-up) and keeps the fastest."""
@@ -280,7 +292,7 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
     params = num_parameters(model)
     wire_bytes = grad_bytes(model, backend.wire)
     if cfg.compile:
-        model = torch.compile(model)
+        model = compile_model(model, per_unit=getattr(backend, "dp_wrapper", "") == "fully_shard")
     compute_times = None
     if cfg.diagnostics and backend.bare_compute:
         optimizer = make_optimizer(model.parameters(), cfg)
