@@ -61,3 +61,29 @@ def test_runs_that_cannot_tell_are_untestable() -> None:
     assert found.testable_runs == 1 and found.hosts == 4
     assert sorted(found.untestable.values()) == [1, 1, 1]
     assert any("no per-rank hosts" in why for why in found.untestable)
+
+
+def test_a_study_report_names_its_own_straggler() -> None:
+    import json
+
+    import pandas as pd
+
+    from scalestudy.report.page import markdown
+    from scalestudy.report.sections import straggler_blocks
+    from scalestudy.results.nodes import study_stragglers
+
+    rng = random.Random(4)
+    rows = [run("s", HOSTS[:4], {"n3": 0.25}, rng) for _ in range(4)]
+    frame = pd.DataFrame([{"state": r["state"], **r["metrics"]} for r in rows])
+    frame.loc[1, "rank_hosts"] = json.dumps(frame.loc[1, "rank_hosts"])  # read from a CSV
+    found = study_stragglers("s", "lab", frame)
+    assert [n["host"] for n in found["slow"]] == ["n3"] and found["testable_runs"] == 4
+    text = markdown(straggler_blocks(found))
+    assert "### Stragglers" in text and "n3 is 2" in text and "--exclude-nodes" in text
+    calm = study_stragglers("s", "lab", frame.assign(rank_compute_s=[
+        [0.1 * (1 + rng.gauss(0, 0.02)) for _ in range(8)] for _ in range(4)]))
+    assert calm["slow"] == [] and "None: 4 node(s) over 4 run(s)" in markdown(
+        straggler_blocks(calm))
+    # no per-rank hosts (a command workload, older results): no section, nothing claimed
+    assert study_stragglers("s", "lab", frame.drop(columns=["rank_hosts"])) == {}
+    assert straggler_blocks({}) == []

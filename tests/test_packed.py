@@ -54,6 +54,12 @@ def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> Non
     cut = step_state(tmp_path, ENTRY, over, started)
     assert cut.state is RunState.INTERRUPTED and "while this run ran" in (cut.reason or "")
     assert step_state(tmp_path, ENTRY, over, None).state is RunState.INTERRUPTED
+    (tmp_path / "metrics.jsonl").write_text('{"throughput": 12.5}\n')  # measured, then qdel
+    whole = step_state(tmp_path, ENTRY, over, started)
+    assert whole.state is RunState.COMPLETED and whole.ended is not None  # not run twice
+    assert "metrics record is complete" in whole.ended.raw
+    (tmp_path / "metrics.jsonl").write_text('{"throughput": 12.5')  # cut off: run it again
+    assert step_state(tmp_path, ENTRY, over, started).state is RunState.INTERRUPTED
     (tmp_path / "exit_code").write_text("0\n")  # the step ended; its line was cut off
     assert step_state(tmp_path, ENTRY, over, started).ended is not None
     limit = step_state(tmp_path, ENTRY, running, {**ended, "rc": 143, "timed_out": True})

@@ -61,9 +61,7 @@ def nodes(
         err.print(f"exclude list: {write_exclude} ({len(found.slow)} host(s))",
                   highlight=False)
     if as_json:
-        print_json({"slow": [n.as_dict() for n in found.slow], "hosts": found.hosts,
-                    "testable_runs": found.testable_runs, "untestable": found.untestable,
-                    "noise": found.noise})
+        print_json(found.as_dict())
         return
     for n in found.slow:
         out.print(n.line(), highlight=False, markup=False, soft_wrap=True)

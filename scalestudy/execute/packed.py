@@ -191,6 +191,12 @@ def step_state(run_dir: Path, entry: Job, job: JobState | None,
     code = _exit_code(run_dir)
     if event is not None and code is not None:  # ended; its line was cut off
         return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, {"rc": code}))
+    if event is not None and ws.record_problem(ws.read_record(run_dir / ws.METRICS)) is None:
+        # the workload wrote its whole record (its last act), then the allocation ended
+        # before the step's end was written: measured once, never to be run again
+        return StepState(RunState.COMPLETED, ended=JobState(
+            entry.job_id, JobStatus.COMPLETED, "step ended with the allocation; its metrics "
+            "record is complete"))
     how = f"{job.raw}{': ' + job.reason if job.reason else ''}"
     if event is None:
         return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) before this run "

@@ -47,6 +47,7 @@ from scalestudy.report.sections import (
     cost_blocks,
     not_measured_blocks,
     parallelism_blocks,
+    straggler_blocks,
 )
 from scalestudy.report.tables import (
     bound_table,
@@ -198,6 +199,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
     b += not_measured_blocks(a.not_measured)
+    b += straggler_blocks(a.stragglers)
     b.append(Heading("Plots"))
     b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
     b += [Heading("Quality flags"),

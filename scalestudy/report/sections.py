@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -161,6 +162,29 @@ def not_measured_blocks(points: Sequence[dict[str, object]]) -> list[Block]:
             Note(f"An adaptive study (run --adaptive). {RULE} Node-hours: what the point's "
                  "runs could have used (nodes x walltime)."),
             Table(["alternative", "nodes", "node-hours saved", "why"], rows)]
+
+
+def straggler_blocks(found: dict[str, Any]) -> list[Block]:
+    """The study's own slow nodes (results.nodes), when any of its runs could tell."""
+    if not found or not found.get("testable_runs"):
+        return []
+    from scalestudy.results.nodes import MIN_SLOWER, Z
+
+    slow = found["slow"]
+    lines = [f"{n['host']} is {n['slower']:.1%} slower [{n['low']:.1%}, {n['high']:.1%}] "
+             f"than its runs' other nodes in {n['where']}, over {n['runs']} run(s): "
+             f"`scalestudy history nodes --write-exclude FILE`, then "
+             f"`run --exclude-nodes FILE`" for n in slow]
+    if not slow:
+        lines = [f"None: {found['hosts']} node(s) over {found['testable_runs']} run(s), "
+                 "none slower beyond the noise."]
+    lines += [f"Untestable: {count} run(s): {why}." for why, count in
+              found.get("untestable", {}).items()]
+    return [Heading("Stragglers", 3),
+            Note(f"Each rank's compute-only step time against its run's other nodes; a node "
+                 f"is named at {Z:g} standard errors and {MIN_SLOWER:.0%} slower, the noise "
+                 "pooled over the study's runs (`docs/history.md`, history nodes)."),
+            Items(lines)]
 
 
 def _span(values: pd.Series) -> str:

@@ -29,6 +29,7 @@ from scalestudy.results.commmodel import (
 from scalestudy.results.cost import costs_of, pick_sentences
 from scalestudy.results.findings import Findings, findings, variant_outcomes
 from scalestudy.results.forecast import with_intervals
+from scalestudy.results.nodes import study_stragglers
 from scalestudy.results.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.references import Locate, check_references
 from scalestudy.results.spend import Spend
@@ -93,6 +94,8 @@ class Analysis:
     not_measured: tuple[dict[str, Any], ...] = ()
     #: the expected queue wait of each node count, with its source (results.waits)
     waits: tuple[Wait, ...] = ()
+    #: slow nodes in this study's own runs (results.nodes.Evidence.as_dict)
+    stragglers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def unit(self) -> str:
@@ -156,7 +159,7 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
         spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
-        waits=tuple(waits))
+        waits=tuple(waits), stragglers=study_stragglers(name, where.system, runs))
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -215,4 +218,5 @@ def _summary(a: Analysis) -> dict[str, Any]:
         **({"spend": a.spend.to_json()} if a.spend is not None else {}),
         **({"earlier_forecasts": list(a.scored)} if a.scored else {}),
         **({"not_measured": list(a.not_measured)} if a.not_measured else {}),
+        **({"stragglers": a.stragglers} if a.stragglers else {}),
     }

@@ -71,6 +71,12 @@ class Evidence:
     untestable: dict[str, int] = field(default_factory=dict)  # why -> runs
     noise: dict[str, float] = field(default_factory=dict)  # system -> sigma
 
+    def as_dict(self) -> dict[str, Any]:
+        """`history nodes --json`'s object, and a report's `stragglers`."""
+        return {"slow": [n.as_dict() for n in self.slow], "hosts": self.hosts,
+                "testable_runs": self.testable_runs, "untestable": dict(self.untestable),
+                "noise": dict(self.noise)}
+
 
 def observations(row: Mapping[str, Any]) -> dict[str, float] | str:
     """One run's slowness per host (log ratio of its ranks' mean compute time to the
@@ -125,6 +131,34 @@ def slow_nodes(rows: Sequence[Mapping[str, Any]], z: float = Z,
                     tuple(dict.fromkeys(s for _, s in seen))))
     out.slow.sort(key=lambda n: -n.z)
     return out
+
+
+def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any]:
+    """One study's own evidence (its runs.csv rows, a DataFrame): `Evidence.as_dict`,
+    or {} when none of its runs recorded per-rank hosts."""
+    if getattr(runs, "empty", True) or "rank_hosts" not in runs:
+        return {}
+    rows = []
+    for run in runs.to_dict("records"):
+        metrics = {key: _listed(run.get(key)) for key in ("rank_hosts", "rank_compute_s")}
+        rows.append({"state": run.get("state"), "system": system or "?", "study": study,
+                     "metrics": {k: v for k, v in metrics.items() if v is not None}})
+    return slow_nodes(rows).as_dict()
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """A list column's value: a list, or the JSON text a CSV round trip made of it."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str) and value.startswith("["):
+        import json
+
+        try:
+            got = json.loads(value)
+        except ValueError:
+            return None
+        return got if isinstance(got, list) else None
+    return None
 
 
 def _noise(per_host: Sequence[Sequence[float]]) -> float:

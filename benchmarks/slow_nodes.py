@@ -1,0 +1,236 @@
+"""Slow nodes named from ordinary runs, on a real scheduler: randomized trials in which one
+node of the testbed is slowed by a CPU quota, and trials with no fault.
+
+    eval "$(scripts/slurm-testbed start --nodes 4)"
+    python benchmarks/slow_nodes.py [--trials 30] [--clean 10] [--seed 1] [--out DIR] [--json]
+
+A trial has its own results store. Each study in it is one run of the bundled workload
+on every node of the testbed, one rank per node (small_cnn; its compute-only steps give
+each rank's compute time, `rank_compute_s`). In a faulted trial one node, drawn at
+random, runs under a CPU quota drawn from 20-35 % of a CPU: its slurmd is put in a cgroup
+(v1 `cpu` controller, cfs quota), so every job step on that node inherits the quota, the
+way a node with a runaway process or a throttled socket drags its ranks. After each
+study, `scalestudy history ingest` and `scalestudy history nodes --json`; the trial stops
+when a node is named or after 3 studies. Precision is over every node named in any
+trial; recall over the faulted trials; a clean trial must name none. In the first
+faulted trials that name their node (--exclude-checks), `history nodes --write-exclude`
+writes the list and a 3-node study run with `run --exclude-nodes` must avoid that node
+(the job's node list from sacct).
+
+Exit 0 when precision >= 95 %, recall >= 90 %, no clean trial accuses a node and every
+exclusion check avoided its node; 1 otherwise; 2 when the testbed is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from testbeds import slurm_profile  # noqa: E402
+
+CGROUP = Path("/sys/fs/cgroup/cpu")
+QUOTA = (0.20, 0.35)
+STUDIES = 3
+STUDY = """\
+name: {name}
+system: profile.yaml
+workload: {{model: small_cnn, image_size: 32, num_classes: 10, warmup_iters: 1, iters: 3,
+           batches_per_iter: 2}}
+grid: {{nodes: [{nodes}], ranks_per_node: [1], batch_size: [8]}}
+job: {{walltime: "00:05:00"}}
+"""
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from scalestudy.cli import main; main()",
+                           *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def slurm_nodes() -> list[str]:
+    """The testbed's node names (none when no Slurm testbed is running)."""
+    if not os.environ.get("SLURM_CONF"):
+        return []
+    got = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True)
+    return sorted(set(got.stdout.split()))
+
+
+def slurmd_pid(node: str) -> int:
+    state = Path(os.environ.get("SCALESTUDY_SLURM_DIR", "/tmp/scalestudy-slurm"))
+    return int((state / "nodes" / node / "slurmd.pid").read_text().split()[0])
+
+
+@contextlib.contextmanager
+def quota(node: str | None, share: float) -> Iterator[None]:
+    """`node`'s slurmd (and so every job step it starts) under a CFS quota of `share` of
+    one CPU; nothing when `node` is None."""
+    if node is None:
+        yield
+        return
+    group = CGROUP / f"scalestudy-slow-{os.getpid()}"
+    group.mkdir()
+    pid = slurmd_pid(node)
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text(str(int(share * 100000)))
+        (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        (CGROUP / "cgroup.procs").write_text(str(pid))
+        for _ in range(50):  # the job's processes may take a moment to go
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                for stray in (group / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        (CGROUP / "cgroup.procs").write_text(stray)
+                time.sleep(0.2)
+
+
+def study(trial_dir: Path, env: dict[str, str], name: str, nodes: int,
+          extra: tuple[str, ...] = ()) -> Path:
+    """Run one study to the end and store it; its directory."""
+    spec = trial_dir / f"{name}.yaml"
+    spec.write_text(STUDY.format(name=name, nodes=nodes))
+    done = cli("run", spec.name, "--wait", *extra, cwd=trial_dir, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"run {name} failed: {done.stderr[-2000:]}")
+    directory = trial_dir / "results" / name
+    stored = cli("history", "ingest", str(directory), cwd=trial_dir, env=env)
+    if stored.returncode != 0:
+        raise RuntimeError(f"history ingest {name} failed: {stored.stderr[-2000:]}")
+    return directory
+
+
+def named(trial_dir: Path, env: dict[str, str]) -> dict[str, Any]:
+    done = cli("history", "nodes", "--json", cwd=trial_dir, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"history nodes failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def job_hosts(directory: Path) -> list[str]:
+    """The nodes Slurm gave each run of a study (sacct's node list, expanded)."""
+    hosts: list[str] = []
+    for run_dir in sorted((directory / "runs").iterdir()):
+        job = json.loads((run_dir / "status.json").read_text())["job_id"]
+        nodes = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job), "-o", "NodeList"],
+                               capture_output=True, text=True).stdout.strip()
+        hosts += subprocess.run(["scontrol", "show", "hostnames", nodes],
+                                capture_output=True, text=True).stdout.split()
+    return hosts
+
+
+def trial(k: int, slow: str | None, share: float, nodes: list[str], out: Path,
+          exclude_check: bool) -> dict[str, Any]:
+    trial_dir = out / f"trial-{k:02d}"
+    trial_dir.mkdir()
+    (trial_dir / "profile.yaml").write_text(slurm_profile("testbed-slow"))
+    env = {**os.environ, "SCALESTUDY_STORE": f"sqlite:///{trial_dir / 'store.sqlite'}"}
+    result: dict[str, Any] = {"trial": k, "slow": slow, "quota": round(share, 3),
+                              "named": [], "studies": 0}
+    started = time.monotonic()
+    with quota(slow, share):
+        for s in range(1, STUDIES + 1):
+            study(trial_dir, env, f"s{s}", len(nodes))
+            found = named(trial_dir, env)
+            result["studies"] = s
+            result["named"] = [n["host"] for n in found["slow"]]
+            result["evidence"] = [{k2: n[k2] for k2 in ("host", "slower", "low", "high", "z")}
+                                  for n in found["slow"]]
+            result["noise"] = found["noise"]
+            if result["named"]:
+                break
+    if exclude_check and slow is not None and result["named"] == [slow]:
+        listing = trial_dir / "exclude.txt"
+        done = cli("history", "nodes", "--write-exclude", str(listing), cwd=trial_dir,
+                   env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"--write-exclude failed: {done.stderr[-2000:]}")
+        directory = study(trial_dir, env, "excluded", len(nodes) - 1,
+                          ("--exclude-nodes", str(listing)))
+        hosts = job_hosts(directory)
+        result["exclude_check"] = {"hosts": hosts, "avoided": bool(hosts)
+                                   and slow not in hosts}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def score(results: list[dict[str, Any]]) -> dict[str, Any]:
+    faulted = [r for r in results if r["slow"] is not None]
+    clean = [r for r in results if r["slow"] is None]
+    accusations = [(r["slow"], host) for r in results for host in r["named"]]
+    right = sum(1 for slow, host in accusations if host == slow)
+    checks = [r["exclude_check"] for r in results if "exclude_check" in r]
+    found = [r for r in faulted if r["slow"] in r["named"]]
+    return {"faulted_trials": len(faulted), "clean_trials": len(clean),
+            "named": len(accusations), "named_right": right,
+            "precision": right / len(accusations) if accusations else 1.0,
+            "recall": len(found) / len(faulted) if faulted else 1.0,
+            "clean_accusations": sum(len(r["named"]) for r in clean),
+            "studies_to_name": sorted(r["studies"] for r in found),
+            "exclude_checks": len(checks),
+            "exclude_avoided": sum(1 for c in checks if c["avoided"])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=30, help="faulted trials")
+    parser.add_argument("--clean", type=int, default=10, help="trials with no fault")
+    parser.add_argument("--exclude-checks", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    nodes = slurm_nodes()
+    if len(nodes) < 4:
+        print("benchmarks/slow_nodes.py needs the Slurm testbed with 4 nodes: "
+              'eval "$(scripts/slurm-testbed start --nodes 4)"', file=sys.stderr)
+        return 2
+    if not os.access(CGROUP / "cgroup.procs", os.W_OK):
+        print(f"{CGROUP} is not writable here (the CPU quota needs cgroup v1's cpu "
+              "controller, as root)", file=sys.stderr)
+        return 2
+    rng = random.Random(args.seed)
+    plan = [rng.choice(nodes) for _ in range(args.trials)] + [None] * args.clean
+    rng.shuffle(plan)
+    out = args.out or Path(tempfile.mkdtemp(prefix="slow-nodes-"))
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    checks_left = args.exclude_checks
+    for k, slow in enumerate(plan):
+        got = trial(k, slow, rng.uniform(*QUOTA), nodes, out, checks_left > 0)
+        checks_left -= "exclude_check" in got
+        results.append(got)
+        print(json.dumps(got), file=sys.stderr, flush=True)
+        (out / "trials.jsonl").open("a").write(json.dumps(got) + "\n")
+    summary = score(results)
+    summary.update(system="slurm", nodes=nodes, seed=args.seed)
+    print(json.dumps(summary) if args.json else
+          f"slurm testbed, {len(nodes)} nodes: {summary['faulted_trials']} faulted and "
+          f"{summary['clean_trials']} clean trials; precision {summary['precision']:.1%} "
+          f"({summary['named_right']} of {summary['named']} named), recall "
+          f"{summary['recall']:.1%}, studies to name the node {summary['studies_to_name']}; "
+          f"clean trials accused {summary['clean_accusations']} node(s); exclusion avoided "
+          f"the node in {summary['exclude_avoided']} of {summary['exclude_checks']}")
+    ok = (summary["precision"] >= 0.95 and summary["recall"] >= 0.90
+          and summary["clean_accusations"] == 0
+          and summary["exclude_avoided"] == summary["exclude_checks"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
