@@ -7,8 +7,9 @@ node of the testbed is slowed by a CPU quota, and trials with no fault.
 A trial has its own results store. Each study in it is one run of the bundled workload
 on every node of the testbed, one rank per node (small_cnn; its compute-only steps give
 each rank's compute time, `rank_compute_s`). In a faulted trial one node, drawn at
-random, runs under a CPU quota drawn from 20-35 % of a CPU: its slurmd is put in a cgroup
-(v1 `cpu` controller, cfs quota), so every job step on that node inherits the quota, the
+random, runs under a CPU quota drawn from 20-35 % of a CPU (four ranks share the
+machine's two cores, so each has about half of one): its slurmd is put in a cgroup (v1
+`cpu` controller, a quota per 10 ms period), so every job step on that node inherits the quota, the
 way a node with a runaway process or a throttled socket drags its ranks. After each
 study, `scalestudy history ingest` and `scalestudy history nodes --json`; the trial stops
 when a node is named or after 3 studies. Precision is over every node named in any
@@ -43,6 +44,7 @@ from testbeds import slurm_profile  # noqa: E402
 
 CGROUP = Path("/sys/fs/cgroup/cpu")
 QUOTA = (0.20, 0.35)
+PERIOD_US = 10_000
 STUDIES = 3
 STUDY = """\
 name: {name}
@@ -83,8 +85,9 @@ def quota(node: str | None, share: float) -> Iterator[None]:
     group.mkdir()
     pid = slurmd_pid(node)
     try:
-        (group / "cpu.cfs_period_us").write_text("100000")
-        (group / "cpu.cfs_quota_us").write_text(str(int(share * 100000)))
+        # a 10 ms period: a step of tens of ms is throttled evenly, not in one lump
+        (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (group / "cpu.cfs_quota_us").write_text(str(int(share * PERIOD_US)))
         (group / "cgroup.procs").write_text(str(pid))
         yield
     finally:

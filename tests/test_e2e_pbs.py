@@ -252,3 +252,28 @@ def test_walltime_and_a_failing_program_are_classified(
             assert line in row["failure_line"], row
         else:
             assert "exceeded resource walltime" in row["reason"], row
+
+
+def test_a_study_run_with_an_exclude_list_never_lands_on_that_host(
+        pbs_cluster: PBSCluster, work: Path) -> None:
+    """PBS cannot exclude a host in select: with `--exclude-nodes`, each qsub names the
+    hosts outside the list (-l select=1:...:host=A+...); every job's exec_host and
+    nodefile leave n1 out, and the job script says why."""
+    spec = command_study(work, "exclude", THROUGHPUT, nodes="[1, 2, 3]")
+    write(work, "slow.txt", "n1  # 40.0% slower\n")
+    done = cli(pbs_cluster, work, "run", spec, "--exclude-nodes", "slow.txt", "--wait",
+               timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted((work / "results" / "exclude" / "runs").iterdir())
+    assert len(runs) == 3
+    for run_dir in runs:
+        assert "# scalestudy: not on n1" in (run_dir / "job.sh").read_text()
+        job = json.loads((run_dir / "status.json").read_text())["job_id"]
+        shown = pbs_cluster.run_as_user(["/opt/pbs/bin/qstat", "-x", "-f", "-F", "json", job],
+                                        cwd=work, timeout=60)
+        attrs = next(iter(json.loads(shown.stdout)["Jobs"].values()))
+        hosts = {chunk.split("/")[0] for chunk in attrs["exec_host"].split("+")}
+        assert hosts and "n1" not in hosts, attrs["exec_host"]
+        assert "host=" in attrs["Resource_List"]["select"]
+    frame = pd.read_csv(work / "results" / "exclude" / "runs.csv")
+    assert set(frame["state"]) == {"completed"}

@@ -23,7 +23,7 @@ from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_state, write_status
 from scalestudy.site.plan import Plan
-from scalestudy.site.render import render
+from scalestudy.site.render import job_request, render
 
 
 class Submitter(Protocol):
@@ -131,6 +131,41 @@ def with_room(plan: Plan, runs: Sequence[Run], active: Sequence[str], limit: Job
     return now_runs, later
 
 
+class Placer:
+    """The hosts each job is put on where the scheduler cannot exclude nodes in its
+    directives (PBS): `job.exclude_nodes` set, the up hosts outside it are listed once
+    (free ones first) and handed out in turn, so that a batch of runs spreads over them."""
+
+    def __init__(self, plan: Plan, runner: commands.CommandRunner) -> None:
+        self.plan, self.runner = plan, runner
+        self.excluded = set(plan.study.job.exclude_nodes)
+        self.hosts: list[str] | None = None
+        self.turn = 0
+
+    def args(self, run: Run) -> list[str]:
+        """Submit arguments naming `run`'s hosts ([]: nothing to name)."""
+        scheduler, argv = self.plan.scheduler, self.plan.scheduler.hosts_argv
+        if not self.excluded or argv is None:
+            return []
+        if self.hosts is None:
+            code, out, err = commands.run_retrying(self.runner, list(argv), idempotent=True)
+            if code != 0:
+                raise SubmitError(f"{' '.join(argv)} failed (exit {code}): "
+                                  f"{(err or out).strip()[-300:]}; it lists the hosts a job "
+                                  "may use outside job.exclude_nodes")
+            self.hosts = [h for h in scheduler.parse_hosts(out) if h not in self.excluded]
+        if len(self.hosts) < run.nodes:
+            raise SubmitError(
+                f"run {run.run_id} needs {run.nodes} node(s), and {len(self.hosts)} host(s) "
+                f"are up outside job.exclude_nodes ({', '.join(sorted(self.excluded))}): "
+                f"{scheduler.name} cannot exclude a node, so scalestudy names the hosts; "
+                "shorten the exclude list or leave out the larger runs (--only 'nodes<=N')")
+        hosts = [self.hosts[(self.turn + i) % len(self.hosts)] for i in range(run.nodes)]
+        self.turn = (self.turn + run.nodes) % len(self.hosts)
+        job = job_request(self.plan.study, self.plan.system, run, self.plan.run_dir(run))
+        return scheduler.on_hosts(job, hosts)
+
+
 def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
                max_jobs: JobLimit = None,
                runner: commands.CommandRunner = commands.run_command,
@@ -148,6 +183,8 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
     attempts = book.jobs_per_run()  # read once for the whole batch
     done: list[tuple[Run, str]] = []
     prepare(plan, now_runs, force=True)
+    placer = Placer(plan, runner)
+    base = plan.system.scheduler_options.submit_args
     for run in now_runs:
         run_dir = plan.run_dir(run).resolve()
         ws.archive_attempt(run_dir, plan.campaign)
@@ -155,8 +192,10 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
         attempt = attempts.get(run.run_id, 0) + 1
         book.record(Intent(run.run_id, attempt, now()))
         try:
-            job_id = commands.submit(scheduler, script, runner,
-                                     plan.system.scheduler_options.submit_args)
+            hosts = placer.args(run)
+            # the hosts after the submit options the scheduler uses anyway (PBS: -f)
+            extra = [*scheduler.submit_argv("", base)[1:-1], *hosts] if hosts else base
+            job_id = commands.submit(scheduler, script, runner, extra)
         except SubmitError as exc:
             raise SubmitError(
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "

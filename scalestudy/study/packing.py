@@ -179,6 +179,11 @@ def check_engine(plan: Plan) -> None:
     """`job.pack_engine: flux`: the scheduler must be able to start Flux in a job, and the
     `flux` command must be there to be started (it travels into the job on PATH)."""
     scheduler = plan.scheduler
+    if plan.study.job.exclude_nodes and scheduler.hosts_argv is not None:
+        raise ScalestudyError(
+            f"run --pack with job.exclude_nodes: a {scheduler.name} allocation cannot "
+            "exclude nodes yet (scalestudy names each unpacked job's hosts instead); run "
+            "without --pack, or without the exclude list")
     engine = scheduler.pack_engine(plan.study.job.pack_engine)
     if engine == "steps" and scheduler.nodes_command is None:
         raise ScalestudyError(f"run --pack: a {scheduler.name} job cannot run steps here")

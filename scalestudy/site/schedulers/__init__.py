@@ -145,6 +145,20 @@ class Scheduler:
         None: the scheduler's own default)."""
         raise NotImplementedError
 
+    #: A scheduler that cannot exclude nodes in its directives names, at submission, the
+    #: hosts a job may use instead: the argv listing the hosts (None: it excludes them in
+    #: its directives, or not at all).
+    hosts_argv: ClassVar[tuple[str, ...] | None] = None
+
+    def parse_hosts(self, stdout: str) -> list[str]:
+        """The hosts that can take a job now, from `hosts_argv`'s output, in the order to
+        use them (free ones first)."""
+        raise NotImplementedError
+
+    def on_hosts(self, job: JobRequest, hosts: Sequence[str]) -> list[str]:
+        """Submit arguments that put `job` on exactly `hosts` (one per node)."""
+        raise NotImplementedError
+
     def parse_submit(self, exit_code: int, stdout: str, stderr: str) -> str:
         """The job id from the submit command's output, or SubmitError."""
         raise NotImplementedError

@@ -185,7 +185,7 @@ class PBSPro(Scheduler):
     name = "pbs"
     prefix = "#PBS"
     template = "pbs.sh.j2"
-    job_options = frozenset({"queue", "filesystems"})
+    job_options = frozenset({"queue", "filesystems", "exclude_nodes"})
     queue_key = "queue"
     log_name = "pbs.log"
     hostfile = '"$PBS_NODEFILE"'
@@ -193,16 +193,27 @@ class PBSPro(Scheduler):
     job_id_variable = "PBS_JOBID"
     joins_output = True
 
+    #: PBS Pro's select has no "not on this host" (its node_filter design was never
+    #: built): with `job.exclude_nodes`, qsub gets `-l select` naming a host per chunk,
+    #: chosen from pbsnodes' up hosts outside the list (it overrides the script's).
+    hosts_argv = ("pbsnodes", "-a", "-F", "json")
+
+    @staticmethod
+    def _terms(job: JobRequest) -> list[str]:
+        """A chunk's resources (after its count): ncpus, ngpus, mpiprocs, the profile's."""
+        terms = []
+        if job.gpus_directive != "none":  # sites that schedule below whole nodes
+            terms.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
+            if job.gpus_per_node:
+                terms.append(f"ngpus={job.gpus_per_node}")
+            terms.append(f"mpiprocs={job.ranks_per_node}")
+        for key, value in job.select_terms.items():
+            terms.append(f"{check_token('select term', key)}={check_token('select term', value)}")
+        return terms
+
     def directives(self, job: JobRequest) -> list[str]:
         """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""
-        chunk = [str(job.nodes)]
-        if job.gpus_directive != "none":  # sites that schedule below whole nodes
-            chunk.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
-            if job.gpus_per_node:
-                chunk.append(f"ngpus={job.gpus_per_node}")
-            chunk.append(f"mpiprocs={job.ranks_per_node}")
-        for key, value in job.select_terms.items():
-            chunk.append(f"{check_token('select term', key)}={check_token('select term', value)}")
+        chunk = [str(job.nodes), *self._terms(job)]
         d = [f"-N {check_token('job name', job.name)[:236]}", f"-l select={':'.join(chunk)}"]
         if job.place:
             d.append(f"-l place={check_token('place', job.place)}")
@@ -217,7 +228,37 @@ class PBSPro(Scheduler):
         if job.stdout:
             d.append(f"-o {check_token('output file', job.stdout)}")
         d.extend(job.extra)
-        return [f"{self.prefix} {line}" for line in d]
+        lines = [f"{self.prefix} {line}" for line in d]
+        if job.exclude_nodes:  # a comment: PBS reads on past it
+            hosts = ",".join(check_token("node", n) for n in job.exclude_nodes)
+            lines.append(f"# scalestudy: not on {hosts}: qsub is given -l select with a "
+                         "host per chunk, chosen outside these when it is submitted")
+        return lines
+
+    def parse_hosts(self, stdout: str) -> list[str]:
+        """`pbsnodes -a -F json`: the hosts whose state is free (first) or job-busy or
+        job-exclusive (they take a job later), each once; down, offline and unknown ones
+        never."""
+        try:
+            nodes = json.loads(stdout).get("nodes", {})
+        except (ValueError, AttributeError) as exc:
+            raise SubmitError(f"pbsnodes -a -F json printed no node list: {exc}") from None
+        order: dict[str, int] = {}
+        for name, node in sorted(nodes.items()):
+            states = set(str(node.get("state", "")).split(","))
+            if states & {"down", "offline", "unknown", "state-unknown", "stale"}:
+                continue
+            host = str((node.get("resources_available") or {}).get("host") or name)
+            rank = 0 if states == {"free"} else 1
+            order[host] = min(rank, order.get(host, rank))
+        return sorted(order, key=lambda h: (order[h], h))
+
+    def on_hosts(self, job: JobRequest, hosts: Sequence[str]) -> list[str]:
+        """`-l select=1:TERMS:host=A+1:TERMS:host=B...`, one chunk per host."""
+        terms = ":".join(self._terms(job))
+        chunks = [f"1{':' + terms if terms else ''}:host={check_token('node', h)}"
+                  for h in hosts]
+        return ["-l", "select=" + "+".join(chunks)]
 
     def submit_argv(self, script: str, extra: Sequence[str] | None = None) -> list[str]:
         """`qsub -f SCRIPT`: in the foreground. Without -f, PBS Pro's qsub forks a
