@@ -263,12 +263,17 @@ def _batch(args: list[str], batch: int) -> list[str]:
 
 def _energy_window(runner: Runner) -> dict[str, Any]:
     """benchmarks/gpu_energy_window.py: short NVML windows against a long one."""
-    cmd = [sys.executable, str(HERE / "gpu_energy_window.py")]
-    done = runner.run("energy_window", cmd, ESTIMATE["energy_window"] * 3)
+    return _script(runner, "energy_window", "gpu_energy_window.py", "ENERGY-WINDOW ",
+                   "figures")
+
+
+def _script(runner: Runner, name: str, script: str, tag: str, key: str) -> dict[str, Any]:
+    """Run benchmarks/SCRIPT as step `name`; its `tag` line's JSON under `key`."""
+    done = runner.run(name, [sys.executable, str(HERE / script)], ESTIMATE[name] * 3)
     out: dict[str, Any] = {k: v for k, v in done.items() if k != "lines"}
     for _, text in done["lines"]:
-        if text.startswith("ENERGY-WINDOW "):
-            out["figures"] = json.loads(text[14:])
+        if text.startswith(tag):
+            out[key] = json.loads(text[len(tag):])
     return out
 
 
@@ -285,13 +290,7 @@ def _preflight(runner: Runner) -> dict[str, Any]:
 
 def _peak_check(runner: Runner) -> dict[str, Any]:
     """benchmarks/gpu_peak_check.py: the measured matmul peak, burst and sustained."""
-    cmd = [sys.executable, str(HERE / "gpu_peak_check.py")]
-    done = runner.run("peak_check", cmd, ESTIMATE["peak_check"] * 3)
-    out: dict[str, Any] = {k: v for k, v in done.items() if k != "lines"}
-    for _, text in done["lines"]:
-        if text.startswith("PEAK-CHECK "):
-            out["peaks"] = json.loads(text[11:])
-    return out
+    return _script(runner, "peak_check", "gpu_peak_check.py", "PEAK-CHECK ", "peaks")
 
 
 def _gpu_memory_gib() -> float | None:
