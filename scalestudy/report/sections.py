@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from scalestudy.core.target import Target
-from scalestudy.report.page import Block, Heading, Image, Items, Note, Para, Table
+from scalestudy.report.page import Block, Heading, Image, Items, Link, Note, Para, Table
 from scalestudy.report.tables import Cells, num, pct
 from scalestudy.results.analyze import format_value, unit_of
 from scalestudy.results.cost import hours, node_hours_text, point_name
@@ -171,10 +171,10 @@ def straggler_blocks(found: dict[str, Any]) -> list[Block]:
     from scalestudy.results.nodes import MIN_SLOWER, Z
 
     slow = found["slow"]
-    lines = [f"{n['host']} is {n['slower']:.1%} slower [{n['low']:.1%}, {n['high']:.1%}] "
-             f"than its runs' other nodes in {n['where']}, over {n['runs']} run(s): "
-             f"`scalestudy history nodes --write-exclude FILE`, then "
-             f"`run --exclude-nodes FILE`" for n in slow]
+    lines: list[str | Link] = [
+        f"{n['host']} is {n['slower']:.1%} slower [{n['low']:.1%}, {n['high']:.1%}] than "
+        f"its runs' other nodes in {n['where']}, over {n['runs']} run(s): `scalestudy "
+        "history nodes --write-exclude FILE`, then `run --exclude-nodes FILE`" for n in slow]
     if not slow:
         lines = [f"None: {found['hosts']} node(s) over {found['testable_runs']} run(s), "
                  "none slower beyond the noise."]
