@@ -83,10 +83,12 @@ def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = 
 
 
 def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command,
-           extra: Sequence[str] | None = None) -> str:
+           extra: Sequence[str] | None = None, more: Sequence[str] = ()) -> str:
     """Submit one job script from its run directory (where a scheduler's default output
-    files land); its job id, or SubmitError with the command's stderr."""
+    files land); its job id, or SubmitError with the command's stderr. `more`: options
+    for this job alone (PBS: the hosts it is put on), before the script."""
     argv = scheduler.submit_argv(str(script), extra)
+    argv[-1:-1] = more
     code, out, err = run_retrying(runner, argv, cwd=script.parent, idempotent=False)
     return scheduler.parse_submit(code, out, err)
 

@@ -184,7 +184,6 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
     done: list[tuple[Run, str]] = []
     prepare(plan, now_runs, force=True)
     placer = Placer(plan, runner)
-    base = plan.system.scheduler_options.submit_args
     for run in now_runs:
         run_dir = plan.run_dir(run).resolve()
         ws.archive_attempt(run_dir, plan.campaign)
@@ -192,10 +191,9 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
         attempt = attempts.get(run.run_id, 0) + 1
         book.record(Intent(run.run_id, attempt, now()))
         try:
-            hosts = placer.args(run)
-            # the hosts after the submit options the scheduler uses anyway (PBS: -f)
-            extra = [*scheduler.submit_argv("", base)[1:-1], *hosts] if hosts else base
-            job_id = commands.submit(scheduler, script, runner, extra)
+            job_id = commands.submit(scheduler, script, runner,
+                                     plan.system.scheduler_options.submit_args,
+                                     placer.args(run))
         except SubmitError as exc:
             raise SubmitError(
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "
