@@ -140,25 +140,27 @@ def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any
         return {}
     rows = []
     for run in runs.to_dict("records"):
-        metrics = {key: _listed(run.get(key)) for key in ("rank_hosts", "rank_compute_s")}
+        metrics = {"rank_hosts": _items(run.get("rank_hosts"), number=False),
+                   "rank_compute_s": _items(run.get("rank_compute_s"), number=True)}
         rows.append({"state": run.get("state"), "system": system or "?", "study": study,
                      "metrics": {k: v for k, v in metrics.items() if v is not None}})
     return slow_nodes(rows).as_dict()
 
 
-def _listed(value: Any) -> list[Any] | None:
-    """A list column's value: a list, or the JSON text a CSV round trip made of it."""
+def _items(value: Any, number: bool) -> list[Any] | None:
+    """A per-rank cell of runs.csv, which holds a list joined with "," (results.collect;
+    one rank: a lone value), as the list; None when empty or unreadable."""
     if isinstance(value, list):
         return value
-    if isinstance(value, str) and value.startswith("["):
-        import json
-
-        try:
-            got = json.loads(value)
-        except ValueError:
-            return None
-        return got if isinstance(got, list) else None
-    return None
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return None
+    items = str(value).split(",")
+    if not number:
+        return items
+    try:
+        return [float(item) for item in items]
+    except ValueError:
+        return None
 
 
 def _noise(per_host: Sequence[Sequence[float]]) -> float:
