@@ -261,3 +261,28 @@ def test_repeats_made_by_swapping_ids_are_the_scripts_a_render_gives(system: str
     points = render_module._points(plain, profile).values()
     assert len(points) == 4 and all(p.swaps for p in points)  # proven, then used
     assert not any(p.swaps for p in render_module._points(seeded, profile).values())
+
+
+def test_each_packed_mpirun_step_has_an_open_mpi_session_base_of_its_own(
+        tmp_path: Path) -> None:
+    # steps share the allocation's first node and its $TMPDIR: one step's mpirun removing
+    # its emptied session directory raced another's creating it ("File exists")
+    study = parse_study("name: p\nsystem: generic-pbs\ngrid: {nodes: [1, 2]}\n",
+                        tmp_path / "study.yaml")
+    profile = load_system("generic-pbs")
+    bases = []
+    for run in expand(study):
+        text = render(study, profile, run, tmp_path / run.run_id, step=True)
+        lines = [line for line in text.splitlines()
+                 if line.startswith(("export OMPI_MCA_orte_tmpdir_base=",
+                                     "export PRTE_MCA_prte_tmpdir_base="))]
+        assert len(lines) == 2
+        shown = subprocess.run(
+            ["bash", "-c", "\n".join(lines) + '\necho "$OMPI_MCA_orte_tmpdir_base '
+             '$PRTE_MCA_prte_tmpdir_base"'], env={"TMPDIR": "/var/tmp/pbs.7"},
+            capture_output=True, text=True, check=True).stdout.split()
+        assert shown == [f"/var/tmp/pbs.7/ss-{run.run_id}"] * 2
+        assert 'rm -rf "$OMPI_MCA_orte_tmpdir_base"' in text
+        bases.append(shown[0])
+        assert "ss-" not in render(study, profile, run, tmp_path / run.run_id)  # one job
+    assert len(set(bases)) == 2
