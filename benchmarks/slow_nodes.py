@@ -5,22 +5,25 @@ node of the testbed is slowed by a CPU quota, and trials with no fault.
     python benchmarks/slow_nodes.py [--trials 30] [--clean 10] [--seed 1] [--out DIR] [--json]
     eval "$(scripts/pbs-testbed start)"
     python benchmarks/slow_nodes.py --system pbs [...]
+    eval "$(scripts/flux-testbed start)"
+    python benchmarks/slow_nodes.py --system flux [...]
 
 A trial has its own results store. Each study in it is one run of the bundled workload
 on every node of the testbed, one rank per node (small_cnn; its 24 compute-only steps,
-about 1 s, give each rank's compute time, `rank_compute_s`). In a faulted trial one node, drawn at
-random, runs under a CPU quota drawn from 20-35 % of a CPU (four ranks share the
-machine's two cores, so each has about half of one): the node's daemon (Slurm's slurmd,
-PBS's pbs_mom, whose TM spawns the job's processes there) is put in a cgroup (v1 `cpu`
-controller, a quota per 10 ms period), so every process of a job on that node inherits
-the quota, the way a node with a runaway process or a throttled socket drags its
-ranks. On PBS every command runs as pbsuser on the head host (scripts/pbs-testbed exec). After each
+about 1 s, give each rank's compute time, `rank_compute_s`). In a faulted trial one
+node, drawn at random, runs under a CPU quota drawn from 20-35 % of a CPU (four ranks
+share the machine's two cores, so each has about half of one): the node's daemon
+(Slurm's slurmd; PBS's pbs_mom, whose TM spawns the job's processes there; Flux's
+broker, whose job shells start the tasks) is put in a cgroup (v1 `cpu` controller, a
+quota per 10 ms period), so every process of a job on that node inherits the quota, the
+way a node with a runaway process or a throttled socket drags its ranks. On PBS and
+Flux every command runs as the testbed's user (scripts/*-testbed exec). After each
 study, `scalestudy history ingest` and `scalestudy history nodes --json`; the trial stops
 when a node is named or after 3 studies. Precision is over every node named in any
 trial; recall over the faulted trials; a clean trial must name none. In the first
 faulted trials that name their node (--exclude-checks), `history nodes --write-exclude`
 writes the list and a 3-node study run with `run --exclude-nodes` must avoid that node
-(the job's node list from sacct, or exec_host from qstat).
+(the job's node list from sacct, exec_host from qstat, or Flux's nodelist).
 
 Exit 0 when precision >= 95 %, recall >= 90 %, no clean trial accuses a node and every
 exclusion check avoided its node; 1 otherwise; 2 when the testbed is missing.
@@ -97,11 +100,37 @@ class Slurm:
                               capture_output=True, text=True).stdout.split()
 
 
-class Pbs:
+class _AsUser:
+    """A testbed whose clients run as its own user (the script's `exec`)."""
+
+    script: Path
+    user: str
+
+    def workdir(self, path: Path) -> Path:
+        path.mkdir(parents=True)
+        path.chmod(0o755)
+        shutil.chown(path, user=self.user, group=self.user)
+        return path
+
+    def run_as_user(self, *argv: str, cwd: Path | None = None
+                    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.script), "exec", "--", *argv], cwd=cwd,
+                              capture_output=True, text=True)
+
+    def cli(self, *args: str, cwd: Path, env: dict[str, str]
+            ) -> subprocess.CompletedProcess[str]:
+        words = [f"{k}={v}" for k, v in env.items()]
+        return self.run_as_user("env", f"PYTHONPATH={ROOT}", *words,
+                                str(ROOT / ".venv" / "bin" / "python"), "-c",
+                                "from scalestudy.cli import main; main()", *args, cwd=cwd)
+
+
+class Pbs(_AsUser):
     """The OpenPBS testbed (scripts/pbs-testbed): clients run as pbsuser on its head."""
 
     name = "pbs"
     script = ROOT / "scripts" / "pbs-testbed"
+    user = "pbsuser"
 
     def nodes(self) -> list[str]:
         listed = os.environ.get("SCALESTUDY_PBS_NODES", "")
@@ -117,29 +146,50 @@ class Pbs:
         return PROFILE.format(python=ROOT / ".venv" / "bin" / "python").replace(
             "name: pbslab", "name: pbslab-slow")
 
-    def workdir(self, path: Path) -> Path:
-        path.mkdir(parents=True)
-        path.chmod(0o755)
-        shutil.chown(path, user="pbsuser", group="pbsuser")
-        return path
-
-    def cli(self, *args: str, cwd: Path, env: dict[str, str]
-            ) -> subprocess.CompletedProcess[str]:
-        words = [f"{k}={v}" for k, v in env.items()]
-        return subprocess.run(
-            [str(self.script), "exec", "--", "env", f"PYTHONPATH={ROOT}", *words,
-             str(ROOT / ".venv" / "bin" / "python"), "-c",
-             "from scalestudy.cli import main; main()", *args],
-            cwd=cwd, capture_output=True, text=True)
-
     def hosts_of(self, job: str) -> list[str]:
-        shown = subprocess.run([str(self.script), "exec", "--", "/opt/pbs/bin/qstat", "-x",
-                                "-f", "-F", "json", job], capture_output=True, text=True)
+        shown = self.run_as_user("/opt/pbs/bin/qstat", "-x", "-f", "-F", "json", job)
         attrs = next(iter(json.loads(shown.stdout)["Jobs"].values()))
         return [chunk.split("/")[0] for chunk in attrs["exec_host"].split("+")]
 
 
-TESTBEDS = {"slurm": Slurm, "pbs": Pbs}
+class Flux(_AsUser):
+    """The Flux testbed (scripts/flux-testbed): four brokers, each in its own UTS
+    namespace (its hostname its node name); clients and jobs run as its user."""
+
+    name = "flux"
+    script = ROOT / "scripts" / "flux-testbed"
+
+    def __init__(self) -> None:
+        self.user = os.environ.get("SCALESTUDY_FLUX_USER", "fluxuser")
+
+    def nodes(self) -> list[str]:
+        if os.environ.get("SCALESTUDY_FLUX_HOSTNAMES") != "own":
+            return []  # ranks would all record the machine's hostname
+        return sorted(n for n in os.environ.get("SCALESTUDY_FLUX_NODES", "").split(",") if n)
+
+    def daemon_pid(self, node: str) -> int:
+        """The node's broker: the job shells and tasks there are its descendants."""
+        wanted = f"--setattr=hostname={node}".encode()
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if argv[0].endswith(b"flux-broker") and wanted in argv:
+                    return int(entry.name)
+        raise RuntimeError(f"no flux-broker for {node} (is the Flux testbed running?)")
+
+    def profile(self) -> str:
+        from tests.test_e2e_flux import PROFILE
+
+        return PROFILE.format(python=ROOT / ".venv" / "bin" / "python",
+                              queue="batch").replace("name: fluxlab", "name: fluxlab-slow")
+
+    def hosts_of(self, job: str) -> list[str]:
+        nodelist = self.run_as_user("flux", "jobs", "-n", "-o", "{nodelist}", job).stdout
+        return self.run_as_user("flux", "hostlist", "--expand", "--delimiter= ",
+                                nodelist.strip()).stdout.split()
+
+
+TESTBEDS = {"slurm": Slurm, "pbs": Pbs, "flux": Flux}
 
 
 @contextlib.contextmanager
@@ -170,7 +220,7 @@ def quota(pid: int | None, share: float) -> Iterator[None]:
                 time.sleep(0.2)
 
 
-def study(bed: Slurm | Pbs, trial_dir: Path, env: dict[str, str], name: str, nodes: int,
+def study(bed: Slurm | Pbs | Flux, trial_dir: Path, env: dict[str, str], name: str, nodes: int,
           extra: tuple[str, ...] = ()) -> Path:
     """Run one study to the end and store it; its directory."""
     spec = trial_dir / f"{name}.yaml"
@@ -186,14 +236,14 @@ def study(bed: Slurm | Pbs, trial_dir: Path, env: dict[str, str], name: str, nod
     return directory
 
 
-def named(bed: Slurm | Pbs, trial_dir: Path, env: dict[str, str]) -> dict[str, Any]:
+def named(bed: Slurm | Pbs | Flux, trial_dir: Path, env: dict[str, str]) -> dict[str, Any]:
     done = bed.cli("history", "nodes", "--json", cwd=trial_dir, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"history nodes failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout)
 
 
-def job_hosts(bed: Slurm | Pbs, directory: Path) -> list[str]:
+def job_hosts(bed: Slurm | Pbs | Flux, directory: Path) -> list[str]:
     """The nodes the scheduler gave each run of a study."""
     hosts: list[str] = []
     for run_dir in sorted((directory / "runs").iterdir()):
@@ -201,7 +251,7 @@ def job_hosts(bed: Slurm | Pbs, directory: Path) -> list[str]:
     return hosts
 
 
-def trial(bed: Slurm | Pbs, k: int, slow: str | None, share: float, nodes: list[str],
+def trial(bed: Slurm | Pbs | Flux, k: int, slow: str | None, share: float, nodes: list[str],
           out: Path, exclude_check: bool) -> dict[str, Any]:
     trial_dir = bed.workdir(out / f"trial-{k:02d}")
     (trial_dir / "profile.yaml").write_text(bed.profile())
@@ -266,9 +316,11 @@ def main() -> int:
     bed = TESTBEDS[args.system]()
     nodes = bed.nodes()
     if len(nodes) < 4:
-        start = "slurm-testbed start --nodes 4" if bed.name == "slurm" else "pbs-testbed start"
+        start = {"slurm": "slurm-testbed start --nodes 4"}.get(bed.name,
+                                                               f"{bed.name}-testbed start")
         print(f"benchmarks/slow_nodes.py --system {bed.name} needs its testbed with 4 "
-              f'nodes: eval "$(scripts/{start})"', file=sys.stderr)
+              f'nodes (Flux: each with its own hostname): eval "$(scripts/{start})"',
+              file=sys.stderr)
         return 2
     if not os.access(CGROUP / "cgroup.procs", os.W_OK):
         print(f"{CGROUP} is not writable here (the CPU quota needs cgroup v1's cpu "

@@ -339,3 +339,41 @@ def test_a_flux_engine_allocation_cancelled_half_way_loses_and_repeats_nothing(
     second = read_events(results / "allocations" / "a2" / "steps.jsonl")
     assert not {e["run_id"] for e in second if e["event"] == "started"} & set(before)
     assert set(pd.read_csv(results / "runs.csv")["state"]) == {"completed"}
+
+
+EXCLUDE = """
+name: exclude
+system: profile.yaml
+workload: {model: small_cnn, image_size: 16, num_classes: 10, warmup_iters: 1, iters: 2,
+           batches_per_iter: 2}
+grid: {nodes: [3], ranks_per_node: [1], batch_size: [4]}
+job: {walltime: "00:05:00"}
+"""
+
+
+def test_ranks_record_their_flux_node_and_an_exclude_list_keeps_a_study_off_it(
+        flux_cluster: FluxCluster, work: Path) -> None:
+    """Each testbed broker has its own hostname: a 3-node study run with `--exclude-nodes`
+    (Flux: `--requires=-host:`) gets the other three nodes, its ranks record them as
+    their hosts, and the results store can judge each of them."""
+    if flux_cluster.env.get("SCALESTUDY_FLUX_HOSTNAMES") != "own":
+        pytest.skip("the Flux testbed's nodes share one hostname here (no user namespaces)")
+    spec = write(work, "exclude.yaml", EXCLUDE)
+    write(work, "slow.txt", "node2  # 40.0% slower\n")
+    done = cli(flux_cluster, work, "run", spec, "--exclude-nodes", "slow.txt", "--wait",
+               timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (work / "results" / "exclude" / "runs").iterdir()
+    assert "--requires=-host:node2" in (run_dir / "job.sh").read_text()
+    job = json.loads((run_dir / "status.json").read_text())["job_id"]
+    nodelist = flux_cluster.flux("hostlist", "--expand", "--delimiter= ",
+                                 flux_cluster.flux("jobs", "-n", "-o", "{nodelist}", job)
+                                 .stdout.strip()).stdout.split()
+    assert sorted(nodelist) == ["node0", "node1", "node3"]
+    runs = pd.read_csv(work / "results" / "exclude" / "runs.csv")
+    assert sorted(str(runs.loc[0, "rank_hosts"]).split(",")) == nodelist == sorted(
+        (run_dir / "hosts.txt").read_text().split())
+    judged = cli(flux_cluster, work, "history", "nodes", "--json")
+    assert judged.returncode == 0, judged.stderr
+    evidence = json.loads(judged.stdout)  # three distinct hosts: the run can be judged
+    assert evidence["testable_runs"] >= 1 and evidence["hosts"] >= 3, evidence

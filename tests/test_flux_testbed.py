@@ -21,10 +21,12 @@ pytestmark = [pytest.mark.flux, pytest.mark.slow]
 def test_run_spans_two_nodes(flux_cluster: FluxCluster, flux_tmp_path: Path) -> None:
     proc = flux_cluster.flux("run", "-N2", "--label-io", "hostname", cwd=flux_tmp_path)
     assert proc.returncode == 0, proc.stderr
-    # One task per node; the fake nodes share the machine's hostname, so look at the
-    # labels and at where Flux says the job ran.
-    labels = sorted(line.split(":", 1)[0] for line in proc.stdout.splitlines())
-    assert labels == ["0", "1"], proc.stdout
+    # One task per node, each seeing its node's name as its hostname (own-hostname
+    # mode; without user namespaces the fake nodes share the machine's hostname)
+    lines = sorted(line.split(": ", 1) for line in proc.stdout.splitlines())
+    assert [label for label, _ in lines] == ["0", "1"], proc.stdout
+    if flux_cluster.env.get("SCALESTUDY_FLUX_HOSTNAMES") == "own":
+        assert [name for _, name in lines] == ["node0", "node1"], proc.stdout
     listed = flux_cluster.flux("jobs", "-a", "-n", "-c1", "-o", "{id.f58} {nodelist}")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split()[1] == "node[0-1]", listed.stdout
