@@ -180,8 +180,11 @@ class Flux(_AsUser):
     def profile(self) -> str:
         from tests.test_e2e_flux import PROFILE
 
-        return PROFILE.format(python=ROOT / ".venv" / "bin" / "python",
-                              queue="batch").replace("name: fluxlab", "name: fluxlab-slow")
+        # the fake nodes all name cores 0-1 of one machine: bound per task, every rank
+        # would share core 0 (a quarter each, what the quota gives); unbound, as on Slurm
+        profile = PROFILE.format(python=ROOT / ".venv" / "bin" / "python", queue="batch")
+        return profile.replace("name: fluxlab", "name: fluxlab-slow").replace(
+            "cpu_bind: per-task", 'cpu_bind: "off"')
 
     def hosts_of(self, job: str) -> list[str]:
         nodelist = self.run_as_user("flux", "jobs", "-n", "-o", "{nodelist}", job).stdout

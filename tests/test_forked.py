@@ -3,7 +3,10 @@ here, in order, and never forks beside another thread."""
 
 from __future__ import annotations
 
+import os
 import threading
+
+import pytest
 
 from scalestudy.report.plots import Drawing, plot_throughput, render_png
 from scalestudy.results import forked
@@ -28,6 +31,17 @@ def test_chunks_keep_every_item_in_order() -> None:
 def test_mapped_answers_as_a_loop_does() -> None:
     items = list(range(7))
     assert forked.mapped(_square, items) == [x * x for x in items]
+
+
+def _pid(_: int) -> int:
+    return os.getpid()
+
+
+def test_the_work_is_done_in_forked_processes_when_there_are_cpus_to_spare() -> None:
+    if forked.workers(4) < 2:
+        pytest.skip(f"one CPU here ({forked.cpus()}) or another thread running: no fork")
+    pids = forked.mapped(_pid, list(range(4)))
+    assert len(pids) == 4 and os.getpid() not in pids  # children did every piece
 
 
 def test_no_fork_beside_another_thread() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from scalestudy.results.parallelism import factorisation_findings, traffic, with_traffic
+from scalestudy.results.parallelism import factorisation_findings, traffic
 
 # gpt-mini: 4 layers, d = 128
 BASE = {"model": "gpt-mini", "seq_len": 64, "batch_size": 8, "precision": "fp32",
@@ -50,7 +50,7 @@ def test_findings_name_the_fastest_factorisation_and_why_others_lose() -> None:
               global_batch=8),
         point(world_size=1, dp=1, tp=1, pp=1, throughput_median=5000.0, global_batch=8),
     ])
-    found = factorisation_findings(with_traffic(table))
+    found = factorisation_findings(table)
     assert len(found) == 1  # one world size with several factorisations
     text = found[0]
     assert text.startswith("At 2 GPUs, dp 2 x tp 1 x pp 1 (ddp) is fastest (9,000 tokens/s")

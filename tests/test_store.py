@@ -14,7 +14,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Job, Journal
 from scalestudy.results import store as store_module
-from scalestudy.results.store import Store, rebuild, study_dirs
+from scalestudy.results.store import Store, study_dirs
 from tests.test_collect import make_run, params, record
 
 ENV = ("NCCL_ALGO=Ring\nOMP_NUM_THREADS=2\nPATH=/usr/bin\nSCALESTUDY_SYSTEM=polaris\n"
@@ -91,6 +91,9 @@ def test_ingest_twice_gives_the_same_rows_and_a_lost_store_comes_back(
     def snapshot(s: Store) -> list[tuple]:
         return sorted((r["directory"], r["run_id"], r["attempt"], r["state"], r["throughput"])
                       for r in s.rows())
+
+    def rebuild(s: Store, directories: list[Path]) -> int:
+        return sum(s.ingest(d) for d in directories)
 
     assert rebuild(store, study_dirs(results)) == 8
     once = snapshot(store)

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalestudy.core.choices import BaselineKind
 from scalestudy.results.collect import STATUS_COLUMNS
 from scalestudy.results.quality import (
     Thresholds,
@@ -66,7 +65,6 @@ TRANSFORMER_COLUMNS: tuple[str, ...] = (
 )
 #: Quality columns after the diagnostics: see results.quality.
 QUALITY_COLUMNS: tuple[str, ...] = ("throughput_cv", "rank_spread", "flags", "baseline_rule")
-BASELINES: tuple[str, ...] = tuple(c.value for c in BaselineKind)
 Baseline = str | int
 
 

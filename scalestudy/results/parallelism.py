@@ -70,15 +70,6 @@ def traffic(row: pd.Series | dict[str, object]) -> dict[str, float]:
             "bubble": bubble}
 
 
-def with_traffic(table: pd.DataFrame) -> pd.DataFrame:
-    """The scaling table with the traffic columns added (rows of other models: NaN)."""
-    if table.empty:
-        return table.assign(**{c: pd.Series(dtype=float) for c in TRAFFIC_COLUMNS})
-    extra = pd.DataFrame([traffic(row) for _, row in table.iterrows()], index=table.index)
-    return pd.concat([table.drop(columns=[c for c in TRAFFIC_COLUMNS if c in table]), extra],
-                     axis=1)
-
-
 def _mb(value: float) -> str:
     return f"{value / 1e6:,.3g} MB"
 

@@ -293,12 +293,6 @@ def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(latest.values())
 
 
-def rebuild(store: Store, study_dirs: Iterable[Path]) -> int:
-    """Ingest every study directory again (a lost or damaged store comes back from
-    results/); the attempts it holds."""
-    return sum(store.ingest(d) for d in study_dirs)
-
-
 def study_dirs(results: Path) -> list[Path]:
     """The study directories under a results directory (those with run directories)."""
     return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())

@@ -23,11 +23,6 @@ def std(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - centre) ** 2 for v in values) / len(values))
 
 
-def ci95(values: Sequence[float]) -> float:
-    """Horovod's 95 % half-width: 1.96 x population std."""
-    return CI_Z * std(values)
-
-
 def rates(iter_times: Sequence[float], images_per_iter: float) -> list[float]:
     """img/s (or tokens/s) of each iteration."""
     return [images_per_iter / t for t in iter_times]

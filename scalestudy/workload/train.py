@@ -60,11 +60,6 @@ class TrainConfig:
     layout: Layout = field(default_factory=Layout)
 
     @property
-    def images_per_iter(self) -> int:
-        """Images one rank trains per timed iteration."""
-        return self.batch_size * self.batches_per_iter
-
-    @property
     def unit(self) -> str:
         """What the throughput counts: "img" or "tokens"."""
         return "tokens" if is_transformer(self.model) else "img"
