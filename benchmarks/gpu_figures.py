@@ -16,7 +16,7 @@ every 100 ms in the background (DIR/power.csv); each run's NVML energy over its 
 iterations is held against nvidia-smi's mean power over the same wall-clock window. A
 step runs only when its estimate fits in what is left of `--budget-s`, so one call ends
 in time and says what it skipped. DIR/results.json holds every figure and record
-(rewritten after each step); DIR/summary.md the table, also printed last. docs/gpu.md
+(rewritten after each step); DIR/summary.md the table, also printed last. dev/gpu.md
 has the figures of 2026-11-26 and how they were taken.
 
 `--cpu-smoke` runs every step at tiny sizes on the CPU (small CNN, gpt-tiny, gloo), so

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.pbs, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 # The testbed's 4 MoMs have 2 CPUs each. gpus-per-node asks `N:ncpus=2:mpiprocs=R`:
-# Open MPI takes its slots from $PBS_NODEFILE, one line per mpiprocs (docs/pbs-testbed.md).
+# Open MPI takes its slots from $PBS_NODEFILE, one line per mpiprocs (dev/pbs-testbed.md).
 PROFILE = """
 name: pbslab
 description: the OpenPBS testbed (4 MoMs of 2 CPUs)

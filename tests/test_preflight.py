@@ -365,7 +365,7 @@ def test_cli_local_run_names_oversubscription_before_it_starts(tmp_path: Path) -
 def test_another_users_flux_instance_is_an_error_before_anything_is_queued(
         tmp_path: Path) -> None:
     """Flux answers anyone but its owner `Unable to connect to Flux: Operation not
-    permitted` (measured on the testbed: docs/flux-notes.md); `flux batch` would too."""
+    permitted` (measured on the testbed: dev/flux-notes.md); `flux batch` would too."""
     spec = tmp_path / "s.yaml"
     spec.write_text("name: f\nsystem: generic-flux\nworkload: {kind: command, command: "
                     "[hostname]}\n")

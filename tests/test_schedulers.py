@@ -191,7 +191,7 @@ def test_sacct_energy_fields_recorded_and_with_accounting() -> None:
 # --- PBS: outputs recorded from a real OpenPBS 23.06.06 (tests/data/pbs/openpbs/README.md)
 
 OPENPBS = DATA / "pbs" / "openpbs"
-# case -> (status, exit code, words of the reason): every job state of docs/pbs-testbed.md
+# case -> (status, exit code, words of the reason): every job state of dev/pbs-testbed.md
 CASES: dict[str, tuple[JobStatus, int | None, str | None]] = {
     "queued-waiting": (PENDING, None, "Not Running: Not enough free nodes available"),
     "queued-never": (PENDING, None, "Can Never Run: Not enough total nodes available"),
@@ -348,7 +348,7 @@ def replay(rel: str) -> tuple[int, int]:
     ("qsub-errors/as-root.txt", "exit 175.*Bad UID", 1),
     # pbs_server down: nothing was queued, so qsub is tried again (4 tries in all)
     ("qsub-errors/server-down.txt", "(?s)exit 162.*cannot connect to server pbslab", 4),
-    # after an unclean server death (docs/pbs-testbed.md: seen, not recorded): refused,
+    # after an unclean server death (dev/pbs-testbed.md: seen, not recorded): refused,
     # each refusal using up one job number, so trying again gets a fresh one
     ("qsub: Job with requested ID already exists", "Job with requested ID already", 4),
 ])

@@ -250,7 +250,7 @@ def test_ddp_options_that_replicate_does_not_have_are_named_not_dropped() -> Non
 def test_the_measured_peak_warms_up_for_its_time_then_times_batches(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A handful of single products timed a burst that varied with the GPU's state
-    (743-793 TFLOP/s on one H200; sustained: 671-680, docs/gpu.md): the warm-up is a time,
+    (743-793 TFLOP/s on one H200; sustained: 671-680, dev/gpu.md): the warm-up is a time,
     not a count, and each timing is a batch of products."""
     import time
 

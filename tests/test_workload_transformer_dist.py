@@ -126,7 +126,7 @@ def test_fsdp_with_diagnostics_times_the_bare_model_and_probes(tmp_path: Path) -
 def test_fsdp_compiled_with_bf16_parameters_trains_like_fsdp_in_fp32(
         tmp_path: Path, reference: dict[str, Any]) -> None:
     """torch.compile per block under FSDP2, parameters gathered in bf16 (the H100 figure's
-    settings, docs/gpu.md): it trains, and the record says how."""
+    settings, dev/gpu.md): it trains, and the record says how."""
     record, stdout = _run(2, ["--backend", "fsdp", "--compile", "--precision", "bf16",
                               "--param-dtype", "compute", "--no-reshard-after-forward"],
                           tmp_path)

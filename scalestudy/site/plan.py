@@ -137,8 +137,8 @@ def _gpu_sharing(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
 
 #: Optional backends: the module to import, and how to get it.
 _OPTIONAL_BACKENDS = {
-    "horovod": ("horovod.torch", "build it with `scripts/build-horovod` (see the README, "
-                "'Optional backends')"),
+    "horovod": ("horovod.torch", "build it with `scripts/build-horovod` (see "
+                "docs/benchmark.md, 'Optional backends')"),
     "deepspeed": ("deepspeed", "install it with `pip install 'scalestudy[deepspeed]'`"),
 }
 

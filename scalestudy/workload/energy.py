@@ -17,7 +17,7 @@ and more (zeus-ml 0.11 metadata), which the workload must not import.
 
 NVML updates the counter about every 100 ms (97-103 ms on an H100), so a plain delta over a
 window is off by up to one update's energy at each end. Against a 10 s window of a steady
-load on that H100 (benchmarks/gpu_energy_window.py, docs/gpu.md), the plain delta was off
+load on that H100 (benchmarks/gpu_energy_window.py, dev/gpu.md), the plain delta was off
 by up to 21 % over 0.25 s, 9.2 % over 1 s and 4.9 % over 2 s. While a window is open a
 thread therefore reads the counter every 2 ms and notes when its value changes; with at
 least MIN_UPDATES of them inside the window, the energy is the counter's mean power between

@@ -32,8 +32,8 @@ from .train import (
 
 INSTALL_HINT = (
     "build it for this Python with `scripts/build-horovod` from the scalestudy source "
-    "tree (Horovod 0.28.1 needs a C++17 patch to build against torch 2.13; see the "
-    "README, 'Optional backends'), or load the site's Horovod module in the job's setup"
+    "tree (Horovod 0.28.1 needs a C++17 patch to build against torch 2.13; see "
+    "docs/benchmark.md, 'Optional backends'), or load the site's Horovod module in the job's setup"
 )
 _TRUE = {"1", "true", "yes", "on"}
 

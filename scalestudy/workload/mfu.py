@@ -92,7 +92,7 @@ def measure_matmul_tflops(device: Any, precision: str) -> float:
     On a GPU this is the *sustained* rate: products run for MATMUL_WARMUP_S seconds
     first, then each timing covers a batch of products (MATMUL_TIMINGS) between two
     synchronisations. A few single products time a burst instead, which varies with the
-    GPU's state: on one H200 (docs/gpu.md), 743-777 TFLOP/s as bursts after 2.5 s idle,
+    GPU's state: on one H200 (dev/gpu.md), 743-777 TFLOP/s as bursts after 2.5 s idle,
     671-679 sustained, where a training step runs under the same 700 W power limit."""
     import torch
 

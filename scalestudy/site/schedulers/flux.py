@@ -6,7 +6,7 @@ inside a Slurm or PBS allocation as a nested instance. scalestudy drives it thro
 built for the one CPython that built Flux (a site's system Python, rarely the one a
 study's venv has), while the command is on every Flux system's PATH and its JSON keys
 are stable (RFC 27/RFC 33). What each answer looks like, measured on flux-core 0.88.0,
-is in docs/flux-notes.md; the recorded outputs are in tests/data/flux.
+is in dev/flux-notes.md; the recorded outputs are in tests/data/flux.
 
 The outcome of an ended job is read from its `result` and `exception.type`, never from
 its return code alone: a cancelled job's return code was 143 once and 1 another time,
