@@ -64,13 +64,61 @@ def test_every_module_says_its_job_first_and_stays_small() -> None:
         assert len(path.read_text().splitlines()) <= 450, f"{path} is over ~400 lines"
 
 
-def test_no_caller_asks_which_scheduler_it_holds() -> None:
-    smell = re.compile(r"""scheduler\s*(?:==|!=)\s*["']|["'](?:local|slurm|pbs)["']\s*(?:==|!=)""")
+def names_compared(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """Where a module compares a value with one of `names` (==, !=, in, not in, a
+    match case) or asks isinstance of a scheduler class: (line, the code)."""
+    found = []
+
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(e) for e in node.elts)
+        return False
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(
+                named(n) for n in (node.left, *node.comparators)):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            found.append((node.value.lineno, ast.unparse(node.value)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "isinstance" and len(node.args) == 2 \
+                and "Scheduler" in ast.unparse(node.args[1]) \
+                and ast.unparse(node.args[1]) != "Scheduler":
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def scheduler_and_engine_names() -> set[str]:
+    from scalestudy.site import schedulers
+
+    return set(schedulers.names()) | set(schedulers.PACK_ENGINES)
+
+
+def test_no_caller_compares_a_scheduler_or_engine_name() -> None:
+    """Callers ask a scheduler or a pack engine what it can do, never which one it is:
+    outside site/schedulers/, no module compares anything with their names."""
+    names = scheduler_and_engine_names()
+    assert {"slurm", "pbs", "flux", "local", "steps"} <= names
+    wrong = []
     for path in modules():
         if PACKAGE / "site" / "schedulers" in path.parents:
             continue
-        for number, text in enumerate(path.read_text().splitlines(), 1):
-            assert not smell.search(text), f"{path}:{number}: {text.strip()}"
+        for line, code in names_compared(ast.parse(path.read_text()), names):
+            wrong.append(f"{path.relative_to(ROOT)}:{line}: {code}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("code", [
+    'if scheduler.name == "slurm": pass',
+    'ok = engine in ("steps", "x")',
+    'ok = "pbs" != name',
+    'match kind:\n    case "flux":\n        pass',
+    "ok = isinstance(s, SlurmScheduler)",
+])
+def test_the_name_check_finds_each_way_of_asking(code: str) -> None:
+    assert names_compared(ast.parse(code), scheduler_and_engine_names())
 
 
 def test_every_package_ships() -> None:

@@ -58,9 +58,9 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     scheduler = plan.scheduler
     engine = scheduler.pack_engine(plan.study.job.pack_engine)
     # A nested Flux runs each step as the run's own Flux job script (and writes its log).
-    study, system = flux_steps(plan.study, plan.system) if engine == "flux" else (
+    study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
         plan.study, plan.system)
-    step_log = "flux.log" if engine == "flux" else scheduler.log_name
+    step_log = "flux.log" if engine.flux_jobs else scheduler.log_name
     steps = []
     for step in allocation.steps:
         run = step.run
@@ -71,14 +71,14 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
         ws.write_run(run_dir, run.params())
         script = run_dir / ws.SCRIPT
         ws.write_text_atomic(script, render(study, system, run, run_dir,
-                                            step=engine == "steps"), mode=0o755)
-        joined = engine == "flux" or scheduler.joins_output
+                                            step=not engine.flux_jobs), mode=0o755)
+        joined = engine.flux_jobs or scheduler.joins_output
         steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
                       "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                       "limit_s": step.limit_s, "expected_s": step.expected_s,
                       "log": step_log, "err": step_log if joined else "stderr.log"})
     ws.write_json_atomic(alloc_dir / "allocation.json", {
-        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine,
+        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine.name,
         "nodes": allocation.nodes,
         "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
         "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})

@@ -354,4 +354,4 @@ def render_allocation(study: Study, system: SystemProfile, allocation: Allocatio
         alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
         job_id_variable=scheduler.job_id_variable, python=python,
         flux_start=scheduler.flux_start
-        if scheduler.pack_engine(study.job.pack_engine) == "flux" else None)
+        if scheduler.pack_engine(study.job.pack_engine).flux_jobs else None)

@@ -185,9 +185,9 @@ def check_engine(plan: Plan) -> None:
             "exclude nodes yet (scalestudy names each unpacked job's hosts instead); run "
             "without --pack, or without the exclude list")
     engine = scheduler.pack_engine(plan.study.job.pack_engine)
-    if engine == "steps" and scheduler.nodes_command is None:
+    if not engine.flux_jobs and scheduler.nodes_command is None:
         raise ScalestudyError(f"run --pack: a {scheduler.name} job cannot run steps here")
-    if engine != "flux" or scheduler.flux_start == "":
+    if not engine.flux_jobs or scheduler.flux_start == "":
         return
     if scheduler.flux_start is None:
         raise ScalestudyError(

@@ -21,8 +21,25 @@ from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
-__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Scheduler", "SubmitError",
-           "check_token", "get", "names", "register"]
+__all__ = ["PACK_ENGINES", "Failure", "JobRequest", "JobState", "JobStatus", "PackEngine",
+           "Scheduler", "SubmitError", "check_token", "get", "names", "register"]
+
+
+@dataclass(frozen=True)
+class PackEngine:
+    """What runs a packed allocation's steps; callers ask it what it does, never its name."""
+
+    #: The name allocation.json records (`engine`); execute.allocation runs it by name.
+    name: str
+    #: Each step is a Flux job of an instance inside the allocation: the run's own Flux
+    #: job script, its output joined into flux.log. Else a step of scalestudy's runner on
+    #: its own hosts ($SCALESTUDY_STEP_HOSTFILE).
+    flux_jobs: bool
+
+
+#: The engines a spec may ask for (`job.pack_engine`), by name.
+PACK_ENGINES: dict[str, PackEngine] = {
+    e.name: e for e in (PackEngine("steps", flux_jobs=False), PackEngine("flux", flux_jobs=True))}
 
 
 @dataclass(frozen=True)
@@ -132,9 +149,12 @@ class Scheduler:
     #: scheduler has no way here to start one.
     flux_start: ClassVar[str | None] = None
 
-    def pack_engine(self, asked: str) -> str:
-        """The engine of this scheduler's packed allocations, given the spec's."""
-        return "flux" if self.flux_start == "" else asked
+    def pack_engine(self, asked: str) -> PackEngine:
+        """The engine of this scheduler's packed allocations, given the spec's (a job
+        that is a Flux instance already runs its steps as Flux jobs, whatever it asks)."""
+        if self.flux_start == "":
+            return next(e for e in PACK_ENGINES.values() if e.flux_jobs)
+        return PACK_ENGINES[asked]
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""
