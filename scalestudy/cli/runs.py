@@ -88,7 +88,7 @@ class _Screen:
                      else ""))
 
     def running_here(self, plan: Plan, count: int
-                     ) -> contextlib.AbstractContextManager[Progress]:
+                     ) -> contextlib.AbstractContextManager[Progress | None]:
         from scalestudy.cli.words import local_progress
 
         return local_progress(err, plan, count)

@@ -30,8 +30,11 @@ def yaml_lines(text: str) -> dict[Loc, int]:
         lines[loc] = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
-                walk(value, (*loc, key.value))
-                lines[(*loc, key.value)] = key.start_mark.line + 1
+                # one name for the key's path: mypy reads `lines[(*loc, k)]` as 3.11's
+                # `lines[*loc, k]`, which it refuses for Python 3.10
+                here = (*loc, key.value)
+                walk(value, here)
+                lines[here] = key.start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 walk(item, (*loc, i))
@@ -139,7 +142,7 @@ def _option_checks(study: Study) -> list[tuple[Loc, str]]:
     for tname in study.grid.tuning:
         variant = study.tuning.get(tname)
         for name in variant.option_values() if variant else {}:
-            loc = ("tuning", tname, "options", name)
+            loc: Loc = ("tuning", tname, "options", name)
             set_by.append((loc, name))
             if name in axes:
                 problems.append((loc, (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -57,12 +57,13 @@ class _GridBase(Model):
     )
     ranks_per_node: (
         Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None) = (
-        Field(None, description="ranks (GPUs) per node; default: the system's GPUs per node "
-              "(its `default_ranks_per_node`, 1 on a CPU system)"))
+        Field(default=None, description="ranks (GPUs) per node; default: the system's GPUs "
+              "per node (its `default_ranks_per_node`, 1 on a CPU system)"))
     batch_size: Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None = (
-        Field(None, description="weak scaling: per-GPU batches (each rank's; default [32])"))
+        Field(default=None,
+              description="weak scaling: per-GPU batches (each rank's; default [32])"))
     global_batch: Annotated[list[PosInt], BeforeValidator(as_list), Field(min_length=1)] | None = (
-        Field(None, description="strong scaling: global batches, split over the ranks"))
+        Field(default=None, description="strong scaling: global batches, split over the ranks"))
     backend: Annotated[
         list[Literal[BACKENDS]], BeforeValidator(as_list), Field(min_length=1)  # type: ignore[valid-type]
     ] = Field(default=["ddp"], description="training backends: " + ", ".join(BACKENDS))
@@ -81,7 +82,12 @@ class _GridBase(Model):
                 if getattr(self, o.name) is not None}
 
 
-Grid = create_model("Grid", __base__=_GridBase, **OPTION_AXES)
+if TYPE_CHECKING:
+    # Its option axes are built from the table at run time; the code reads them by name
+    # (`option_axes()`), so a type checker needs only the fixed axes of the base.
+    Grid = _GridBase
+else:
+    Grid = create_model("Grid", __base__=_GridBase, **OPTION_AXES)
 
 
 class Tuning(Model):
@@ -91,7 +97,7 @@ class Tuning(Model):
     env: dict[EnvName, str | int | float | bool] = Field(
         default_factory=dict, description="environment variables set in the job script"
     )
-    options: OptionOverrides = Field(  # type: ignore[valid-type]
+    options: OptionOverrides = Field(
         default_factory=OptionOverrides,
         description="training options of the bundled benchmark this variant changes",
     )
@@ -123,17 +129,17 @@ DirectiveLine = Annotated[
 class Job(Model):
     """How each run's job is queued and run (values a site profile may default)."""
 
-    account: Token | None = Field(None, description="project to charge (-A)")
+    account: Token | None = Field(default=None, description="project to charge (-A)")
     queue: Token | list[Token] | None = Field(
-        None, description="PBS (or Flux) queue (-q), e.g. debug or prod; several: each "
+        default=None, description="PBS (or Flux) queue (-q), e.g. debug or prod; several: each "
         "run goes to the first whose documented limits take its node count and walltime")
     partition: Token | list[Token] | None = Field(
-        None, description="Slurm partition (-p); several: each run goes to the first whose "
+        default=None, description="Slurm partition (-p); several: each run goes to the first whose "
         "documented limits take it")
-    qos: Token | None = Field(None, description="Slurm quality of service (-q)")
-    constraint: Token | None = Field(None, description="Slurm node constraint (-C)")
+    qos: Token | None = Field(default=None, description="Slurm quality of service (-q)")
+    constraint: Token | None = Field(default=None, description="Slurm node constraint (-C)")
     filesystems: Token | None = Field(
-        None, description="PBS -l filesystems (mandatory at ALCF), e.g. home:eagle"
+        default=None, description="PBS -l filesystems (mandatory at ALCF), e.g. home:eagle"
     )
     extra_directives: list[DirectiveLine] = Field(
         default_factory=list, description="more directive lines, written after the prefix"
@@ -143,15 +149,16 @@ class Job(Model):
         "Flux --requires=-host:), e.g. the slow ones `history nodes` names"
     )
     submit: Literal["native", "submitit"] = Field(
-        "native", description="native: sbatch/qsub the rendered script; submitit: Slurm "
+        default="native", description="native: sbatch/qsub the rendered script; submitit: Slurm "
         "through submitit's executor"
     )
     template_dir: str | None = Field(
-        None, description="a directory of your own job templates (slurm.sh.j2, pbs.sh.j2, "
+        default=None, description="a directory of your own job templates (slurm.sh.j2, pbs.sh.j2, "
         "local.sh.j2), relative to the spec file; the shipped ones fill the gaps"
     )
     walltime: str = Field(
-        "00:30:00", description="time limit per run, [D-]HH:MM:SS; a local run is stopped then"
+        default="00:30:00",
+        description="time limit per run, [D-]HH:MM:SS; a local run is stopped then",
     )
     setup: list[str] = Field(
         default_factory=list,
@@ -165,21 +172,21 @@ class Job(Model):
         "or prefixes ending in `*`; a name that looks secret (TOKEN, PASSWORD, KEY...) is "
         "still redacted")
     python: str | None = Field(
-        None, pattern=r"^/[^\x00-\x1f]*$",
+        default=None, pattern=r"^/[^\x00-\x1f]*$",
         description="absolute path of the Python the jobs start (a venv on a filesystem the "
         "compute nodes share); default: the profile's `python`, else the one running "
         "scalestudy")
     pack: bool = Field(
-        False, description="run the study's runs as steps of one allocation (or a few, "
+        default=False, description="run the study's runs as steps of one allocation (or a few, "
         "split by the queue's limits) instead of one job per run: one queue wait")
     pack_engine: Literal["steps", "flux"] = Field(
-        "steps", description="what runs the steps of a packed allocation: `steps`, "
+        default="steps", description="what runs the steps of a packed allocation: `steps`, "
         "scalestudy's step runner (srun steps, host-file subsets); `flux`, a Flux instance "
         "started in the allocation that schedules each run as a Flux job (Slurm; `flux` "
         "on PATH when the study is submitted)")
     share_gpus: bool = Field(
-        False, description="allow more ranks per node than the system has GPUs: ranks share "
-        "GPUs (e.g. under MPS); without it such a grid is an error")
+        default=False, description="allow more ranks per node than the system has GPUs: ranks "
+        "share GPUs (e.g. under MPS); without it such a grid is an error")
 
     @field_validator("walltime")
     @classmethod

@@ -6,7 +6,8 @@ imports the other's half.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from types import GenericAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +40,8 @@ class Model(BaseModel):
     """Base of every spec model: unknown keys are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Where code builds a model itself (`default_factory=Job`), its fields give their
+    # defaults as `Field(default=...)`: a type checker reads only that keyword.
 
 
 def _option_type(option: Option) -> Any:
@@ -54,15 +57,25 @@ def _option_type(option: Option) -> Any:
     return base
 
 
-def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
+def _list_of(item: Any) -> Any:
+    """`list[item]` for an item type known only at run time (a type checker reads
+    `list[x]` as a static type, which `x` is not)."""
+    return GenericAlias(list, (item,))
+
+
+def _option_models() -> tuple[type[Model], type[Model], dict[str, Any]]:
     """(workload base values, a tuning variant's overrides, grid axes) from the table."""
-    base = {o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS}
-    overrides = {
+    # dict[str, Any]: create_model's `**fields` share the keyword namespace of its own
+    # options (__config__, __doc__, ...), so a splatted dict must fit those too.
+    base: dict[str, Any] = {
+        o.name: (_option_type(o), Field(o.default, description=o.help)) for o in OPTIONS
+    }
+    overrides: dict[str, Any] = {
         o.name: (_option_type(o) | None, Field(None, description=o.help)) for o in OPTIONS
     }
     axes = {
         o.name: (
-            Annotated[list[_option_type(o)], BeforeValidator(as_list), Field(min_length=1)]
+            Annotated[_list_of(_option_type(o)), BeforeValidator(as_list), Field(min_length=1)]
             | None,
             Field(None, description=f"axis: {o.help}"),
         )
@@ -72,7 +85,14 @@ def _option_models() -> tuple[type[BaseModel], type[BaseModel], dict[str, Any]]:
             create_model("OptionOverrides", __base__=Model, **overrides), axes)
 
 
-TrainOptions, OptionOverrides, OPTION_AXES = _option_models()
+if TYPE_CHECKING:
+    # Built from the option table at run time, so a type checker sees only their base;
+    # the code reads the options by name (`getattr`, `model_dump`), not as attributes.
+    TrainOptions = Model
+    OptionOverrides = Model
+    OPTION_AXES: dict[str, Any]
+else:
+    TrainOptions, OptionOverrides, OPTION_AXES = _option_models()
 
 
 class LRPolicy(Model):

@@ -33,30 +33,43 @@ DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.
 
 
 
+#: A site's peak TFLOP/s of one GPU by precision, or `measure` (SystemProfile.peak_tflops).
+Peaks = Mapping[Literal["fp32", "bf16", "fp16"], float | Literal["measure"]]
+
+
 class RunValues(Protocol):
     """What a workload reads of a run (core.grid.Run, which imports this module's kinds)."""
 
-    batch_size: int
-    backend: str
+    @property
+    def batch_size(self) -> int:
+        """The per-GPU batch."""
+        ...
+
+    @property
+    def backend(self) -> str:
+        """The training backend."""
+        ...
 
     def params(self) -> dict[str, Any]:
         """The run's parameters by name."""
         ...
 
 
-class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
+class SyntheticWorkload(TrainOptions):
     """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
 
-    kind: Literal["synthetic"] = Field("synthetic", description="the bundled benchmark")
-    model: str = Field("resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
-    image_size: int = Field(224, ge=8, le=4096, description="input height and width (pixels)")
-    num_classes: int = Field(1000, ge=2, description="classifier outputs")
-    warmup_iters: int = Field(TIMING["warmup_iters"], ge=0,
+    kind: Literal["synthetic"] = Field(default="synthetic", description="the bundled benchmark")
+    model: str = Field(default="resnet50", description=f"one of {', '.join(MODEL_NAMES)}")
+    image_size: int = Field(default=224, ge=8, le=4096,
+                            description="input height and width (pixels)")
+    num_classes: int = Field(default=1000, ge=2, description="classifier outputs")
+    warmup_iters: int = Field(default=TIMING["warmup_iters"], ge=0,
                               description="untimed iterations first")
-    iters: int = Field(TIMING["iters"], ge=1, description="timed iterations")
-    batches_per_iter: int = Field(TIMING["batches_per_iter"], ge=1,
+    iters: int = Field(default=TIMING["iters"], ge=1, description="timed iterations")
+    batches_per_iter: int = Field(default=TIMING["batches_per_iter"], ge=1,
                                   description="batches (steps) per timed iteration")
-    lr: LRPolicy | None = Field(None, description="learning-rate policy (default: fixed 0.01)")
+    lr: LRPolicy | None = Field(default=None,
+                                description="learning-rate policy (default: fixed 0.01)")
 
     @property
     def record_pattern(self) -> str | None:
@@ -101,7 +114,7 @@ class SyntheticWorkload(TrainOptions):  # type: ignore[misc,valid-type]
 
     def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
                      run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
-                     peaks: Mapping[str, Any] | None = None) -> list[str]:
+                     peaks: Peaks | None = None) -> list[str]:
         """The arguments of `-m scalestudy.workload` for a run: `options` its training
         options, `lr` its learning-rate values; on a GPU system (`gpus`) the benchmark must
         find a GPU rather than fall back to CPU; `extra`: more arguments (the batch-size
@@ -186,7 +199,7 @@ class CommandWorkload(Model):
 
     def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
                      run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
-                     peaks: Mapping[str, Any] | None = None) -> list[str]:
+                     peaks: Peaks | None = None) -> list[str]:
         """The command's argv, its `{placeholders}` filled with the run's values (`gpus`,
         `extra` and `peaks` are the bundled benchmark's: a command reads none)."""
         values = {**DEFAULTS, **options, **lr, **run.params(), "run_dir": str(run_dir)}

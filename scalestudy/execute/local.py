@@ -111,7 +111,8 @@ def execute(
     return write_status(run_dir, replace(
         status, state=RunState.FAILED if failed else RunState.COMPLETED, pid=None,
         exit_code=code, ended_at=_now(), elapsed_s=round(time.monotonic() - started, 3),
-        reason=reason, failure=found and found.failure, failure_line=found and found.line,
+        reason=reason, failure=found.failure if found else None,
+        failure_line=found.line if found else None,
         log_tail=ws.log_tail(run_dir) if failed else None))
 
 

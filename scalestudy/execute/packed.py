@@ -181,8 +181,7 @@ def step_state(run_dir: Path, entry: Job, job: JobState | None,
     where = f"allocation {name} (job {entry.job_id})"
     if event is not None and event.get("event") == "ended":
         return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
-    alive = job is None or not job.done
-    if alive:
+    if job is None or not job.done:  # alive
         if event is not None and event.get("event") == "started":
             return StepState(RunState.RUNNING, f"a step of {where} on "
                              f"{','.join(event.get('hosts') or [])}")

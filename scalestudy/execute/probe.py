@@ -11,7 +11,7 @@ the powers of two that fit, and the largest batch that fits.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
@@ -103,7 +103,8 @@ def result(directory: Path) -> dict[str, Any] | None:
     record = ws.read_record(directory / ws.METRICS)
     if not isinstance(record, dict) or record.get("source") != "batch_probe":
         return None
-    return record
+    # read_record types its line as a metrics record; this one is the probe's own (a dict).
+    return cast(dict[str, Any], record)
 
 
 def suggested_batches(record: dict[str, Any]) -> list[int]:

@@ -24,6 +24,7 @@ from scalestudy.execute.workspace import (
     record_problem,
     write_json_atomic,
 )
+from scalestudy.workload.record import MetricsRecord
 
 #: The version of status.json this release writes (version 1, written before it, has
 #: no `schema` key and the same fields: it reads the same).
@@ -57,7 +58,7 @@ class RunStatus:
     log_tail: str | None = None
     job_energy_j: float | None = None
     job_elapsed_s: float | None = None
-    record: dict[str, Any] | None = field(default=None, repr=False)
+    record: MetricsRecord | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """What status.json holds: the schema, the state and every field that is set."""
@@ -135,8 +136,10 @@ def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
         found = RunStatus(RunState.FAILED, reason="status.json is unreadable")
         return _diagnosed(run_dir, found) if diagnose else found
     state = run_state(data.get("state"))
-    known = {name: (_as_int if name in _INTS else _as_float if name in _FLOATS
-                    else _as_text)(data.get(name)) for name in _FIELDS}
+    # Any: each field read as its own type (int, float or text), which the name decides.
+    known: dict[str, Any] = {
+        name: (_as_int if name in _INTS else _as_float if name in _FLOATS else _as_text)(
+            data.get(name)) for name in _FIELDS}
     if not state:
         known["reason"] = "status.json has no known state"
     found = RunStatus(state=state or RunState.FAILED, **known)

@@ -83,7 +83,8 @@ class Tracker:
             status = read_status(plan.run_dir(run))
             entry = latest.get(run.run_id)
             if entry is None or status.state.ended or status.state is RunState.INTERRUPTED:
-                view = RunView(run, status.state, entry and entry.job_id, status.reason)
+                view = RunView(run, status.state, entry.job_id if entry else None,
+                               status.reason)
                 views[run.run_id] = view
                 if status.state.ended:
                     self.settled[run.run_id] = view
@@ -183,18 +184,21 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
     energy = job.energy_j and job.elapsed_s  # the site's energy accounting (whole job)
     return write_status(run_dir, RunStatus(
         RunState.COMPLETED if reason is None else RunState.FAILED,
-        failure=failure and failure.failure, failure_line=failure and failure.line,
+        failure=failure.failure if failure else None,
+        failure_line=failure.line if failure else None,
         job_id=job.job_id, scheduler_state=job.raw, exit_code=exit_code, ended_at=now(),
         reason=reason, log_tail=None if reason is None else ws.log_tail(run_dir),
         job_energy_j=job.energy_j if energy else None,
         job_elapsed_s=job.elapsed_s if energy else None,
-        job_power_w=round(job.energy_j / job.elapsed_s, 3) if energy else None))
+        job_power_w=(round(job.energy_j / job.elapsed_s, 3)
+                     if job.energy_j and job.elapsed_s else None)))
 
 
 def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | None:
     """Why an ended job's run failed (None: it completed)."""
     if job.state is JobStatus.COMPLETED and problem is None and exit_code in (None, 0):
         return None
+    reason: str | None
     if job.state is JobStatus.LOST:
         reason = (f"job {job.job_id} is no longer known to the scheduler and left no "
                   "metrics record (lost)")
@@ -251,7 +255,7 @@ def recover(plan: Plan, runner: commands.CommandRunner = commands.run_command
         mine = found.get(named(intent), set())
         orphans = sorted(mine if intent.allocation else mine - known,
                          key=lambda j: (len(j), j)) if run is not None else []
-        if orphans:
+        if orphans and run is not None:  # orphans are found for a known run only
             job_id = orphans[-1]
             book.record(Job(run_id, job_id, intent.attempt, scheduler.name,
                             "pack" if intent.allocation else None, submitted_at=intent.at,

@@ -5,6 +5,7 @@ autoescaped, images inlined as data URIs)."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -55,7 +56,7 @@ class Headline:
 class Items:
     """A bulleted list of sentences or links."""
 
-    items: list[str | Link]
+    items: Sequence[str | Link]
 
 
 @dataclass(frozen=True)

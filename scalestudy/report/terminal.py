@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.markup import escape
 from rich.table import Table
@@ -141,7 +141,7 @@ def fit_table(title: str, columns: Sequence[Column], width: int | None,
     table = Table(title=title, title_justify="left", caption_justify="left")
     sizes: list[int] = []
     for col in shown:
-        justify = "right" if col.right else "left"
+        justify: Literal["left", "right"] = "right" if col.right else "left"
         size = _width(col, stage)
         if col.wrap:
             table.add_column(escape(col.name), justify=justify, overflow="fold")

@@ -152,7 +152,7 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         rows = rows.sort_values("world_size")
         p, batch, t, gbytes, busbw = _group_inputs(rows)
         params, terms = fit_points(p, batch, t, gbytes, latency, bandwidth, busbw)
-        fit = dict.fromkeys(FIT_COLUMNS, float("nan"))
+        fit: dict[str, object] = dict.fromkeys(FIT_COLUMNS, float("nan"))
         fit.update(group=group, points=len(np.unique(p)), grad_bytes=gbytes,
                    node_counts=int(rows["nodes"].nunique()),
                    probe_busbw_GBps=busbw, bandwidth_from=bandwidth,

@@ -73,7 +73,7 @@ def spec_settings(spec: Path) -> dict[str, str]:
     return _flatten({k: v for k, v in data.items() if k not in NOT_SETTINGS})
 
 
-def load_side(arg: Path, results: Path) -> Side:
+def load_side(arg: Path | str, results: Path) -> Side:
     """A study spec (its results/<name>/runs.csv), a results directory, or a study in the
     results store (`history:NAME`, imported results too) -> Side."""
     if is_stored(arg):

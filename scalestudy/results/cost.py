@@ -182,7 +182,8 @@ def pareto_front(time_s: Sequence[float] | np.ndarray, cost: Sequence[float] | n
     t = np.asarray(time_s, float)
     c = np.asarray(cost, float)
     order = np.lexsort((c, t))
-    kept, best = [], math.inf
+    kept: list[int] = []
+    best = math.inf
     for i in order:
         if c[i] < best or (c[i] == best and kept and t[i] == t[kept[-1]]):
             kept.append(int(i))

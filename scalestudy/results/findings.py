@@ -266,7 +266,7 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
                 f"efficiency (measured {b.efficiency_measured:.1%})")
         x = loss.get(b.group)
         sync = x.sync_s if x is not None and x.overhead == x.overhead else math.nan
-        if sync == sync and sync > 0:
+        if x is not None and sync == sync and sync > 0:  # x is None: sync is NaN
             part = b.ring_time_s / sync
             parts.append(part)
             text += (f", {part:.0%} of the {_sec(sync)} of sync not hidden ("

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import TypedDict, cast
 
 import pandas as pd
 
@@ -25,6 +26,24 @@ OPTIONAL: tuple[str, ...] = ("nodes", "gpus_per_node", "per_gpu_batch", "global_
 _INTEGERS = ("gpus", "nodes", "gpus_per_node", "per_gpu_batch", "global_batch", "tp", "pp",
              "microbatches")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+class _Point(TypedDict):
+    """One row, checked: the columns in the table's order (REQUIRED, OPTIONAL), then the
+    pipeline's bubble."""
+
+    gpus: int
+    throughput: float
+    nodes: int | None
+    gpus_per_node: int | None
+    per_gpu_batch: int | None
+    global_batch: int | None
+    unit: str | None
+    per_gpu: bool
+    tp: int | None
+    pp: int | None
+    microbatches: int | None
+    bubble_fraction: float
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, str, int | None]:
@@ -74,7 +93,7 @@ def read_table(path: Path) -> tuple[pd.DataFrame, str, int | None]:
     return frame, units.pop() if units else "throughput", per_node.pop() if per_node else None
 
 
-def _row(path: Path, line: int, cells: dict[str, str]) -> dict[str, object]:
+def _row(path: Path, line: int, cells: dict[str, str]) -> _Point:
     """One row, checked: numbers where numbers go, the total throughput."""
     values: dict[str, object] = {}
     for name in (*REQUIRED, *OPTIONAL):
@@ -91,19 +110,20 @@ def _row(path: Path, line: int, cells: dict[str, str]) -> dict[str, object]:
             values[name] = None
         else:
             values[name] = _number(path, line, name, raw)
-    if values["gpus_per_node"] and values["nodes"] and \
-            values["nodes"] * values["gpus_per_node"] != values["gpus"]:  # type: ignore[operator]
+    # Every column is set now, with its type (int for _INTEGERS); the bubble follows.
+    point = cast(_Point, values)
+    if point["gpus_per_node"] and point["nodes"] and \
+            point["nodes"] * point["gpus_per_node"] != point["gpus"]:
         raise ScalestudyError(f"{path}:{line}: nodes × gpus_per_node is not gpus")
-    replica = int(values["tp"] or 1) * int(values["pp"] or 1)  # type: ignore[call-overload]
-    if int(values["gpus"]) % replica:  # type: ignore[call-overload]
+    replica = int(point["tp"] or 1) * int(point["pp"] or 1)
+    if int(point["gpus"]) % replica:
         raise ScalestudyError(f"{path}:{line}: tp × pp ({replica}) does not divide gpus: "
                               "every data-parallel replica holds tp × pp GPUs")
-    pp = int(values["pp"] or 1)  # type: ignore[call-overload]
-    values["bubble_fraction"] = (pp - 1) / (int(values["microbatches"] or pp)  # type: ignore[call-overload]
-                                            + pp - 1)
-    if values["per_gpu"]:
-        values["throughput"] = float(values["throughput"]) * int(values["gpus"])  # type: ignore[arg-type]
-    return values
+    pp = int(point["pp"] or 1)
+    point["bubble_fraction"] = (pp - 1) / (int(point["microbatches"] or pp) + pp - 1)
+    if point["per_gpu"]:
+        point["throughput"] = float(point["throughput"]) * int(point["gpus"])
+    return point
 
 
 def _number(path: Path, line: int, name: str, raw: str) -> float | int:

@@ -24,6 +24,7 @@ The bytes are the model's, not measured; the throughput and its losses are measu
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -42,7 +43,7 @@ def _int(value: object, default: int = 1) -> int:
     return int(number) if math.isfinite(number) and number > 0 else default
 
 
-def traffic(row: pd.Series | dict[str, object]) -> dict[str, float]:
+def traffic(row: pd.Series | Mapping[str, str | float | None]) -> dict[str, float]:
     """Bytes one rank sends per optimizer step by kind, and the pipeline bubble, for one
     point of a transformer study (NaN for a model that is not one of the transformers)."""
     get = row.get

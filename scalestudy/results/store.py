@@ -344,8 +344,9 @@ def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, 
     if found is not None:
         conn.execute(sa.update(studies).where(studies.c.id == found).values(**values))
         return int(found)
+    # SQLAlchemy types inserted_primary_key Optional; a one-row insert() always has it.
     return int(conn.execute(sa.insert(studies).values(directory=str(directory), **values)
-                            ).inserted_primary_key[0])
+                            ).inserted_primary_key[0])  # type: ignore[index]
 
 
 def _row(study_id: int, a: Attempt) -> dict[str, Any]:

@@ -94,8 +94,8 @@ class GpuWrapper(Launcher):
     def words(self, launch: Launch) -> list[Word]:
         """The wrapper, where the site has one and the run has GPUs, then the ranks."""
         wrapper = launch.system.launcher_options.gpu_wrapper
-        use = wrapper and launch.system.gpus_per_node
-        return [*([wrapper] if use else []), *self.inner.words(launch)]
+        use = [wrapper] if wrapper and launch.system.gpus_per_node else []
+        return [*use, *self.inner.words(launch)]
 
 
 @dataclass(frozen=True)

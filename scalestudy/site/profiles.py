@@ -21,6 +21,8 @@ SYSTEMS = "scalestudy.site.systems"
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Where code builds a model itself (`SchedulerOptions(...)`), its fields give their
+    # defaults as `Field(default=...)`: a type checker reads only that keyword.
 
 
 def _walltime(value: str | None) -> str | None:
@@ -54,23 +56,25 @@ class QueueLimit(_Data):
 class SchedulerOptions(_Data):
     """How the site's scheduler wants a job asked for (defaults; a spec's `job:` wins)."""
 
-    queue: str | None = Field(None, description="default queue (PBS -q) or partition (Slurm -p)")
+    queue: str | None = Field(
+        default=None, description="default queue (PBS -q) or partition (Slurm -p)")
     submit_args: list[str] | None = Field(
-        None, description="extra arguments of the submit command; null: the scheduler's "
+        default=None, description="extra arguments of the submit command; null: the scheduler's "
         "default (PBS: -f, qsub in the foreground; Torque-style qsub needs [])")
-    account_required: bool = Field(False, description="jobs must name an account (-A)")
-    max_walltime: str | None = Field(None, description="longest walltime, [D-]HH:MM:SS")
-    constraint: str | None = Field(None, description="Slurm -C (e.g. gpu on Perlmutter)")
-    qos: str | None = Field(None, description="Slurm -q")
+    account_required: bool = Field(default=False, description="jobs must name an account (-A)")
+    max_walltime: str | None = Field(default=None, description="longest walltime, [D-]HH:MM:SS")
+    constraint: str | None = Field(default=None, description="Slurm -C (e.g. gpu on Perlmutter)")
+    qos: str | None = Field(default=None, description="Slurm -q")
     gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
-        "gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing; "
+        default="gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing; "
         "PBS: gpus-per-node asks ncpus/ngpus/mpiprocs in -l select, none asks whole nodes"
     )
     select_terms: dict[str, str] = Field(
         default_factory=dict, description="PBS: extra terms of -l select (e.g. system: polaris)"
     )
-    place: str | None = Field(None, description="PBS -l place (e.g. scatter)")
-    filesystems: str | None = Field(None, description="PBS -l filesystems (ALCF: home:eagle)")
+    place: str | None = Field(default=None, description="PBS -l place (e.g. scatter)")
+    filesystems: str | None = Field(
+        default=None, description="PBS -l filesystems (ALCF: home:eagle)")
     extra: list[str] = Field(
         default_factory=list, description="more directive lines, without the #SBATCH/#PBS"
     )
@@ -86,19 +90,20 @@ class SchedulerOptions(_Data):
 class LauncherOptions(_Data):
     """How the site starts ranks: binding and launcher flags."""
 
-    cpu_bind: str | None = Field(None, description="srun --cpu-bind / mpiexec --cpu-bind / "
+    cpu_bind: str | None = Field(default=None, description="srun --cpu-bind / mpiexec --cpu-bind / "
                                  "mpirun --bind-to / flux run -o cpu-affinity value")
-    depth: int | None = Field(None, ge=1, description="mpiexec --depth: cores per rank")
-    gpu_bind: str | None = Field(None, description="srun --gpu-bind value (e.g. closest); "
+    depth: int | None = Field(default=None, ge=1, description="mpiexec --depth: cores per rank")
+    gpu_bind: str | None = Field(default=None, description="srun --gpu-bind value (e.g. closest); "
                                  "flux run -o gpu-affinity value (e.g. per-task)")
-    gpus_per_task: int | None = Field(None, ge=1, description="srun / flux run --gpus-per-task")
-    mpi: str | None = Field(None, description="srun --mpi plugin (e.g. pmix)")
+    gpus_per_task: int | None = Field(
+        default=None, ge=1, description="srun / flux run --gpus-per-task")
+    mpi: str | None = Field(default=None, description="srun --mpi plugin (e.g. pmix)")
     gpu_wrapper: str | None = Field(
-        None, description="per-rank wrapper that sets the rank's visible GPU (ALCF style)"
+        default=None, description="per-rank wrapper that sets the rank's visible GPU (ALCF style)"
     )
     extra_args: list[str] = Field(default_factory=list, description="more launcher arguments")
     torchrun_via: Literal["srun", "mpiexec", "mpirun", "flux"] | None = Field(
-        None, description="launcher: torchrun: what starts one torchrun agent per node"
+        default=None, description="launcher: torchrun: what starts one torchrun agent per node"
     )
 
 

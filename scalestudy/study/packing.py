@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from scalestudy.site.preflight import Preflight
     from scalestudy.site.queues import QueueLimits
 
-Shape = tuple[int, int, int, str, str]
+#: (nodes, ranks per node, global batch, backend, model); a store row may lack a number.
+Shape = tuple[int | None, int | None, int | None, str, str]
 
 
 def _shape(run: Run | dict[str, Any]) -> Shape:

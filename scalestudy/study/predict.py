@@ -165,7 +165,7 @@ def _points(source: str, group: str | None, results: Path
         frame, unit, per_node = read_table(Path(source))
         return frame, unit, per_node, f"table {source}", None, None, None
     side = load_side(Path(source) if not source.startswith("history:") else source,
-                     results)  # type: ignore[arg-type]
+                     results)
     table = side.table
     if table.empty:
         raise ScalestudyError(f"{source}: no completed runs to forecast from")

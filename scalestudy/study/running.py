@@ -197,8 +197,8 @@ class Screen(Protocol):
         """What the submission did (jobs adopted, submitted, held back)."""
 
     def running_here(self, plan: Plan, count: int
-                     ) -> contextlib.AbstractContextManager[Progress]:
-        """Progress over `count` runs on this machine."""
+                     ) -> contextlib.AbstractContextManager[Progress | None]:
+        """Progress over `count` runs on this machine (None: no callback to call)."""
 
     def following(self, run_ids: list[str]
                   ) -> contextlib.AbstractContextManager[Callable[[dict[str, RunView]], None]]:

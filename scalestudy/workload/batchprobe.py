@@ -164,11 +164,12 @@ def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.d
                               device, Batch(data, target))
             times = time_iterations(step, warmup_iters=1, iters=cfg.iters,
                                     batches_per_iter=cfg.batches_per_iter, sync=sync)
+            peak = _peak_memory(device)
             point = Point(batch_size, True, batch_size * cfg.batches_per_iter / mean(times),
-                          _peak_memory(device))
-            if cpu_limit is not None and point.peak_memory_bytes > cpu_limit:
-                point = Point(batch_size, False, peak_memory_bytes=point.peak_memory_bytes,
-                              error=f"peak resident memory {point.peak_memory_bytes / GIB:.2f} "
+                          peak)
+            if cpu_limit is not None and peak > cpu_limit:
+                point = Point(batch_size, False, peak_memory_bytes=peak,
+                              error=f"peak resident memory {peak / GIB:.2f} "
                               f"GiB is above the limit of {cpu_limit / GIB:.2f} GiB")
         except Exception as exc:  # only out-of-memory counts as "does not fit"
             if not is_oom(exc):

@@ -109,6 +109,10 @@ def init_process_group(
     )
 
 
+#: What wrap() keeps for compute_step: optimizer, lr scheduler, config, device, batch.
+_StepArgs = tuple[torch.optim.Optimizer, Any, TrainConfig, torch.device, Batch]
+
+
 class DDPBackend:
     """torch DistributedDataParallel over the job's process group."""
 
@@ -119,7 +123,7 @@ class DDPBackend:
         self.options = dict(options)
         self.wire = self.options.get("comm_hook", "none")
         self._model: DistributedDataParallel | None = None
-        self._step_args: tuple[Any, ...] = ()
+        self._step_args: _StepArgs | None = None
         self._buckets = [0]  # allreduce buckets per step, counted by a simulated network
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
@@ -150,7 +154,7 @@ class DDPBackend:
 
     def compute_step(self) -> Callable[[], torch.Tensor]:
         """The same step under `no_sync()`: gradients stay local."""
-        assert self._model is not None, "wrap() first"
+        assert self._model is not None and self._step_args is not None, "wrap() first"
         return plain_step(self._model, *self._step_args, context=self._model.no_sync)
 
     def allreduce(self, size_bytes: int, device: torch.device) -> Callable[[], object]:

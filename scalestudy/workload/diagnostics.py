@@ -97,7 +97,7 @@ def probe_table(sizes: Sequence[int], seconds: Sequence[float],
 
 
 def comm_summary(
-    step_times: Sequence[float], compute_times: Sequence[float], global_batch: int
+    step_times: Sequence[float], compute_times: Sequence[float], global_batch: float
 ) -> dict[str, Any]:
     """From each rank's mean seconds per step with and without gradient sync: the
     compute-only throughput over all ranks and comm_overhead = 1 - t_compute / t_step."""

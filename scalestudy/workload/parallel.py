@@ -138,7 +138,7 @@ def tied_embedding_group(layout: Layout) -> dist.ProcessGroup | None:
     return group
 
 
-def sum_tied_gradient(param: nn.Parameter, group: dist.ProcessGroup) -> None:
+def sum_tied_gradient(param: torch.Tensor, group: dist.ProcessGroup) -> None:
     """Sum the gradient of the tied embedding over the first and the last stage.
 
     A vocabulary-parallel embedding's gradient comes back from DTensor replicated while

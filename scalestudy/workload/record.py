@@ -11,7 +11,7 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 #: The record's format. Version 2: `throughput` is work over time (each rank's units
 #: over its summed iteration seconds, summed over ranks); version 1 summed each rank's
@@ -146,7 +146,7 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
 
     env, backend = session.env, session.backend
     global_batch = cfg.batch_size * cfg.layout.dp
-    return {  # type: ignore[return-value]  # the keys of MetricsRecord, from the parts
+    return cast(MetricsRecord, {  # the keys of MetricsRecord, from the parts
         "schema": SCHEMA,
         "source": "workload",
         **stats,
@@ -183,11 +183,12 @@ def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[An
         "python_version": platform.python_version(),
         "provenance": stack.describe(session.device, environ),
         "elapsed_s": round(elapsed_s, 3),
-    }
+    })
 
 
-def append_record(path: Path, record: MetricsRecord) -> None:
-    """Append one JSON line, flushed and fsynced; a torn last line is ended first."""
+def append_record(path: Path, record: Mapping[str, object]) -> None:
+    """Append one JSON line (a MetricsRecord, or the batch probe's record), flushed and
+    fsynced; a torn last line is ended first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+b") as fh:
         if fh.tell() > 0:

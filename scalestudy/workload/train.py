@@ -111,15 +111,16 @@ def build(cfg: TrainConfig, device: torch.device) -> tuple[nn.Module, Batch]:
     torch.manual_seed(cfg.seed)
     if is_transformer(cfg.model):
         with torch.device(device):
-            model = transformer.build(cfg.model, cfg.seq_len, cfg.activation_checkpointing)
+            lm = transformer.build(cfg.model, cfg.seq_len, cfg.activation_checkpointing)
         data, target = transformer.synthetic_tokens(
-            cfg.batch_size, cfg.seq_len, model.cfg.vocab_size, device)
-        return model, Batch(data, target)
+            cfg.batch_size, cfg.seq_len, lm.cfg.vocab_size, device)
+        return lm, Batch(data, target)
     model = build_model(cfg.model, cfg.num_classes).to(device)
     shape = (cfg.batch_size, 3, cfg.image_size, cfg.image_size)
     data = torch.randn(shape, device=device)
     if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+        # torch's stubs type Module.to without memory_format, which it takes at run time.
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         data = data.contiguous(memory_format=torch.channels_last)
     target = torch.randint(0, cfg.num_classes, (cfg.batch_size,), device=device)
     return model, Batch(data, target)

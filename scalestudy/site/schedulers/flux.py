@@ -107,7 +107,7 @@ def job_state(job: Mapping[str, Any]) -> JobState:
         failure, state, meaning = EXCEPTIONS[kind]
         if kind == "cancel" and code is not None and code < 0:
             meaning = "cancelled before it started (flux cancel)"
-        reason = meaning + (f": {note}" if note else "")
+        reason: str | None = meaning + (f": {note}" if note else "")
         # A cancel or a time limit kills the job's shell with a signal; its number is
         # Flux's, not the program's: the run's own exit_code file says more.
         return JobState(job_id, state, raw, code if code is None or code >= 0 else None,
