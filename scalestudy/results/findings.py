@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -110,10 +111,21 @@ def sync_clause(loss: Loss) -> str:
             "(measured comm overhead)")
 
 
-def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[tuple[str, str, str, float, str]]:
-    """(parameter, best, reference, gain, where) per parameter that varies between
-    groups, at the largest world size every value was measured at; gain NaN when the
-    difference is within the repeat band (or TOLERANCE with one repeat)."""
+class Outcome(NamedTuple):
+    """How a variant fared against the reference: `best` beats `reference` by `gain`
+    (NaN: within the repeat band) at `where`, for the parameter `dim`."""
+
+    dim: str
+    best: str
+    reference: str
+    gain: float
+    where: str
+
+
+def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[Outcome]:
+    """An Outcome per parameter that varies between groups, at the largest world size
+    every value was measured at; gain NaN when the difference is within the repeat band
+    (or TOLERANCE with one repeat)."""
     keys = list(table.columns[1:table.columns.get_loc("nodes")])
     keys = [k for k in keys if k not in NOT_VARIANTS and table[k].nunique(dropna=False) > 1]
     fixed = "batch_size" if scaling == "weak" else "global_batch"
@@ -141,11 +153,9 @@ def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[tuple[str, str, 
                      f"{_img(r['throughput_median'])} {unit_of(table)}"
                      + (f" (global batch {format_value(r['global_batch'])})"
                         if r["global_batch"] != b["global_batch"] else ""))
-            out.append((dim, str(b[dim]), str(ref), math.nan if same else gain, where))
+            out.append(Outcome(dim, str(b[dim]), str(ref), math.nan if same else gain, where))
     return out
 
-
-Outcome = tuple[str, str, str, float, str]
 
 
 def variant_findings(table: pd.DataFrame, scaling: str,
@@ -154,9 +164,9 @@ def variant_findings(table: pd.DataFrame, scaling: str,
     (`outcomes`: variant_outcomes' answer, when already computed)."""
     found = variant_outcomes(table, scaling) if outcomes is None else outcomes
     out = []
-    for dim in dict.fromkeys(v[0] for v in found):
+    for dim in dict.fromkeys(v.dim for v in found):
         clauses = []
-        for _, best, ref, gain, where in (v for v in found if v[0] == dim):
+        for _, best, ref, gain, where in (v for v in found if v.dim == dim):
             if gain != gain:
                 clauses.append(f"`{best}` and `{ref}` are within the repeat band at {where}:"
                                " no difference")

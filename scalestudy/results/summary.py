@@ -131,9 +131,9 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
                 f"{int(worst['ranks_per_host'])} ranks on it, the {int(worst['world_size'])}-GPU"
                 " points measure core sharing, not scaling; add hosts or GPUs to go further.")
     outcomes = variant_outcomes(table, scaling) if outcomes is None else outcomes
-    wins = [v for v in outcomes if v[3] == v[3] and v[3] > 0]
+    wins = [v for v in outcomes if v.gain == v.gain and v.gain > 0]
     if wins:
-        dim, best, ref, gain, where = max(wins, key=lambda v: v[3])
+        dim, best, ref, gain, where = max(wins, key=lambda v: v.gain)
         return f"Try next: {dim} `{best}`: it beats `{ref}` by {gain:+.1%} at {where}."
     kind = loss.cause() if loss is not None else "unknown"
     if kind in ("comm", "model"):
