@@ -152,9 +152,7 @@ class Scheduler:
     def pack_engine(self, asked: str) -> PackEngine:
         """The engine of this scheduler's packed allocations, given the spec's (a job
         that is a Flux instance already runs its steps as Flux jobs, whatever it asks)."""
-        if self.flux_start == "":
-            return next(e for e in PACK_ENGINES.values() if e.flux_jobs)
-        return PACK_ENGINES[asked]
+        return PACK_ENGINES["flux" if self.flux_start == "" else asked]
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""
