@@ -17,6 +17,8 @@ from scalestudy.site import preflight as pf
 from scalestudy.site import queues
 from scalestudy.site.plan import make_plan
 from scalestudy.site.schedulers import get
+from scalestudy.site.schedulers.pbs import limits as pbs_limits
+from scalestudy.site.schedulers.slurm import limits as slurm_limits
 from tests.conftest import run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "preflight"
@@ -52,11 +54,11 @@ def plan_of(tmp_path: Path, scheduler: str = "slurm", nodes: str = "[1, 2]",
 
 
 def slurm_facts(**overrides) -> pf.Facts:  # type: ignore[no-untyped-def]
-    answer = queues.parse_scontrol_partitions(read("slurm-scontrol-show-partition.txt"))
-    answer.merge(queues.parse_sinfo_states(read("slurm-sinfo.txt")))
-    answer.merge(queues.parse_sacctmgr_qos(read("slurm-sacctmgr-show-qos.txt")))
+    answer = slurm_limits.parse_scontrol_partitions(read("slurm-scontrol-show-partition.txt"))
+    answer.merge(slurm_limits.parse_sinfo_states(read("slurm-sinfo.txt")))
+    answer.merge(slurm_limits.parse_sacctmgr_qos(read("slurm-sacctmgr-show-qos.txt")))
     facts = pf.Facts(user="root", host="login1", queues=answer,
-                     accounts=queues.parse_sacctmgr_accounts(
+                     accounts=slurm_limits.parse_sacctmgr_accounts(
                          read("slurm-sacctmgr-show-assoc.txt")))
     for key, value in overrides.items():
         setattr(facts, key, value)
@@ -67,7 +69,7 @@ def slurm_facts(**overrides) -> pf.Facts:  # type: ignore[no-untyped-def]
 
 
 def test_scontrol_partitions_recorded_from_the_testbed() -> None:
-    answer = queues.parse_scontrol_partitions(read("slurm-scontrol-show-partition.txt"))
+    answer = slurm_limits.parse_scontrol_partitions(read("slurm-scontrol-show-partition.txt"))
     assert answer.default == "debug"
     debug, short = answer.queues["debug"], answer.queues["short"]
     assert (debug.max_nodes, debug.max_walltime_s, debug.total_nodes) == (None, None, 4)
@@ -80,7 +82,7 @@ def test_scontrol_partitions_recorded_from_the_testbed() -> None:
 def test_scontrol_states_and_access_lists() -> None:
     line = ("PartitionName=gpu AllowGroups=ALL AllowAccounts=proj1,Proj2 AllowQos=ALL "
             "Default=NO MaxNodes=16 MaxTime=2-00:00:00 MinNodes=2 State=DRAIN TotalNodes=64")
-    gpu = queues.parse_scontrol_partitions(line).queues["gpu"]
+    gpu = slurm_limits.parse_scontrol_partitions(line).queues["gpu"]
     assert gpu.closed == "State=DRAIN" and gpu.allow_accounts == {"proj1", "proj2"}
     assert (gpu.min_nodes, gpu.max_nodes, gpu.max_walltime_s) == (2, 16, 2 * 86400)
 
@@ -90,29 +92,29 @@ def test_scontrol_states_and_access_lists() -> None:
     ("1:00:00", 3600), ("2-00:00:00", 172800), ("1-12", 129600), ("1-0:30", 88200),
     ("bogus", None)])
 def test_slurm_times(text: str, seconds: int | None) -> None:
-    assert queues.slurm_seconds(text) == seconds
+    assert slurm_limits.slurm_seconds(text) == seconds
 
 
 @pytest.mark.parametrize(("value", "seconds"), [
     ("01:00:00", 3600), ("30:00", 1800), (3600, 3600), ("72:00:00", 259200), (None, None),
     ("x", None)])
 def test_pbs_walltimes(value: object, seconds: int | None) -> None:
-    assert queues.pbs_seconds(value) == seconds
+    assert pbs_limits.pbs_seconds(value) == seconds
 
 
 def test_sinfo_counts_the_nodes_that_take_no_job() -> None:
-    assert queues.parse_sinfo_states(read("slurm-sinfo.txt")).down_nodes == {
+    assert slurm_limits.parse_sinfo_states(read("slurm-sinfo.txt")).down_nodes == {
         "debug": 0, "short": 0}
     text = "gpu|idle|10\ngpu|drained|3\ngpu|down*|2\ngpu|mixed|5\ngpu|draining|1\n"
-    assert queues.parse_sinfo_states(text).down_nodes == {"gpu": 6}
+    assert slurm_limits.parse_sinfo_states(text).down_nodes == {"gpu": 6}
 
 
 def test_sacctmgr_assoc_and_qos() -> None:
-    assert queues.parse_sacctmgr_accounts(read("slurm-sacctmgr-show-assoc.txt")) == {
+    assert slurm_limits.parse_sacctmgr_accounts(read("slurm-sacctmgr-show-assoc.txt")) == {
         "scalestudy": {""}, "root": {""}}
-    assert queues.parse_sacctmgr_accounts("Proj|gpu|normal\nproj|cpu|normal\n") == {
+    assert slurm_limits.parse_sacctmgr_accounts("Proj|gpu|normal\nproj|cpu|normal\n") == {
         "proj": {"gpu", "cpu"}}
-    qos = queues.parse_sacctmgr_qos(
+    qos = slurm_limits.parse_sacctmgr_qos(
         read("slurm-sacctmgr-show-qos.txt") + "debug|00:30:00|cpu=256,node=8|node=1\n").qos
     assert qos["normal"].max_nodes is None and qos["normal"].max_walltime_s is None
     assert (qos["debug"].min_nodes, qos["debug"].max_nodes, qos["debug"].max_walltime_s) \
@@ -120,14 +122,14 @@ def test_sacctmgr_assoc_and_qos() -> None:
 
 
 def test_openpbs_queues_server_and_qmgr_recorded_from_the_testbed() -> None:
-    answer = queues.parse_qstat_queues(read("pbs-qstat-Q-f-F-json.json"))
+    answer = pbs_limits.parse_qstat_queues(read("pbs-qstat-Q-f-F-json.json"))
     assert set(answer.queues) == {"workq", "debug-scaling", "prod"}
     ds, prod = answer.queues["debug-scaling"], answer.queues["prod"]
     assert (ds.min_nodes, ds.max_nodes, ds.max_walltime_s) == (1, 2, 3600)
     assert (prod.min_nodes, prod.max_nodes, prod.max_walltime_s) == (2, 4, 6 * 3600)
     assert answer.queues["workq"].max_nodes is None and prod.closed is None
-    assert queues.parse_qstat_server(read("pbs-qstat-B-f-F-json.json")).default == "workq"
-    listed = queues.parse_qmgr_queues(read("pbs-qmgr-list-queue.txt")).queues
+    assert pbs_limits.parse_qstat_server(read("pbs-qstat-B-f-F-json.json")).default == "workq"
+    listed = pbs_limits.parse_qmgr_queues(read("pbs-qmgr-list-queue.txt")).queues
     assert listed == {name: queues.QueueLimits(**{**vars(q), "source": listed[name].source})
                       for name, q in answer.queues.items()}
 
@@ -135,7 +137,7 @@ def test_openpbs_queues_server_and_qmgr_recorded_from_the_testbed() -> None:
 def test_a_disabled_pbs_queue_is_closed_and_torque_qstat_is_no_answer() -> None:
     text = ('{"Queue": {"q": {"enabled": "False", "started": "True", '
             '"resources_max": {"nodect": 8}}}}')
-    assert queues.parse_qstat_queues(text).queues["q"].closed == "enabled = False"
+    assert pbs_limits.parse_qstat_queues(text).queues["q"].closed == "enabled = False"
     pbs = get("pbs")
     assert pbs.parse_limits(["qstat", "-Q", "-f", "-F", "json"], 2, "", "Unknown option: F") \
         is None

@@ -154,7 +154,8 @@ class Job(Model):
     )
     template_dir: str | None = Field(
         default=None, description="a directory of your own job templates (slurm.sh.j2, pbs.sh.j2, "
-        "local.sh.j2), relative to the spec file; the shipped ones fill the gaps"
+        "flux.sh.j2, local.sh.j2, or _job.sh.j2, the script they all extend), relative to the "
+        "spec file; the shipped ones fill the gaps"
     )
     walltime: str = Field(
         default="00:30:00",

@@ -11,11 +11,13 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.core.errors import SubmitError
 from scalestudy.core.states import JobStatus
 from scalestudy.execute.workspace import HELD_LOCKS
+from scalestudy.site import schedulers
 from scalestudy.site.schedulers import JobRequest, JobState, Scheduler
 
 # (argv, cwd=None) -> (exit code, stdout, stderr). Tests may pass a recording fake here.
@@ -39,27 +41,34 @@ def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str,
     return done.returncode, done.stdout, done.stderr
 
 
-# What a busy or restarting controller says; such failures are worth another try.
-TRANSIENT = re.compile(
-    r"socket timed out|timed out|temporarily unable|try again|unable to contact|"
-    r"connection refused|communication|slurm_load_jobs error|server is busy|"
-    r"cannot connect to server|pbs_iff|did not answer|Server shutting down|"
-    r"Batch protocol error|No free connections|"
-    # flux-core: the broker's socket is gone or refuses (its instance restarting)
-    r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)",
-    re.I)
-# A submission is tried again only when nothing can have been queued: a timeout after
-# sending may have queued the job, and a second sbatch would run it twice. PBS: the
-# server refused the connection or the request (shutting down; out of connections; a
-# job number that its history still holds after an unclean restart, exit 161, where
-# each refusal uses up one number); "Batch protocol error" may come after the job was
-# committed, so it is not among them.
-NOT_QUEUED = re.compile(
-    r"temporarily unable|unable to contact|connection refused|cannot connect to server|"
-    r"Server shutting down|No free connections|Job with requested ID already exists|"
-    r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)",
-    re.I)
+# What a busy or restarting controller says, in any scheduler's words (each adds its
+# own, `Scheduler.transient`); such failures are worth another try. "did not answer":
+# run_command's own timeout.
+TRANSIENT = r"timed out|temporarily unable|try again|unable to contact|connection refused|" \
+    r"communication|did not answer"
+# A submission is tried again only when nothing can have been queued (each scheduler
+# adds its own words, `Scheduler.not_queued`): a timeout after sending may have queued
+# the job, and a second sbatch would run it twice.
+NOT_QUEUED = r"temporarily unable|unable to contact|connection refused"
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
+
+
+def _joined(generic: str, attr: str) -> re.Pattern[str]:
+    """`generic` and every registered scheduler's own words (its `attr`), ignoring case."""
+    return _compiled(generic, tuple(getattr(cls, attr) for cls in schedulers.classes()))
+
+
+@lru_cache(maxsize=8)
+def _compiled(generic: str, words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join([generic, *filter(None, words)]), re.I)
+
+
+def _transient() -> re.Pattern[str]:
+    return _joined(TRANSIENT, "transient")
+
+
+def _not_queued() -> re.Pattern[str]:
+    return _joined(NOT_QUEUED, "not_queued")
 
 
 def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = None,
@@ -73,9 +82,9 @@ def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = 
         code, out, err = runner(argv, cwd=cwd)
         said = err or out or ""
         if idempotent:
-            transient = code != 0 and (code == 255 or bool(TRANSIENT.search(said)))
+            transient = code != 0 and (code == 255 or bool(_transient().search(said)))
         else:
-            transient = code != 0 and bool(NOT_QUEUED.search(said))
+            transient = code != 0 and bool(_not_queued().search(said))
         if not transient or delay is None:
             return code, out, err
         sleep(delay)

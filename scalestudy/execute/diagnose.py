@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.core.states import Failure
 from scalestudy.execute.workspace import launcher_lines, root_cause_lines, tail_text
+from scalestudy.site import schedulers
 
 #: How much of the end of each log is read.
 TAIL_BYTES = 64 * 1024
@@ -49,45 +51,28 @@ CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, PREEMPTED, REQUEUED, CANCELL
                                 SCHEDULER, OOM, RESOURCE_LIMIT, IMPORT_ERROR, NOT_FOUND,
                                 BAD_ARGUMENTS, COMM, UNKNOWN)
 
-_PATTERNS: dict[str, re.Pattern[str]] = {
-    # Torque's MoM: "=>> PBS: job killed: node 1 (n12) requested job terminate, 'EOF'
-    # ... received SISTER_EOF attempting to communicate with sister MOM's"
-    NODE_FAILURE: re.compile(
-        r"NODE[ _]FAIL|DUE TO NODE FAILURE|node failure|requested job (?:terminate|die)|"
-        r"SISTER_EOF", re.I),
-    WALLTIME: re.compile(
-        r"DUE TO TIME LIMIT|walltime \S* ?exceeded|exceeded (?:resource )?walltime|"
-        r"job killed: walltime|"
-        r"time limit of .* exceeded|"
-        r"job\.exception \S+ type=timeout", re.I),  # flux run: its job's time limit
-    # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***"
-    PREEMPTED: re.compile(r"DUE TO PREEMPTION|job (?:was )?preempted", re.I),
-    REQUEUED: re.compile(r"DUE TO JOB REQUEUE|job (?:was )?requeued", re.I),
-    CANCELLED: re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|job deleted by|qdel|"
-                          r"job\.exception \S+ type=cancel"),  # flux run
-    SCHEDULER: re.compile(
-        r"Unable to create step|Unable to contact slurm controller|"
-        r"Job step creation temporarily disabled|pbs_tmrsh|tm_init failed|"
-        r"cannot connect to server|Unable to connect to Flux|"
-        r"job\.exception \S+ type=alloc", re.I),  # flux run: an unsatisfiable request
+#: What any job's logs say of each class, whoever ran it; each scheduler adds what its
+#: own daemons write (`Scheduler.log_patterns`, in site.schedulers), see `_patterns`.
+_GENERIC: dict[str, re.Pattern[str]] = {
+    NODE_FAILURE: re.compile(r"node failure", re.I),
+    WALLTIME: re.compile(r"time limit of .* exceeded", re.I),
+    PREEMPTED: re.compile(r"job (?:was )?preempted", re.I),
+    REQUEUED: re.compile(r"job (?:was )?requeued", re.I),
     OOM: re.compile(
-        # Slurm's cgroup: "...killed by the cgroup out-of-memory handler"; Intel's Level
-        # Zero: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+        # a cgroup: "...killed by the cgroup out-of-memory handler"; Intel's Level Zero:
+        # UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
         r"out[ -]of[ -]memory|OutOfMemoryError|\bOOM\b|oom[-_]kill|"
         r"OUT_OF_(?:DEVICE_|HOST_)?MEMORY|MemoryError|"
-        r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|job killed: v?mem\b|"
-        r"Exceeded job memory limit|Killed process \d+", re.I),
-    # PBS MoM: "=>> PBS: job killed: cput 61 exceeded limit 60"; the kernel's RLIMIT_CPU.
-    RESOURCE_LIMIT: re.compile(
-        r"job killed: (?:cput|ncpus)\b|CPU time limit exceeded|Exceeded job cpu", re.I),
+        r"std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED|Killed process \d+", re.I),
+    # the kernel's RLIMIT_CPU
+    RESOURCE_LIMIT: re.compile(r"CPU time limit exceeded|Exceeded job cpu", re.I),
     IMPORT_ERROR: re.compile(
         r"ModuleNotFoundError|ImportError|No module named|"
         r"cannot open shared object file|undefined symbol:"),
     NOT_FOUND: re.compile(
         r"\[Errno 2\] No such file or directory|FileNotFoundError|"  # python x.py, open()
-        r"execve\(\).*No such file|execvp? error on file|"  # slurmstepd, MPICH hydra
-        r"could not access or execute an executable|"  # Open MPI
-        r"start failed: .*No such file or directory"),  # the Flux shell (flux run)
+        r"execvp? error on file|"  # MPICH hydra
+        r"could not access or execute an executable"),  # Open MPI
     BAD_ARGUMENTS: re.compile(
         r"error: (?:argument |unrecognized arguments|the following arguments are required)|"
         r"invalid choice:"),
@@ -104,6 +89,29 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
         r"RendezvousTimeoutError|gloo.*(?:[Tt]imed out|[Tt]imeout)|Socket Timeout|"
         r"Timed out waiting .*(?:workers|peers|ranks)", re.I),
 }
+
+
+def _patterns() -> dict[str, re.Pattern[str]]:
+    """Each class's pattern: the generic one and every registered scheduler's, in the
+    order of CLASSES."""
+    return _joined(tuple((cls.name, tuple(cls.log_patterns.items()))
+                         for cls in schedulers.classes()))
+
+
+@lru_cache(maxsize=4)
+def _joined(own: tuple[tuple[str, tuple[tuple[Failure, str], ...]], ...]
+            ) -> dict[str, re.Pattern[str]]:
+    joined: dict[str, re.Pattern[str]] = {}
+    for failure in CLASSES:
+        generic = _GENERIC.get(failure)
+        parts = [f"(?i:{p})" for _, patterns in own for cls, p in patterns if cls == failure]
+        if generic is not None:
+            parts.insert(0, generic.pattern)
+        if parts:
+            joined[failure] = re.compile("|".join(parts), generic.flags if generic else 0)
+    return joined
+
+
 #: An MPI_ABORT is what an application calls after its own error: comm only when the
 #: program said nothing else.
 _MPI_ABORT = re.compile(r"MPI_ABORT|MPI_Abort")
@@ -150,7 +158,7 @@ def log_evidence(text: str) -> dict[str, str]:
     a match are absent)."""
     found: dict[str, str] = {}
     for raw in program_lines(text):
-        for cls, pattern in _PATTERNS.items():
+        for cls, pattern in _patterns().items():
             if cls not in found:
                 match = pattern.search(raw)
                 if match:
@@ -162,7 +170,7 @@ def _from_reason(reason: str | None) -> str | None:
     """The class scalestudy's own reason decides (the local executor's time limit and
     Ctrl-C)."""
     text = reason or ""
-    if _PATTERNS[WALLTIME].search(text):
+    if _patterns()[WALLTIME].search(text):
         return WALLTIME
     if "interrupted by the user" in text or text.startswith("cancelled"):
         return CANCELLED
@@ -227,11 +235,15 @@ _ERROR_LIKE = re.compile(
     r"\b(?:error|fatal|failed|failure|abort(?:ed|ing)?|exception|denied|not found|"
     r"no such file|cannot|can't|could not|unable to|segmentation fault|core dumped)\b", re.I)
 #: Lines a launcher, MPI or the scheduler writes that are not the program's last words.
-_NOISE = re.compile(
-    r"^(?:srun|slurmstepd|salloc|sbatch|mpirun|mpiexec|orterun|prterun|=>> PBS|"
-    r"\[mpiexec@|\[proxy:|Warning: Permanently added)\b|^-{10,}$|^MPI_ABORT|"
-    r"^(?:with errorcode|NOTE: invoking MPI_ABORT|You may or may not see|exactly when)",
-    re.I)
+_NOISE = (r"^(?:mpirun|mpiexec|orterun|prterun|"
+          r"\[mpiexec@|\[proxy:|Warning: Permanently added)\b|^-{10,}$|^MPI_ABORT|"
+          r"^(?:with errorcode|NOTE: invoking MPI_ABORT|You may or may not see|exactly when)")
+
+
+@lru_cache(maxsize=4)
+def _noise(own: tuple[str, ...]) -> re.Pattern[str]:
+    """_NOISE and the line starts of every scheduler's commands (`Scheduler.log_noise`)."""
+    return re.compile("|".join([_NOISE, *(f"^(?:{n})\\b" for n in own if n)]), re.I)
 #: bash (the job script, or a `bash -c` command) could not find a program, file or directory.
 _SHELL_NOT_FOUND = re.compile(
     r": command not found$|: line \d+: .*: No such file or directory$|"
@@ -252,7 +264,8 @@ def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
 def _last_words(stderr_lines: list[str]) -> str | None:
     """What a program that raised nothing wrote last to stderr, past the launcher's and
     the scheduler's noise (with the line before, where the last one continues it)."""
-    kept = [ln for ln in stderr_lines if ln.strip() and not _NOISE.search(ln.strip())]
+    noise = _noise(tuple(cls.log_noise for cls in schedulers.classes()))
+    kept = [ln for ln in stderr_lines if ln.strip() and not noise.search(ln.strip())]
     if not kept:
         return None
     last = kept[-1]

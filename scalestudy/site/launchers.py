@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
-from scalestudy.site.profiles import SystemProfile
 from scalestudy.site.program import Program
+
+if TYPE_CHECKING:  # profiles asks this module which launchers there are
+    from scalestudy.site.profiles import SystemProfile
 
 
 class Shell(str):
@@ -220,6 +223,16 @@ STARTERS: dict[str, Starter] = {"srun": srun, "mpiexec": mpiexec, "mpirun": mpir
 RANKS = Ranks()
 
 
+def starters() -> list[str]:
+    """What can start ranks or torchrun's agents on a system's nodes."""
+    return sorted(STARTERS)
+
+
+def names() -> list[str]:
+    """The launchers a profile may name: a starter, or torchrun (started by one)."""
+    return sorted([*STARTERS, "torchrun"])
+
+
 @lru_cache(maxsize=64)
 def launcher(name: str, via: str | None, system: str, horovod: bool, one_host: bool) -> Launcher:
     """The launcher of a system's runs, composed: `name` the profile's launcher, `via`
@@ -239,7 +252,7 @@ def launcher(name: str, via: str | None, system: str, horovod: bool, one_host: b
         name = via
     if name not in STARTERS:
         raise ScalestudyError(f"unknown launcher {name!r}; valid launchers: "
-                              f"{', '.join(sorted([*STARTERS, 'torchrun']))}")
+                              f"{', '.join(names())}")
     inner = Torchrun() if torchrun and not horovod else GpuWrapper(RANKS)
     return Started(STARTERS[name], inner)
 

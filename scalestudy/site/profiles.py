@@ -6,17 +6,34 @@ path (`system: ./mysite.yaml`). The scheduler named there is one of site.schedul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from scalestudy.core.errors import SpecError, validation_messages
 from scalestudy.core.spec import EnvName, Name, walltime_seconds
+from scalestudy.site import launchers, schedulers
 
 SYSTEMS = "scalestudy.site.systems"
+
+
+def _one_of(what: str, names: Callable[[], list[str]]) -> AfterValidator:
+    """A name that must be in a registry (`names`), which the error lists."""
+    def check(name: str) -> str:
+        if name not in names():
+            raise ValueError(f"unknown {what} {name!r}; valid {what}s: {', '.join(names())}")
+        return name
+    return AfterValidator(check)
+
+
+def _listed(names: Callable[[], list[str]], *more: None) -> Callable[[dict[str, Any]], None]:
+    """The JSON Schema of such a name lists the registry's names (when it is made), and
+    `more` (null, where the field may be null)."""
+    return lambda schema: schema.update(enum=[*names(), *more])
 
 
 class _Data(BaseModel):
@@ -102,9 +119,9 @@ class LauncherOptions(_Data):
         default=None, description="per-rank wrapper that sets the rank's visible GPU (ALCF style)"
     )
     extra_args: list[str] = Field(default_factory=list, description="more launcher arguments")
-    torchrun_via: Literal["srun", "mpiexec", "mpirun", "flux"] | None = Field(
-        default=None, description="launcher: torchrun: what starts one torchrun agent per node"
-    )
+    torchrun_via: Annotated[str, _one_of("starter", launchers.starters)] | None = Field(
+        default=None, json_schema_extra=_listed(launchers.starters, None),
+        description="launcher: torchrun: what starts one torchrun agent per node")
 
 
 class SystemProfile(_Data):
@@ -114,10 +131,10 @@ class SystemProfile(_Data):
     description: str = Field("", description="one line about the machine")
     docs: list[str] = Field(default_factory=list,
                             description="the user-guide pages the facts come from")
-    scheduler: Literal["local", "slurm", "pbs", "flux"] = Field(description="how a job is queued")
-    launcher: Literal["torchrun", "srun", "mpiexec", "mpirun", "flux"] = Field(
-        description="how ranks are started"
-    )
+    scheduler: Annotated[str, _one_of("scheduler", schedulers.names)] = Field(
+        description="how a job is queued", json_schema_extra=_listed(schedulers.names))
+    launcher: Annotated[str, _one_of("launcher", launchers.names)] = Field(
+        description="how ranks are started", json_schema_extra=_listed(launchers.names))
     gpus_per_node: int = Field(0, ge=0, description="GPUs per node (0: CPU ranks)")
     gpu_api: Literal["cuda", "xpu"] = Field(
         "cuda", description="how PyTorch reaches the GPUs: cuda (NVIDIA, and AMD through "

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scalestudy.core.grid import Run, lr_values, run_options
 from scalestudy.core.spec import Study
-from scalestudy.site.profiles import SystemProfile
+
+if TYPE_CHECKING:  # profiles names the launchers, which name programs
+    from scalestudy.site.profiles import SystemProfile
 
 #: The bundled benchmark's module.
 WORKLOAD_MODULE = "scalestudy.workload"

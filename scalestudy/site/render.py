@@ -89,10 +89,12 @@ def shell_words(words: list[str]) -> str:
 
 @lru_cache(maxsize=8)
 def environment(template_dir: str | None = None) -> jinja2.Environment:
-    """The Jinja environment: shipped templates, or a user's directory first."""
+    """The Jinja environment: a user's directory first, then the templates schedulers
+    carry in their classes, then the shipped ones."""
     loaders: list[jinja2.BaseLoader] = []
     if template_dir:
         loaders.append(jinja2.FileSystemLoader(template_dir))
+    loaders.append(jinja2.FunctionLoader(schedulers.template_source))
     loaders.append(jinja2.PackageLoader("scalestudy.templates", ""))
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
@@ -180,6 +182,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "directives": (scheduler.directives(job_request(study, system, run, run_dir))
                        if scheduler.queued and not step else []),
         "step": step,
+        "nodes_command": scheduler.nodes_command,  # prints the job's hosts (its block)
         "launch": launch_words(launch),
         "env": env,
         # env.txt: the allowlist, the spec's variables and job.record_env (site.envrecord)
@@ -348,10 +351,11 @@ def render_allocation(study: Study, system: SystemProfile, allocation: Allocatio
         walltime=hms(allocation.walltime_s), stdout=str(alloc_dir / "allocation.log"),
         stderr=str(alloc_dir / "allocation.log"))
     template = environment(template_dir(study)).get_template("allocation.sh.j2")
+    flux_jobs = scheduler.pack_engine(study.job.pack_engine).flux_jobs
     return template.render(
         directives=scheduler.directives(request), version=__version__, study=study.name,
         name=name, steps=len(allocation.steps), nodes=allocation.nodes,
         alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
         job_id_variable=scheduler.job_id_variable, python=python,
-        flux_start=scheduler.flux_start
-        if scheduler.pack_engine(study.job.pack_engine).flux_jobs else None)
+        flux_jobs=flux_jobs, nested_flux=None if scheduler.job_is_flux_instance
+        else scheduler.starts_flux)

@@ -188,9 +188,9 @@ def check_engine(plan: Plan) -> None:
     engine = scheduler.pack_engine(plan.study.job.pack_engine)
     if not engine.flux_jobs and scheduler.nodes_command is None:
         raise ScalestudyError(f"run --pack: a {scheduler.name} job cannot run steps here")
-    if not engine.flux_jobs or scheduler.flux_start == "":
+    if not engine.flux_jobs or scheduler.job_is_flux_instance:
         return
-    if scheduler.flux_start is None:
+    if scheduler.starts_flux is None:
         raise ScalestudyError(
             f"job.pack_engine: flux: scalestudy cannot start a Flux instance inside a "
             f"{plan.scheduler.name} job (it does so in Slurm jobs); set job.pack_engine: "

@@ -5,8 +5,12 @@ options it can express, builds the argv to submit, query and cancel, and parses 
 those commands print. It never runs a process (scalestudy.execute.commands does). How
 ranks start is the launcher's business (site.launchers); the two meet in the template.
 
-To add a scheduler: one module here with a `Scheduler` subclass decorated `@register`,
-and its job template `templates/<name>.sh.j2`. Callers ask capabilities, never names.
+To add a scheduler: one module with a `Scheduler` subclass decorated `@register`, and
+its job template's blocks. A template extends templates/_job.sh.j2, the script every
+scheduler shares, and fills what differs (submit hint, output, hosts, rendezvous port):
+as a file, templates/<name>.sh.j2, or as the class's `template_source`, so that a
+scheduler kept outside the package (tests/nohup_scheduler.py) is one module. Callers ask
+capabilities, never names.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
 __all__ = ["PACK_ENGINES", "Failure", "JobRequest", "JobState", "JobStatus", "PackEngine",
-           "Scheduler", "SubmitError", "check_token", "get", "names", "register"]
+           "Scheduler", "SubmitError", "check_token", "classes", "get", "names", "register",
+           "template_source"]
 
 
 @dataclass(frozen=True)
@@ -122,8 +127,11 @@ class Scheduler:
     queued: ClassVar[bool] = True
     #: Every "node" of a run is this same host (its cores are shared by all ranks).
     one_host: ClassVar[bool] = False
-    #: The job template, in templates/ (or a study's own template_dir).
+    #: The job template's name: in templates/ (or a study's own template_dir), or the
+    #: class's `template_source`.
     template: ClassVar[str] = ""
+    #: The job template's text (its blocks, extending "_job.sh.j2"); None: the file.
+    template_source: ClassVar[str | None] = None
     #: `job:` keys this scheduler can express (the others are errors in a study).
     job_options: ClassVar[frozenset[str]] = frozenset()
     #: The `job:` key that names the queue (`partition` on Slurm, `queue` on PBS).
@@ -143,16 +151,29 @@ class Scheduler:
     slots_lines: ClassVar[bool] = False
     #: The scheduler joins a job's stderr into its log (`log_name`).
     joins_output: ClassVar[bool] = False
+    #: A job is a Flux instance of its own: a packed allocation's steps are Flux jobs in
+    #: it, whatever engine the spec asks for.
+    job_is_flux_instance: ClassVar[bool] = False
     #: Shell words that start a Flux instance over the whole job, one broker per node,
-    #: followed by its first program (a packed allocation's `flux` engine); "": the job
-    #: is a Flux instance already (it is the engine a packed study uses); None: the
+    #: followed by its first program (a packed allocation's `flux` engine); None: the
     #: scheduler has no way here to start one.
-    flux_start: ClassVar[str | None] = None
+    starts_flux: ClassVar[str | None] = None
+    #: What its commands print when the controller is busy or restarting (a regex,
+    #: matched ignoring case): such a failed query is tried again (execute.commands).
+    transient: ClassVar[str] = ""
+    #: What a failed submission prints when nothing can have been queued (tried again).
+    not_queued: ClassVar[str] = ""
+    #: What its daemons write into a job's logs, per failure class (regexes, matched
+    #: ignoring case): execute.diagnose weighs them with the generic ones.
+    log_patterns: ClassVar[dict[Failure, str]] = {}
+    #: Starts of the lines its commands write into a job's stderr, which are never the
+    #: program's last words (a regex).
+    log_noise: ClassVar[str] = ""
 
     def pack_engine(self, asked: str) -> PackEngine:
         """The engine of this scheduler's packed allocations, given the spec's (a job
         that is a Flux instance already runs its steps as Flux jobs, whatever it asks)."""
-        return PACK_ENGINES["flux" if self.flux_start == "" else asked]
+        return PACK_ENGINES["flux" if self.job_is_flux_instance else asked]
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""
@@ -282,6 +303,20 @@ def get(name: str) -> Scheduler:
         raise ScalestudyError(
             f"unknown scheduler {name!r}; valid schedulers: {', '.join(sorted(_REGISTRY))}"
         ) from None
+
+
+def template_source(template: str) -> str | None:
+    """The text of the job template a registered scheduler carries itself, by its name
+    (None: no scheduler does; the template is a file)."""
+    _load_backends()
+    return next((cls.template_source for cls in _REGISTRY.values()
+                 if cls.template == template and cls.template_source), None)
+
+
+def classes() -> list[type[Scheduler]]:
+    """Every registered scheduler class, by name (what callers ask of them all)."""
+    _load_backends()
+    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
 
 
 def names() -> list[str]:

@@ -19,7 +19,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from scalestudy.core.spec import walltime_seconds
 from scalestudy.site import queues
@@ -136,7 +136,17 @@ class Flux(Scheduler):
     # A batch job is a Flux instance of its own: a packed allocation's steps are Flux
     # jobs in it (engine flux), no step runner handing out nodes.
     nodes_command = "flux hostlist --expand --delimiter='\\n' local"
-    flux_start = ""
+    job_is_flux_instance = True
+    # The broker's socket is gone or refuses (its instance restarting).
+    transient = not_queued = \
+        r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)"
+    # What `flux run` (the job's shell) writes when its job ends otherwise than well.
+    log_patterns: ClassVar[dict[Failure, str]] = {
+        Failure.WALLTIME: r"job\.exception \S+ type=timeout",
+        Failure.CANCELLED: r"job\.exception \S+ type=cancel",
+        Failure.SCHEDULER: r"Unable to connect to Flux|job\.exception \S+ type=alloc",
+        Failure.NOT_FOUND: r"start failed: .*No such file or directory",
+    }
 
     def directives(self, job: JobRequest) -> list[str]:
         """`# flux:` lines (RFC 36): whole nodes (`-N` alone is node-exclusive), the time

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
@@ -21,7 +21,7 @@ from scalestudy.site.schedulers import (
     check_token,
     register,
 )
-from scalestudy.site.schedulers import pbs_codes as codes
+from scalestudy.site.schedulers.pbs import codes, limits
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
@@ -192,6 +192,28 @@ class PBSPro(Scheduler):
     nodes_command = 'cat "$PBS_NODEFILE"'
     job_id_variable = "PBS_JOBID"
     joins_output = True
+    # The server refused the connection or the request (pbs_iff: no credential; busy).
+    transient = r"server is busy|cannot connect to server|pbs_iff|Server shutting down|" \
+        r"Batch protocol error|No free connections"
+    # qsub queued nothing: the server refused the connection or the request (shutting
+    # down; out of connections; a job number that its history still holds after an
+    # unclean restart, exit 161, where each refusal uses up one number). "Batch protocol
+    # error" may come after the job was committed, so it is not among them.
+    not_queued = r"cannot connect to server|Server shutting down|No free connections|" \
+        r"Job with requested ID already exists"
+    log_patterns: ClassVar[dict[Failure, str]] = {
+        # the MoM: "=>> PBS: job killed: node 1 (n12) requested job terminate, 'EOF' ...
+        # received SISTER_EOF attempting to communicate with sister MOM's"
+        Failure.NODE_FAILURE: r"requested job (?:terminate|die)|SISTER_EOF",
+        Failure.WALLTIME: r"walltime \S* ?exceeded|exceeded (?:resource )?walltime|"
+                          r"job killed: walltime",
+        Failure.CANCELLED: r"job deleted by|qdel",
+        Failure.SCHEDULER: r"pbs_tmrsh|tm_init failed|cannot connect to server",
+        Failure.OOM: r"job killed: v?mem\b",
+        # "=>> PBS: job killed: cput 61 exceeded limit 60"
+        Failure.RESOURCE_LIMIT: r"job killed: (?:cput|ncpus)\b",
+    }
+    log_noise = r"=>> PBS"
 
     #: PBS Pro's select has no "not on this host" (its node_filter design was never
     #: built): with `job.exclude_nodes`, qsub gets `-l select` naming a host per chunk,
@@ -398,8 +420,8 @@ class PBSPro(Scheduler):
             return None
         try:
             if argv[0] == "qmgr":
-                return queues.parse_qmgr_queues(stdout)
-            return (queues.parse_qstat_server if "-B" in argv else queues.parse_qstat_queues)(
+                return limits.parse_qmgr_queues(stdout)
+            return (limits.parse_qstat_server if "-B" in argv else limits.parse_qstat_queues)(
                 stdout)
         except ValueError:  # not JSON: a qstat without -F json
             return None

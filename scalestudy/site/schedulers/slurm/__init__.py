@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import ClassVar
 
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
@@ -17,6 +18,7 @@ from scalestudy.site.schedulers import (
     check_token,
     register,
 )
+from scalestudy.site.schedulers.slurm import limits
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
@@ -144,7 +146,22 @@ class Slurm(Scheduler):
     # Slurm's PMI-2; each broker gets its node's CPUs (a step otherwise gets one per
     # task) and, as every step does, all of the job's GPUs. --ntasks: srun would take
     # the job's SLURM_NTASKS (its ranks) otherwise.
-    flux_start = ('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+    transient = r"slurm_load_jobs error"
+    log_patterns: ClassVar[dict[Failure, str]] = {
+        Failure.NODE_FAILURE: r"NODE[ _]FAIL|DUE TO NODE FAILURE",
+        Failure.WALLTIME: r"DUE TO TIME LIMIT",
+        # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***"
+        Failure.PREEMPTED: r"DUE TO PREEMPTION",
+        Failure.REQUEUED: r"DUE TO JOB REQUEUE",
+        Failure.CANCELLED: r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT",
+        Failure.SCHEDULER: r"Unable to create step|Unable to contact slurm controller|"
+                           r"Job step creation temporarily disabled",
+        # the cgroup: "...killed by the cgroup out-of-memory handler", "oom-kill event"
+        Failure.OOM: r"Exceeded job memory limit",
+        Failure.NOT_FOUND: r"execve\(\).*No such file",  # slurmstepd
+    }
+    log_noise = r"srun|slurmstepd|salloc|sbatch"
+    starts_flux = ('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
                   '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
                   'flux start')
 
@@ -311,7 +328,7 @@ class Slurm(Scheduler):
     def parse_accounts(self, exit_code: int, stdout: str, stderr: str
                        ) -> dict[str, set[str]] | None:
         """The user's associations; None when sacctmgr failed (no slurmdbd to ask)."""
-        return queues.parse_sacctmgr_accounts(stdout) if exit_code == 0 else None
+        return limits.parse_sacctmgr_accounts(stdout) if exit_code == 0 else None
 
     def limits_argvs(self) -> list[list[str]]:
         """Every partition (hidden ones too), the nodes of each that take no job, and
@@ -326,6 +343,6 @@ class Slurm(Scheduler):
         """scontrol's partitions, sinfo's node states or sacctmgr's QOSes."""
         if exit_code != 0:
             return None
-        parse = {"scontrol": queues.parse_scontrol_partitions,
-                 "sinfo": queues.parse_sinfo_states}.get(argv[0], queues.parse_sacctmgr_qos)
+        parse = {"scontrol": limits.parse_scontrol_partitions,
+                 "sinfo": limits.parse_sinfo_states}.get(argv[0], limits.parse_sacctmgr_qos)
         return parse(stdout)
