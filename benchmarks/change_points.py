@@ -1,7 +1,7 @@
 """Change points head to head with Apache Otava (E-divisive means with a t-test) on the
 same synthetic series: unchanged ones, steps and drifts of 2 to 20 %, with a noise
 within a campaign (repeats) and between campaigns (nights). scalestudy's detector
-(results.changes) sees each campaign's repeats; Otava its campaign means, as a
+(results.history.changes) sees each campaign's repeats; Otava its campaign means, as a
 benchmark dashboard would feed it.
 
     pip install apache-otava   # into a venv of its own if it would move your numpy
@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scalestudy.results.changes import THRESHOLD, Campaign, cuts, noise  # noqa: E402
+from scalestudy.results.history.changes import THRESHOLD, Campaign, cuts, noise  # noqa: E402
 
 START = datetime(2026, 1, 1)
 CAMPAIGNS = 30

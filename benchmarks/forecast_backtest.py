@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scalestudy.results.forecast import forecast  # noqa: E402
-from scalestudy.results.forecast_table import read_table  # noqa: E402
+from scalestudy.results.analysis.forecast import forecast  # noqa: E402
+from scalestudy.results.analysis.forecast_table import read_table  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "forecast"
 
@@ -68,7 +68,7 @@ def summary(scored: list[Scored]) -> dict[str, float]:
             "coverage": statistics.fmean(s.inside for s in scored)}
 
 
-#: The calibration grid: lean and spread per doubling (results/forecast.py's constants).
+#: The calibration grid: lean and spread per doubling (results/analysis/forecast.py's constants).
 GRID = [(lean, spread) for lean in (0.0, 0.01, 0.02, 0.03)
         for spread in (0.0, 0.01, 0.02, 0.03, 0.05, 0.07)]
 
@@ -76,7 +76,7 @@ GRID = [(lean, spread) for lean in (0.0, 0.01, 0.02, 0.03)
 def cross_validated(fit: int = 3) -> list[Scored]:
     """Each series scored with the constants the other series choose (leave one series
     out): how the calibration does on a series it did not see."""
-    import scalestudy.results.forecast as model
+    import scalestudy.results.analysis.forecast as model
 
     kept = (model.LEAN_PER_DOUBLING, model.SPREAD_PER_DOUBLING)
     try:

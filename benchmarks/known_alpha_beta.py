@@ -35,8 +35,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from testbeds import slurm_profile  # noqa: E402
 
-from scalestudy.results.forecast import forecast  # noqa: E402
-from scalestudy.results.modelfit import fit_points  # noqa: E402
+from scalestudy.results.analysis.forecast import forecast  # noqa: E402
+from scalestudy.results.analysis.modelfit import fit_points  # noqa: E402
 
 TOLERANCE = 0.10
 PROFILE = slurm_profile("testbed-known-network")

@@ -11,7 +11,7 @@ as a nightly job would. From campaign `--at` on, the system changes:
   CPU (a 10 ms period), the way a degraded node drags every run that uses it;
 - `threads`: the profile's threads per rank goes from 1 to 2, so OMP_NUM_THREADS and
   torch's threads double on the same cores (an environment change between nights).
-Then `results.changes` runs over the stored history (what `history changes` prints), and
+Then `results.history.changes` runs over the stored history (what `history changes` prints), and
 Otava's E-divisive (`apache-otava`, when installed) over each point's campaign means at
 p 0.001 and 0.05. A change is found when it is placed at campaign `--at` .. `--at`+2;
 any other is a false alarm. Exit 0 when scalestudy finds the change at every point, with
@@ -57,7 +57,7 @@ def campaign(bed: Slurm, work: Path, env: dict[str, str]) -> None:
 
 
 def analyse(store: str, at: int) -> dict[str, Any]:
-    from scalestudy.results.changes import changes, series
+    from scalestudy.results.history.changes import changes, series
     from scalestudy.study import history as uc
 
     rows = uc.history(store)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.report.build import build_report
-from scalestudy.results.analysis import Where, analyse
-from scalestudy.results.collect import collect
+from scalestudy.results.analysis.collect import collect
+from scalestudy.results.analysis.study import Where, analyse
 
 NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 BATCHES = (16, 32, 64, 128, 256)

@@ -7,7 +7,7 @@ rule names, study after study, on the very runs benchmarks/slow_nodes.py measure
 `--extract` reads a slow_nodes.py output directory (its trials.jsonl and each trial's
 results store) and writes one line per run: the trial, the slowed node (null: a clean
 trial), the study and the run's per-rank hosts and compute times. Without it, each file
-is replayed: in each trial, `results.nodes.slow_nodes` over the runs of its first k
+is replayed: in each trial, `results.history.nodes.slow_nodes` over the runs of its first k
 studies, k = 1, 2, ..., until a node is named. A trial stopped where the rule of its day
 named a node, so a rule that names later than that finds no more studies: its recall is
 a lower bound; precision, and the clean trials (all their studies are there), are exact.
@@ -24,11 +24,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scalestudy.results.nodes import slow_nodes  # noqa: E402
+from scalestudy.results.history.nodes import slow_nodes  # noqa: E402
 
 
 def extract(directory: Path) -> list[dict[str, Any]]:
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     slow = {}
     for line in (directory / "trials.jsonl").read_text().splitlines():

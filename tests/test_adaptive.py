@@ -1,7 +1,7 @@
-"""The adaptive rule (results.adaptive) on a known scaling function with 1 % noise: it
+"""The adaptive rule (results.analysis.adaptive) on a known scaling function with 1 % noise: it
 finds every point of the true front and spends at most 35 % of the grid's node-hours;
 it keeps what an alternative wins at small scales; it never drops on one scale; the
-budget stops it; and its journal (results.adaptive_journal) survives a torn line."""
+budget stops it; and its journal (results.analysis.adaptive_journal) survives a torn line."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results import adaptive_journal as journal_file
-from scalestudy.results.adaptive import ASSUMED_NOISE, Point, decide, noise_of
+from scalestudy.results.analysis import adaptive_journal as journal_file
+from scalestudy.results.analysis.adaptive import ASSUMED_NOISE, Point, decide, noise_of
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 import known_scaling as known

@@ -130,3 +130,67 @@ def test_every_package_ships() -> None:
     found = {".".join(p.parent.relative_to(ROOT).parts)
              for p in PACKAGE.rglob("__init__.py")}
     assert found - listed == set()
+
+
+#: What a module may import inside a function instead of at its top: the heavy libraries,
+#: and what loads them (so that `scalestudy --help` and the light commands stay fast).
+HEAVY = {"torch", "numpy", "pandas", "matplotlib", "sqlalchemy", "submitit", "psycopg",
+         "deepspeed", "horovod", "scipy"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_imports(tree: ast.Module) -> set[str]:
+    """The modules a module imports when it is imported (not under TYPE_CHECKING)."""
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(n, ast.Import):
+                found |= {a.name for a in n.names}
+            elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+                found |= {n.module, *(f"{n.module}.{a.name}" for a in n.names)}
+    return found
+
+
+def lazy_imports_of_light_modules() -> list[str]:
+    """Function-level imports of the package's own modules that load nothing heavy
+    (neither they, their packages' __init__, nor what those import at their top)."""
+    trees = {_module_name(p): ast.parse(p.read_text()) for p in modules()}
+    tops = {name: _top_imports(tree) for name, tree in trees.items()}
+
+    def heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name.split(".")[0] in HEAVY:
+            return True
+        if name not in tops or name in seen:
+            return False
+        parts = name.split(".")
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
+        return any(heavy(m, seen | {name}) for m in (*parents, *tops[name]))
+
+    wrong = []
+    for name, tree in trees.items():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and \
+                        (node.module or "").startswith("scalestudy"):
+                    subs = [f"{node.module}.{a.name}" for a in node.names
+                            if f"{node.module}.{a.name}" in trees]
+                    if not any(heavy(m) for m in subs or [node.module or ""]):
+                        wrong.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return wrong
+
+
+def test_only_heavy_modules_are_imported_inside_functions() -> None:
+    """A module imports what it needs at its top; an import inside a function is kept for
+    a heavy library (or what loads one). The schedulers' registry loads its backends
+    when first asked (each backend imports the registry it registers in)."""
+    wrong = [w for w in lazy_imports_of_light_modules()
+             if not w.startswith("scalestudy.site.schedulers:")]
+    assert not wrong, "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""results.best and `history best`: one front over every configuration of a model in
+"""results.history.best and `history best`: one front over every configuration of a model in
 any study, each point with its study and date."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scalestudy.results.best import best_known
+from scalestudy.results.history.best import best_known
 from tests.conftest import run_cli
 from tests.test_regression import _study
 

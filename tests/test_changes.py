@@ -1,4 +1,4 @@
-"""results.changes: change points in each point's series of campaigns, on store-like rows
+"""results.history.changes: change points in each point's series of campaigns, on store-like rows
 with a known truth: a step found with its size, its cause and the provenance that
 changed with it; an unchanged history accuses nothing; a single night is suspected,
 not confirmed; `history check --junit` fails on a confirmed drop."""
@@ -10,7 +10,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from scalestudy.results.changes import CONFIRM, Campaign, Noise, changes, cuts, noise
+from scalestudy.results.history.changes import CONFIRM, Campaign, Noise, changes, cuts, noise
 from scalestudy.study.history import Checked, junit
 
 START = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -130,7 +130,7 @@ def test_history_plot_marks_the_change_points(tmp_path) -> None:
     """The plot draws a triangle where each change point's series changed (here: one
     filled marker on the 4-GPU line), and still draws without any."""
     from scalestudy.report.timeline_plot import draw_timeline
-    from scalestudy.results.timeline import timeline
+    from scalestudy.results.history.timeline import timeline
 
     history = rows(30, {4: (20, -0.08)}, nccl_at=20)
     points, provenance = timeline(history)

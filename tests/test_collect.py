@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.execute.workspace import BAD_THROUGHPUT, NO_RECORD
-from scalestudy.results.collect import collect, read_runs
+from scalestudy.results.analysis.collect import collect, read_runs
 from tests.test_diagnose import count_reads
 
 
@@ -227,7 +227,7 @@ def test_gigabyte_files_are_read_by_their_tails_only(tmp_path: Path, monkeypatch
 
 
 def test_reading_in_forked_processes_gives_the_same_table(tmp_path: Path, monkeypatch) -> None:
-    from scalestudy.results import collect as collect_module
+    from scalestudy.results.analysis import collect as collect_module
 
     planned = []
     for i in range(9):  # completed, failed, pending and heterogeneous records, mixed
@@ -240,5 +240,5 @@ def test_reading_in_forked_processes_gives_the_same_table(tmp_path: Path, monkey
                  metrics=record(p, 10.0 + i, **extra), exit_code=1 if i == 5 else 0)
     here = collect(tmp_path, planned)
     monkeypatch.setattr(collect_module, "MIN_RUNS_PER_PROCESS", 1)
-    monkeypatch.setattr(collect_module.forked, "workers", lambda tasks: min(tasks, 3))
+    monkeypatch.setattr(collect_module.fork_pool, "workers", lambda tasks: min(tasks, 3))
     pd.testing.assert_frame_equal(collect(tmp_path, planned), here)

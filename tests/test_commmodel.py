@@ -7,17 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import (
+from scalestudy.results.analysis.commmodel import (
     PREDICTION_RULE,
     model_study,
     prediction_verdict,
     qualified,
     ring_bounds,
 )
-from scalestudy.results.forecast import with_intervals
-from scalestudy.results.modelfit import Params, fit_points, nnls
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.forecast import with_intervals
+from scalestudy.results.analysis.modelfit import Params, fit_points, nnls
+from tests.test_efficiency import frame, run
 
 S = 100e6  # gradient bytes (a 25 M-parameter model in fp32)
 TRUE = Params(a=0.002, c=1 / 10e9, alpha=50e-6, latency="log", grad_bytes=S)

@@ -74,7 +74,7 @@ def test_compare_cli_and_errors(tmp_path: Path) -> None:
 
 def test_compare_names_every_setting_refuses_other_units_and_flags_superlinear(
         tmp_path: Path) -> None:
-    from scalestudy.results.compare import load_side
+    from scalestudy.results.history.compare import load_side
     from scalestudy.study import collect, make_plan
 
     (tmp_path / "a").mkdir()
@@ -95,7 +95,7 @@ def test_compare_names_every_setting_refuses_other_units_and_flags_superlinear(
     assert "189.0% (above 100 %: check)" in md and "(2)" in md
     side = load_side(tmp_path / "b/results/b", tmp_path)
     side.table["throughput_unit"] = "tokens/s"
-    from scalestudy.results.compare import align
+    from scalestudy.results.history.compare import align
 
     with pytest.raises(ScalestudyError, match=r"a measures img/s and b tokens/s"):
         align(load_side(tmp_path / "a/results/a", tmp_path), side)

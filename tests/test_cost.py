@@ -16,7 +16,7 @@ from scalestudy.core.errors import SpecError
 from scalestudy.core.load import parse_study
 from scalestudy.core.target import Target
 from scalestudy.report.sections import cost_cells
-from scalestudy.results.cost import (
+from scalestudy.results.analysis.cost import (
     CostBasis,
     cheapest_within,
     cost_table,
@@ -241,7 +241,7 @@ def test_points_on_one_node_are_labelled_by_their_gpus() -> None:
 
 def test_a_transformer_is_priced_per_million_tokens() -> None:
     from scalestudy.report.sections import cost_cells
-    from scalestudy.results.cost import cost_basis
+    from scalestudy.results.analysis.cost import cost_basis
 
     gpt = table({1: 8192.0, 2: 16000.0}, per_gpu=8).assign(throughput_unit="tokens/s",
                                                             seq_len=1024)
@@ -282,8 +282,8 @@ def test_an_implausible_point_is_flagged_and_decides_no_front() -> None:
     out of the front with the reason, never the front's conclusion; a point measured once
     is named so."""
     from scalestudy.report.sections import front_sentences
-    from scalestudy.results.analyze import scaling_table
-    from tests.test_analyze import frame, run
+    from scalestudy.results.analysis.efficiency import scaling_table
+    from tests.test_efficiency import frame, run
 
     rows = [run(1, 1, 100.0, repeat=r) for r in range(3)]
     rows += [run(1, 2, 250.0, repeat=r) for r in range(3)]  # 125 % efficient

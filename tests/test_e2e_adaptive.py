@@ -20,7 +20,7 @@ import pytest
 
 from scalestudy.core.grid import expand
 from scalestudy.core.load import load_study
-from scalestudy.results import adaptive_journal
+from scalestudy.results.analysis import adaptive_journal
 from tests.conftest import run_cli
 from tests.slurm_testbed import TESTBED_PROFILE
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import model_study, qualified, ring_bounds
-from scalestudy.results.findings import MAX_FINDINGS, Findings, findings, lr_findings
-from scalestudy.results.quality import host_view
-from scalestudy.results.summary import headline
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.commmodel import model_study, qualified, ring_bounds
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.findings import MAX_FINDINGS, Findings, findings, lr_findings
+from scalestudy.results.analysis.quality import host_view
+from scalestudy.results.analysis.summary import headline
 from tests.test_commmodel import comm_bound_runs
+from tests.test_efficiency import frame, run
 
 
 def report(runs: pd.DataFrame, scaling: str = "weak", cores: int | None = None,

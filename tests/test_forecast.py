@@ -1,4 +1,4 @@
-"""results.forecast and `predict`: forecasts with intervals from measured points, the
+"""results.analysis.forecast and `predict`: forecasts with intervals from measured points, the
 model chosen by a hold-out, the same answer for the same input."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.forecast import forecast
+from scalestudy.results.analysis.forecast import forecast
 from tests.conftest import run_cli
 
 
@@ -34,7 +34,7 @@ def truth(size: int, **kw: float) -> float:
 def test_a_known_model_is_recovered_and_its_intervals_hold_the_truth(monkeypatch) -> None:
     """40 seeded series of a known model with 1 % noise at 1-32 GPUs: the 90 % intervals
     at 4× and 16× hold the truth in at least 80 % of them (the seeds make it exact)."""
-    import scalestudy.results.forecast as module
+    import scalestudy.results.analysis.forecast as module
 
     monkeypatch.setattr(module, "BOOTSTRAP", 150)  # enough for the percentiles here
     held = {4: 0, 16: 0}
@@ -142,7 +142,7 @@ def test_predict_from_a_table(tmp_path: Path) -> None:
      "t.csv:3: tp × pp (8) does not divide gpus"),
 ])
 def test_a_bad_table_says_where(tmp_path: Path, table: str, says: str) -> None:
-    from scalestudy.results.forecast_table import read_table
+    from scalestudy.results.analysis.forecast_table import read_table
 
     (tmp_path / "t.csv").write_text(table)
     with pytest.raises(ScalestudyError) as raised:
@@ -160,7 +160,7 @@ def test_a_bad_table_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 
 def test_per_gpu_figures_are_made_totals(tmp_path: Path) -> None:
-    from scalestudy.results.forecast_table import read_table
+    from scalestudy.results.analysis.forecast_table import read_table
 
     (tmp_path / "t.csv").write_text("gpus,throughput,per_gpu\n1,100,true\n2,95,true\n"
                                     "4,90,true\n")
@@ -240,7 +240,7 @@ def test_a_transformer_layout_is_an_input() -> None:
 
 
 def test_a_tables_layout_columns_give_the_pipeline_bubble(tmp_path: Path) -> None:
-    from scalestudy.results.forecast_table import read_table
+    from scalestudy.results.analysis.forecast_table import read_table
 
     (tmp_path / "t.csv").write_text("gpus,throughput,tp,pp,microbatches\n16,100,2,4,12\n"
                                     "32,190,2,4,\n64,360,,,\n")

@@ -1,4 +1,4 @@
-"""results.imports and `history import`: outputs of nccl-tests, Horovod's synthetic
+"""results.history.imports and `history import`: outputs of nccl-tests, Horovod's synthetic
 benchmarks, torchtitan and MLPerf Training, published by their users (sources in
 tests/data/imports/SOURCES.md), read as those tools print them."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.imports import parse
+from scalestudy.results.history.imports import parse
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data" / "imports"
@@ -126,7 +126,7 @@ def test_compare_a_study_with_imported_results(tmp_path: Path) -> None:
     for nodes in (1, 2):
         p = params(nodes=nodes, rpn=8, batch=32, study="mine", model="ResNet50")
         make_run(ours, p, metrics=record(p, 560.0 * 8 * nodes))
-    from scalestudy.results.collect import collect
+    from scalestudy.results.analysis.collect import collect
 
     collect(ours, [params(nodes=n, rpn=8, batch=32, study="mine", model="ResNet50")
                    for n in (1, 2)])

@@ -1,4 +1,4 @@
-"""results.ledger and `history predictions`: a forecast kept by `predict` is scored by a
+"""results.history.ledger and `history predictions`: a forecast kept by `predict` is scored by a
 later study of the same system that measures its scale."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.results.ledger import score, summary
+from scalestudy.results.history.ledger import score, summary
 from tests.conftest import run_cli
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -15,7 +15,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.nested import FluxEngine, expand
 from scalestudy.study import RunRequest, make_plan, run
 from scalestudy.study.packing import check_engine
-from tests.test_packed import Quiet
+from tests.test_packing_execute import Quiet
 from tests.test_tracking import PROFILE
 
 FLUX = Path(__file__).parent / "data" / "flux"

@@ -1,4 +1,4 @@
-"""results.nodes: a slow node named from ordinary runs' per-rank hosts and compute times,
+"""results.history.nodes: a slow node named from ordinary runs' per-rank hosts and compute times,
 pooled over studies, with no node accused where none is slow, and runs whose records
 cannot tell counted as untestable."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scalestudy.results.nodes import slow_nodes
+from scalestudy.results.history.nodes import slow_nodes
 
 HOSTS = [f"n{i}" for i in range(1, 9)]
 
@@ -68,12 +68,12 @@ def test_a_study_report_names_its_own_straggler() -> None:
 
     from scalestudy.report.page import markdown
     from scalestudy.report.sections import straggler_blocks
-    from scalestudy.results.nodes import study_stragglers
+    from scalestudy.results.history.nodes import study_stragglers
 
     rng = random.Random(4)
     rows = [run("s", HOSTS[:4], {"n3": 0.25}, rng) for _ in range(4)]
     frame = pd.DataFrame([{"state": r["state"], **r["metrics"]} for r in rows])
-    for column in ("rank_hosts", "rank_compute_s"):  # as results.collect joins a list
+    for column in ("rank_hosts", "rank_compute_s"):  # as results.analysis.collect joins a list
         frame[column] = [",".join(map(str, cell)) for cell in frame[column]]
     found = study_stragglers("s", "lab", frame)
     assert [n["host"] for n in found["slow"]] == ["n3"] and found["testable_runs"] == 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from scalestudy.results.parallelism import factorisation_findings, traffic
+from scalestudy.results.analysis.parallelism import factorisation_findings, traffic
 
 # gpt-mini: 4 layers, d = 128
 BASE = {"model": "gpt-mini", "seq_len": 64, "batch_size": 8, "precision": "fp32",
@@ -63,7 +63,7 @@ def test_findings_name_the_fastest_factorisation_and_why_others_lose() -> None:
 def test_one_mfu_denominator_for_the_study() -> None:
     # Each run measured its own matmul peak on a loaded machine: dp 4's lower peak made
     # its MFU read higher than dp 2's although it does less per GPU.
-    from scalestudy.results.analyze import one_peak
+    from scalestudy.results.analysis.efficiency import one_peak
 
     runs = pd.DataFrame({"model_tflops_per_gpu": [0.0389, 0.0176],
                          "peak_tflops": [0.0772, 0.0328], "mfu": [0.504, 0.537],

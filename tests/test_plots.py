@@ -18,9 +18,9 @@ from scalestudy.report.plots import (
     plot_variants,
     render_png,
 )
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import model_study
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.commmodel import model_study
+from scalestudy.results.analysis.efficiency import scaling_table
+from tests.test_efficiency import frame, run
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_the_cost_plot_says_its_basis_and_ticks_plain_numbers() -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from scalestudy.report.plots import plot_cost
-    from scalestudy.results.cost import CostBasis, cost_table
+    from scalestudy.results.analysis.cost import CostBasis, cost_table
 
     rows = [{"group": "g", "nodes": n, "ranks_per_node": 4, "world_size": 4 * n,
              "batch_size": 32, "global_batch": 128 * n, "throughput_median": thr,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.quality import (
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.quality import (
     Thresholds,
     flagged_runs,
     host_view,
@@ -14,7 +14,7 @@ from scalestudy.results.quality import (
     repeat_cv,
     run_quality,
 )
-from tests.test_analyze import frame, run
+from tests.test_efficiency import frame, run
 
 
 def with_metrics(rows: list[dict], metrics: list[dict]) -> pd.DataFrame:

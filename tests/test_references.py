@@ -8,9 +8,9 @@ import pytest
 
 from scalestudy.core.errors import SpecError
 from scalestudy.core.spec import Reference
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.references import check_references, failed_lines, load_references
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.references import check_references, failed_lines, load_references
+from tests.test_efficiency import frame, run
 
 # 1, 2, 4 GPUs on one node, then 2 nodes: per-GPU 100, 95, 90, 80 img/s.
 TABLE = scaling_table(frame([run(n, r, v * n * r) for n, r, v in

@@ -1,4 +1,4 @@
-"""results.refits: many fits solved together give each row the answer fit_points gives it
+"""results.analysis.refits: many fits solved together give each row the answer fit_points gives it
 alone (the forecast's bootstrap relies on it), feasible or not, degenerate or not."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalestudy.results.modelfit import design, fit_points
-from scalestudy.results.refits import coefficients, fit_many
+from scalestudy.results.analysis.modelfit import design, fit_points
+from scalestudy.results.analysis.refits import coefficients, fit_many
 
 
 @pytest.mark.parametrize("latency", ["log", "ring"])

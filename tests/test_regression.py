@@ -1,4 +1,4 @@
-"""results.regression and `history check`: identical reruns never alarm, an injected
+"""results.history.regression and `history check`: identical reruns never alarm, an injected
 slowdown is found, named compute or communication, with what changed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.results.regression import check, student_t_cdf, welch_less
+from scalestudy.results.history.regression import check, student_t_cdf, welch_less
 from tests.conftest import run_cli
 from tests.test_collect import make_run, params, record
 

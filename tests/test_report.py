@@ -13,10 +13,10 @@ from matplotlib.figure import Figure
 
 from scalestudy.report import plots
 from scalestudy.report.build import build_report, plot_efficiency, plot_throughput
-from scalestudy.results.analysis import analyse
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.collect import collect, read_runs
-from scalestudy.results.quality import host_view
+from scalestudy.results.analysis.collect import collect, read_runs
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.quality import host_view
+from scalestudy.results.analysis.study import analyse
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -324,7 +324,7 @@ def test_html_renders_in_headless_chromium(
 
 
 def test_flags_and_comm_overhead_are_shown(tmp_path: Path) -> None:
-    from tests.test_analyze import frame, run
+    from tests.test_efficiency import frame, run
 
     runs = frame([run(1, p, 100.0 * p) for p in (1, 2, 4)])
     runs["throughput_per_rank_min"] = [100.0, 100.0, 70.0]

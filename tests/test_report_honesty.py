@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from scalestudy.report.build import build_report
-from scalestudy.results.analysis import Where, analyse
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import PREDICTION_RULE
-from scalestudy.results.findings import MAX_FINDINGS
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.commmodel import PREDICTION_RULE
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.findings import MAX_FINDINGS
+from scalestudy.results.analysis.study import Where, analyse
 from tests.test_commmodel import comm_bound_runs
+from tests.test_efficiency import frame, run
 
 
 def example_runs() -> pd.DataFrame:
@@ -125,7 +125,7 @@ def test_report_table_carries_the_host_view(tmp_path: Path) -> None:
 def different_baselines() -> pd.DataFrame:
     """backend ddp scales 1 -> 4 GPUs; backend fsdp ran only at 4 GPUs (its baseline is
     itself) and is the slowest there."""
-    from tests.test_analyze import frame, run
+    from tests.test_efficiency import frame, run
 
     rows = [run(1, r, 1000.0 * r * 0.95 ** (r - 1), backend="ddp") for r in (1, 2, 4)]
     rows.append(run(1, 4, 900.0, backend="fsdp"))
@@ -134,8 +134,8 @@ def different_baselines() -> pd.DataFrame:
 
 def test_groups_with_different_baselines_are_compared_by_throughput() -> None:
     from scalestudy.report.tables import group_tables
-    from scalestudy.results.findings import efficiency_findings
-    from scalestudy.results.summary import scale_line
+    from scalestudy.results.analysis.findings import efficiency_findings
+    from scalestudy.results.analysis.summary import scale_line
 
     table = different_baselines()
     line = scale_line(table)
@@ -187,7 +187,7 @@ def test_a_report_with_no_completed_runs_never_replaces_a_real_one(tmp_path: Pat
 
 
 def test_the_report_says_which_system_its_numbers_describe() -> None:
-    from scalestudy.results.analysis import measured_on
+    from scalestudy.results.analysis.study import measured_on
 
     runs = pd.DataFrame({"device": ["cpu", "cpu"]})
     line = measured_on(Where("local", 2, True), runs)

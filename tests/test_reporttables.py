@@ -12,10 +12,10 @@ from scalestudy.report.tables import (
     prediction_table,
     seconds,
 )
-from scalestudy.results.analyze import scaling_table
-from scalestudy.results.commmodel import model_study
-from scalestudy.results.quality import host_view
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.commmodel import model_study
+from scalestudy.results.analysis.efficiency import scaling_table
+from scalestudy.results.analysis.quality import host_view
+from tests.test_efficiency import frame, run
 
 
 def test_number_formats() -> None:

@@ -12,6 +12,8 @@ from scalestudy.core.grid import describe_run
 from scalestudy.site import resolve
 from scalestudy.site.plan import make_plan
 from scalestudy.site.render import render
+from scalestudy.site.schedulers.pbs import limits as pbs_limits
+from scalestudy.site.schedulers.slurm import limits as slurm_limits
 
 ACCOUNTS = "job: {account: MyProject}\n"
 
@@ -124,31 +126,29 @@ def test_the_profiles_queue_rules_bound_the_jobs_and_say_the_wall_time(
 def test_job_limits_the_scheduler_states() -> None:
     import json
 
-    from scalestudy.site import queues
 
     # PBS Pro: `qmgr -c "set queue q max_queued = [u:PBS_GENERIC=1]"` shows as
     qstat = {"Queue": {"debug-scaling": {"queue_type": "Execution",
                                          "max_queued": "[u:PBS_GENERIC=1]",
                                          "max_run": "[u:PBS_GENERIC=1]"},
                        "workq": {"queue_type": "Execution"}}}
-    got = queues.parse_qstat_queues(json.dumps(qstat)).queues
+    got = pbs_limits.parse_qstat_queues(json.dumps(qstat)).queues
     assert (got["debug-scaling"].max_jobs, got["debug-scaling"].max_running) == (1, 1)
     assert got["workq"].max_jobs is None
     # Slurm: MaxJobsPU (running) and MaxSubmitPU (queued + running) of each QOS
-    qos = queues.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\nregular|2-00:00:00|||\n").qos
+    qos = slurm_limits.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\nregular|2-00:00:00|||\n").qos
     assert (qos["debug"].max_running, qos["debug"].max_jobs) == (2, 5)
     assert qos["regular"].max_jobs is None
 
 
 def test_a_perlmutter_qos_limit_from_sacctmgr_bounds_the_jobs(tmp_path: Path) -> None:
     from scalestudy.site import preflight as pf
-    from scalestudy.site import queues
 
     text = ("name: s\nsystem: perlmutter\ngrid: {nodes: [1, 2, 4], batch_size: [32, 64]}\n"
             "job: {account: m1234, qos: debug}\n")
     plan = make_plan(spec(tmp_path, text), tmp_path)
     facts = pf.Facts(user="u", host="login01")
-    facts.queues.merge(queues.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\n"))
+    facts.queues.merge(slurm_limits.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\n"))
     found = pf.check(plan, facts)
     assert found.job_limit == (5, "QOS debug's per-user limit (sacctmgr show qos)")
     (line,) = [p.text for p in found.problems if "lets one user" in p.text]

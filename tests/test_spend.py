@@ -1,4 +1,4 @@
-"""What a packed study used (results.spend): held node-hours count the whole allocation,
+"""What a packed study used (results.analysis.spend): held node-hours count the whole allocation,
 busy ones the steps, the rest is idle; one queue wait per allocation."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scalestudy.results.spend import spend_of
+from scalestudy.results.analysis.spend import spend_of
 
 
 def line(**kw: object) -> str:
@@ -48,7 +48,7 @@ def test_a_packed_attempts_queue_wait_is_its_allocations(tmp_path: Path) -> None
     from scalestudy.core.states import RunState
     from scalestudy.execute import workspace as ws
     from scalestudy.execute.status import RunStatus, write_status
-    from scalestudy.results.provenance import attempts_of
+    from scalestudy.results.history.provenance import attempts_of
 
     study = tmp_path / "s"
     t = "2026-01-01T00:{:02d}:00+00:00".format
@@ -73,7 +73,7 @@ def test_a_packed_attempts_queue_wait_is_its_allocations(tmp_path: Path) -> None
 def test_the_stores_per_run_waits_stand_beside_the_allocations(tmp_path: Path) -> None:
     import dataclasses
 
-    from scalestudy.results.spend import Held, Spend
+    from scalestudy.results.analysis.spend import Held, Spend
 
     spend = Spend((Held("a1", 4, 600.0, 2000.0, 30.0, 6, True, tuple("abcdef")),),
                   per_run_wait=(120.0, 40))

@@ -1,4 +1,4 @@
-"""results.store: run attempts indexed from run directories into SQLite and a real
+"""results.history.store: run attempts indexed from run directories into SQLite and a real
 PostgreSQL; ingest is idempotent, a lost store comes back, the schema is versioned."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Job, Journal
-from scalestudy.results import store as store_module
-from scalestudy.results.store import Store, study_dirs
+from scalestudy.results.history import store as store_module
+from scalestudy.results.history.store import Store, study_dirs
 from tests.test_collect import make_run, params, record
 
 ENV = ("NCCL_ALGO=Ring\nOMP_NUM_THREADS=2\nPATH=/usr/bin\nSCALESTUDY_SYSTEM=polaris\n"

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.report.build import build_report
-from scalestudy.results.analysis import analyse
-from scalestudy.results.summary import dump, records
-from tests.test_analyze import frame, run
+from scalestudy.results.analysis.study import analyse
+from scalestudy.results.analysis.summary import dump, records
+from tests.test_efficiency import frame, run
 
 
 def test_records_are_plain_json() -> None:

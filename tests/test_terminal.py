@@ -71,7 +71,7 @@ def finished_study(root: Path) -> Path:
 def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The finished study, its scaling table, status rows and plan summary."""
     from scalestudy import study as uc
-    from scalestudy.results.analyze import scaling_table
+    from scalestudy.results.analysis.efficiency import scaling_table
 
     root = tmp_path_factory.mktemp("widths")
     spec = finished_study(root)

@@ -1,4 +1,4 @@
-"""results.timeline and `history plot`: points over time per campaign, with repeat bands,
+"""results.history.timeline and `history plot`: points over time per campaign, with repeat bands,
 efficiency against each campaign's smallest scale, and provenance changes marked."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.results.timeline import timeline
+from scalestudy.results.history.timeline import timeline
 from tests.conftest import run_cli
 from tests.test_regression import _study
 

@@ -1,4 +1,4 @@
-"""results.waits: the expected queue wait of a job shape from a system's earlier jobs in
+"""results.analysis.waits: the expected queue wait of a job shape from a system's earlier jobs in
 the results store, and `plan` saying it with its source."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.results.waits import expected, waits_by_nodes
+from scalestudy.results.analysis.waits import expected, waits_by_nodes
 from tests.conftest import run_cli
 
 
@@ -32,7 +32,7 @@ def test_the_median_of_each_node_counts_earlier_jobs_else_the_next_larger() -> N
 
 
 def test_plan_says_the_expected_wait_and_its_source(tmp_path: Path) -> None:
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
     spec = tmp_path / "s.yaml"
@@ -51,7 +51,7 @@ def test_plan_says_the_expected_wait_and_its_source(tmp_path: Path) -> None:
 def test_the_schedulers_estimate_is_a_wait_from_now() -> None:
     from datetime import datetime
 
-    from scalestudy.results.waits import from_scheduler
+    from scalestudy.results.analysis.waits import from_scheduler
 
     now = datetime(2026, 11, 26, 21, 30, 0)
     wait = from_scheduler(4, "2026-11-26T21:42:30", now, "sbatch --test-only")

@@ -278,7 +278,7 @@ def test_append_record_appends_and_repairs_a_torn_line(tmp_path):
 
 
 def test_deepspeed_gets_the_rank_variables_torchrun_would_set():
-    from scalestudy.workload.ds import export_rank_environment
+    from scalestudy.workload.deepspeed_backend import export_rank_environment
     from scalestudy.workload.env import discover
 
     srun = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",

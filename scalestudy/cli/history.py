@@ -9,6 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from scalestudy.cli.app import JsonOpt, app, err, out, print_json
+from scalestudy.core.errors import RegressionFound, ScalestudyError
+from scalestudy.execute.workspace import write_text_atomic
+from scalestudy.results.history.regression import work_of
 
 history_app = typer.Typer(help="The results store: every study's runs over time "
                           "(SQLite by default; a team's PostgreSQL with --store)",
@@ -74,7 +77,7 @@ def ingest(directories: Annotated[list[Path], typer.Argument(
 
 
 def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
-    from scalestudy.results.store import campaign_of
+    from scalestudy.results.history.store import campaign_of
 
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -93,7 +96,7 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
-    from scalestudy.results.store import campaign_of
+    from scalestudy.results.history.store import campaign_of
 
     by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
@@ -124,7 +127,6 @@ def _value(row: dict[str, Any]) -> float | None:
 
 def _point_name(row: dict[str, Any]) -> str:
     if row.get("source", "scalestudy") == "scalestudy":
-        from scalestudy.results.regression import work_of
 
         work = " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())
                         if k not in ("system", "workload"))
@@ -164,7 +166,6 @@ def check(
 ) -> None:
     """Compare the newest runs of each point with a baseline; exit 1 on a significant
     regression, named compute or communication, with what changed in the provenance."""
-    from scalestudy.core.errors import RegressionFound, ScalestudyError
     from scalestudy.study import history as uc
 
     if sum(x is not None for x in (baseline_tag, baseline_study, since)) > 1:
@@ -172,7 +173,6 @@ def check(
     got = uc.check(target, store, baseline_tag=baseline_tag, baseline_study=baseline_study,
                    since_text=since, alpha=alpha, min_drop=min_drop, results=results)
     if junit is not None:
-        from scalestudy.execute.workspace import write_text_atomic
 
         write_text_atomic(junit, uc.junit(got))
     if as_json:
@@ -220,9 +220,8 @@ def plot(
 ) -> None:
     """Draw per-GPU throughput and efficiency at each scale over time, with repeat bands,
     the provenance changes and the change points (`history changes`) marked."""
-    from scalestudy.core.errors import ScalestudyError
     from scalestudy.report.timeline_plot import draw_timeline
-    from scalestudy.results.timeline import timeline
+    from scalestudy.results.history.timeline import timeline
     from scalestudy.study import history as uc
 
     rows = uc.history(store, system=system, model=model, since_text=since, tag=tag)
@@ -231,7 +230,7 @@ def plot(
         raise ScalestudyError("the store holds no completed runs that match: nothing to draw")
     title = "History" + "".join(f", {k} {v}" for k, v in (("system", system), ("model", model),
                                                           ("tag", tag), ("since", since)) if v)
-    from scalestudy.results.changes import changes as change_points
+    from scalestudy.results.history.changes import changes as change_points
 
     found = change_points(rows)
     left = draw_timeline(points, changes, title, output, found)
@@ -255,8 +254,7 @@ def best(
 ) -> None:
     """The fastest and the cheapest known configurations of a model: one time-versus-
     node-hours front over every alternative measured, in any study, with study and date."""
-    from scalestudy.core.errors import ScalestudyError
-    from scalestudy.results.best import best_known
+    from scalestudy.results.history.best import best_known
     from scalestudy.study import history as uc
 
     frame = best_known(uc.history(store, system=system, model=model))
@@ -267,7 +265,7 @@ def best(
         print_json(frame.to_dict(orient="records"))
         return
     from scalestudy.report.terminal import text_table
-    from scalestudy.results.cost import hours
+    from scalestudy.results.analysis.cost import hours
 
     for work, part in frame.groupby("work", sort=False):
         front = part[part["front"]]
@@ -336,7 +334,7 @@ def import_(
         help="when it ran (YYYY-MM-DD[THH:MM], UTC), for a log that has no date "
         "[default: the log's own, else the file's modification time]")] = None,
     results: Annotated[Path, typer.Option(
-        help="the results directory that keeps a copy (results/imports/), so `history "
+        help="the results directory that keeps a copy (results/history/imports/), so `history "
         "ingest` brings it back")] = Path("results"),
     store: StoreOpt = None,
 ) -> None:
@@ -363,7 +361,6 @@ def _date(text: str | None) -> Any:
         return None
     from datetime import datetime, timezone
 
-    from scalestudy.core.errors import ScalestudyError
 
     try:
         moment = datetime.fromisoformat(text)

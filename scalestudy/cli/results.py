@@ -10,7 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
-from scalestudy.core.choices import Bandwidth, Latency
+from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
+from scalestudy.core.errors import ReferenceFailed
+from scalestudy.core.load import study_schema
+from scalestudy.site.profiles import available, load_system
 
 
 @app.command()
@@ -50,7 +53,7 @@ def _duration(value: str | None) -> str | None:
 
 
 def _seconds(value: str | None) -> float | None:
-    from scalestudy.results.cost import parse_duration
+    from scalestudy.results.analysis.cost import parse_duration
 
     if value is None:
         return None
@@ -61,7 +64,6 @@ def _seconds(value: str | None) -> float | None:
 
 
 def _baseline(text: str) -> str | int:
-    from scalestudy.core.choices import parse_baseline
 
     try:
         return parse_baseline(text)
@@ -107,12 +109,11 @@ def report(
 
     Collects first; --check exits 1 when a reference check fails."""
     from scalestudy import study as uc
-    from scalestudy.core.errors import ReferenceFailed
     from scalestudy.report.terminal import scaling_rich_table
-    from scalestudy.results.analysis import AnalysisOptions
-    from scalestudy.results.quality import Thresholds
-    from scalestudy.results.references import failed_lines
-    from scalestudy.results.summary import dump
+    from scalestudy.results.analysis.quality import Thresholds
+    from scalestudy.results.analysis.references import failed_lines
+    from scalestudy.results.analysis.study import AnalysisOptions
+    from scalestudy.results.analysis.summary import dump
 
     options = AnalysisOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
                                                                       min_iters),
@@ -158,7 +159,7 @@ def compare(
     from scalestudy import study as uc
     from scalestudy.report.tables import compare_table
     from scalestudy.report.terminal import text_table
-    from scalestudy.results.summary import records
+    from scalestudy.results.analysis.summary import records
 
     got = uc.compare(a, b, out_dir, results)
     if as_json:
@@ -166,7 +167,7 @@ def compare(
                "out": str(got.out), "points": records(got.frame)})
         return
     caption = "; ".join(f"{k}: A {va}, B {vb}" for k, (va, vb) in got.differs.items())
-    from scalestudy.results.analyze import unit_of
+    from scalestudy.results.analysis.efficiency import unit_of
 
     out.print(text_table(f"{a} vs {b}: throughput ({unit_of(got.frame)}, all GPUs, [band] "
                          "(repeats)) and efficiency",
@@ -263,7 +264,6 @@ def _cost_cell(cost: dict[str, Any] | None) -> str:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of a study spec (for editors and validators)."""
-    from scalestudy.core.load import study_schema
 
     print_json(study_schema())
 
@@ -276,7 +276,6 @@ def systems(
     as_json: JsonOpt = False,
 ) -> None:
     """List the site profiles shipped with scalestudy, or show one."""
-    from scalestudy.site.profiles import available, load_system
 
     if name is not None:
         profile = load_system(name).model_dump(mode="json")

@@ -10,6 +10,8 @@ import typer
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
+from scalestudy.core.grid import describe_run
+from scalestudy.site.queues import hms
 
 if TYPE_CHECKING:
     import contextlib
@@ -61,18 +63,17 @@ class _Screen:
         _show_preflight(found, ok_line)
 
     def chosen(self, selection: Selection) -> None:
-        from scalestudy.cli.words import selection_notes
+        from scalestudy.cli.messages import selection_notes
 
         for line in selection_notes(selection):
             self.note(line)
 
     def queued(self, queued: Queued) -> None:
-        from scalestudy.cli.words import queued_lines
+        from scalestudy.cli.messages import queued_lines
 
         for line in queued_lines(queued, self.plan.study):
             self.note(line)
         if queued.allocations:
-            from scalestudy.site.queues import hms
 
             for q in queued.allocations:
                 a = q.allocation
@@ -89,13 +90,13 @@ class _Screen:
 
     def running_here(self, plan: Plan, count: int
                      ) -> contextlib.AbstractContextManager[Progress | None]:
-        from scalestudy.cli.words import local_progress
+        from scalestudy.cli.messages import local_progress
 
         return local_progress(err, plan, count)
 
     def following(self, run_ids: list[str]
                   ) -> contextlib.AbstractContextManager[Callable[[dict[str, RunView]], None]]:
-        from scalestudy.cli.words import queue_progress
+        from scalestudy.cli.messages import queue_progress
 
         return queue_progress(err, run_ids)
 
@@ -201,7 +202,7 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
 
 def _plan_adaptive(the_plan: Plan, as_json: bool, budget: float | None) -> None:
     """`plan --adaptive`: the rule, the next round, what was left out so far."""
-    from scalestudy.cli.words import adaptive_lines
+    from scalestudy.cli.messages import adaptive_lines
     from scalestudy.study import limits_gate, plan_adaptive
 
     _warn(the_plan)
@@ -266,7 +267,6 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
                             tags=tuple(tag or ()), pack=pack)
     got = (uc.run_adaptive if adaptive else uc.run)(plan, request, _Screen(plan))
     if dry_run:
-        from scalestudy.core.grid import describe_run
 
         for r in got.prepared:
             out.print(f"would run {r.run_id}: {describe_run(plan.study, r)}, repeat "
@@ -296,7 +296,7 @@ def _ran_nothing(got: RunOutcome) -> bool:
 def _report_and_exit(plan: Plan, got: RunOutcome, failures_shown: bool) -> None:
     """The report's table; how the runs just done ended (each failure's line unless the
     progress already printed it); exit 1 when any failed or is held."""
-    from scalestudy.cli.words import failure_lines
+    from scalestudy.cli.messages import failure_lines
     from scalestudy.report.terminal import scaling_rich_table
 
     report = got.report
@@ -385,7 +385,7 @@ def probe(
     if as_json:
         print_json({**record, "suggested_batch_sizes": got.suggested})
     else:
-        from scalestudy.cli.words import probe_lines
+        from scalestudy.cli.messages import probe_lines
 
         for line in probe_lines(record, got.suggested, plan.study.scaling):
             out.print(line, highlight=False)

@@ -10,6 +10,8 @@ import typer
 
 from scalestudy.cli.app import JsonOpt, err, out, print_json
 from scalestudy.cli.history import StoreOpt, history_app
+from scalestudy.execute.workspace import write_text_atomic
+from scalestudy.results.history.nodes import slow_nodes
 
 
 @history_app.command("changes")
@@ -49,12 +51,10 @@ def nodes(
 ) -> None:
     """Name the nodes slower than their runs' other nodes beyond the noise, pooled over
     every stored run (each rank's host and compute time, from ordinary runs)."""
-    from scalestudy.results.nodes import slow_nodes
     from scalestudy.study import history as uc
 
     found = slow_nodes(uc.history(store, system=system, since_text=since))
     if write_exclude is not None:
-        from scalestudy.execute.workspace import write_text_atomic
 
         write_text_atomic(write_exclude, "".join(
             f"{n.host}  # {n.line()}\n" for n in found.slow))

@@ -4,7 +4,7 @@ step at its own time limit, and stops them all when the allocation is ending.
 
 Run by the allocation's job script as `python -m scalestudy.execute.allocation DIR
 JOB_ID`, on the allocation's first node, with the standard library alone. DIR (on the
-shared filesystem) holds `allocation.json` (written by execute.packed) and `nodefile`
+shared filesystem) holds `allocation.json` (written by execute.packing) and `nodefile`
 (the allocation's nodes, one line per node or per rank slot); the runner appends to
 DIR/steps.jsonl, one fsynced JSON line per event:
 

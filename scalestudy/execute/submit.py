@@ -22,8 +22,10 @@ from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_state, write_status
+from scalestudy.execute.submitit_script import SubmititScript
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import job_request, render
+from scalestudy.site.routing import queue_for
 
 
 class Submitter(Protocol):
@@ -53,7 +55,6 @@ class NativeScript:
 def submitter_for(plan: Plan) -> Submitter:
     """The study's `job.submit`: native (default) or submitit."""
     if plan.study.job.submit == "submitit":
-        from scalestudy.execute.submitit_script import SubmititScript
 
         return SubmititScript()
     return NativeScript()
@@ -111,7 +112,6 @@ def with_room(plan: Plan, runs: Sequence[Run], active: Sequence[str], limit: Job
     if isinstance(limit, int):
         room = max(0, limit - len(active))
         return list(runs[:room]), list(runs[room:])
-    from scalestudy.site.routing import queue_for
 
     by_id = {r.run_id: r for r in plan.runs}
     used: dict[str | None, int] = {}

@@ -20,7 +20,7 @@ from typing import Any
 from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.grid import Run, job_name
 from scalestudy.core.states import JobStatus, RunState
-from scalestudy.execute import commands, packed
+from scalestudy.execute import commands, packing
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
 from scalestudy.execute.journal import Intent, Job, Resolved, now
@@ -99,7 +99,7 @@ class Tracker:
                 job = found.get(scheduler.short_id(entry.job_id))
                 if entry.allocation:
                     if entry.allocation not in steps:
-                        steps[entry.allocation] = packed.events_by_run(plan, entry.allocation)
+                        steps[entry.allocation] = packing.events_by_run(plan, entry.allocation)
                     view = self._step(run, entry, job,
                                       steps[entry.allocation].get(run.run_id, []))
                 else:
@@ -115,13 +115,13 @@ class Tracker:
         run_dir = self.plan.run_dir(run)
         if job is None and _age_s(entry) >= GRACE_S:
             job = JobState(entry.job_id, JobStatus.LOST, "not listed")
-        found = packed.step_state(run_dir, entry, job, events[-1] if events else None)
+        found = packing.step_state(run_dir, entry, job, events[-1] if events else None)
         if found.ended is not None:
             view = self._update(run, entry, found.ended)
-            packed.add_times(run_dir, packed.step_times(events))
+            packing.add_times(run_dir, packing.step_times(events))
             return view
         if found.state is RunState.INTERRUPTED:
-            packed.interrupt(run_dir, entry, found.reason)
+            packing.interrupt(run_dir, entry, found.reason)
             return RunView(run, found.state, entry.job_id, found.reason)
         said = (found.state.value, job.raw if job else "", found.reason or "")
         if self.written.get(run.run_id) != said:

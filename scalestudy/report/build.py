@@ -1,4 +1,4 @@
-"""The study report: draw one `Analysis` (results.analysis) as Markdown, self-contained
+"""The study report: draw one `Analysis` (results.analysis.study) as Markdown, self-contained
 HTML, PNG plots, CSV of the data and summary.json in results/<study>/report/.
 
 Nothing here analyses: `build_report` writes everything in a temporary directory and
@@ -59,11 +59,11 @@ from scalestudy.report.tables import (
     reference_table,
     residual_table,
 )
-from scalestudy.results.analysis import Analysis
-from scalestudy.results.analyze import failures
-from scalestudy.results.collect import STATES
-from scalestudy.results.commmodel import PREDICTION_RULE
-from scalestudy.results.summary import dump
+from scalestudy.results.analysis.collect import STATES
+from scalestudy.results.analysis.commmodel import PREDICTION_RULE
+from scalestudy.results.analysis.efficiency import failures
+from scalestudy.results.analysis.study import Analysis
+from scalestudy.results.analysis.summary import dump
 
 __all__ = ["Report", "build_report", "plot_efficiency", "plot_throughput", "render_png"]
 

@@ -1,5 +1,5 @@
 """`scalestudy compare`'s files: compare.csv, compare.md and compare.png of two studies
-aligned by results.compare, each written atomically."""
+aligned by results.history.compare, each written atomically."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from matplotlib.figure import Figure
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import plot_compare
 from scalestudy.report.tables import compare_table, markdown_table
-from scalestudy.results.analyze import unit_of
-from scalestudy.results.collect import write_csv_atomic
-from scalestudy.results.compare import Side
+from scalestudy.results.analysis.collect import write_csv_atomic
+from scalestudy.results.analysis.efficiency import unit_of
+from scalestudy.results.history.compare import Side
 
 
 def markdown(frame: pd.DataFrame, differs: dict[str, tuple[str, str]], a: Side, b: Side,

@@ -1,5 +1,5 @@
-"""Plots of a scaling study: each function takes a frame (from results.analyze,
-results.commmodel or results.compare) and a matplotlib axis, and draws on it only.
+"""Plots of a scaling study: each function takes a frame (from results.analysis.efficiency,
+results.analysis.commmodel or results.history.compare) and a matplotlib axis, and draws on it only.
 
 Figures are plain `matplotlib.figure.Figure` objects on the Agg canvas; pyplot (and
 its global figure manager) is never used.
@@ -29,8 +29,8 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from scalestudy.results import forked
-from scalestudy.results.analyze import format_value, groups, unit_of
+from scalestudy.results.analysis import fork_pool
+from scalestudy.results.analysis.efficiency import format_value, groups, unit_of
 
 Draw = Callable[[pd.DataFrame, Axes, str], None]
 #: Characters of a title that fit over one of two panels side by side (wrapped beyond).
@@ -407,7 +407,7 @@ class Drawing:
 
     def __init__(self, pictures: Sequence[Picture]) -> None:
         self.pictures = list(pictures)
-        self.pool = forked.pool(len(self.pictures))
+        self.pool = fork_pool.pool(len(self.pictures))
         self.pending = [] if self.pool is None else [
             (name, self.pool.submit(render_png, draw, frame, title))
             for name, draw, frame, title in self.pictures]

@@ -1,8 +1,8 @@
 """The report's Cost and Parallelism sections: their blocks, sentences, tables and data.
 
-Cost (results.cost): time to solution, node-hours, GPU-hours and energy per point, the
+Cost (results.analysis.cost): time to solution, node-hours, GPU-hours and energy per point, the
 Pareto front of time against node-hours, and the points a deadline or a budget picks.
-Parallelism (results.parallelism): tokens/s, model TFLOP/s and MFU per point of a
+Parallelism (results.analysis.parallelism): tokens/s, model TFLOP/s and MFU per point of a
 transformer study, what each factorisation sends and idles, and which is fastest.
 """
 
@@ -17,11 +17,12 @@ import pandas as pd
 from scalestudy.core.target import Target
 from scalestudy.report.page import Block, Heading, Image, Items, Link, Note, Para, Table
 from scalestudy.report.tables import Cells, num, pct
-from scalestudy.results.analyze import format_value, unit_of
-from scalestudy.results.cost import hours, node_hours_text, point_name
-from scalestudy.results.parallelism import factorisation_findings, layout_label, why
-from scalestudy.results.quality import IMPLAUSIBLE
-from scalestudy.results.waits import Wait
+from scalestudy.results.analysis.cost import hours, node_hours_text, point_name
+from scalestudy.results.analysis.efficiency import format_value, unit_of
+from scalestudy.results.analysis.parallelism import factorisation_findings, layout_label, why
+from scalestudy.results.analysis.quality import IMPLAUSIBLE
+from scalestudy.results.analysis.waits import Wait
+from scalestudy.results.history.nodes import MIN_SLOWER, Z
 
 
 def front_sentences(costs: pd.DataFrame) -> list[str]:
@@ -154,7 +155,7 @@ def not_measured_blocks(points: Sequence[dict[str, object]]) -> list[Block]:
     """An adaptive study's section: each point it did not measure, and the evidence."""
     if not points:
         return []
-    from scalestudy.results.adaptive import RULE
+    from scalestudy.results.analysis.adaptive import RULE
 
     rows = [[str(p["alternative"]), str(p["nodes"]), node_hours_text(float(str(p["node_hours"]))),
              str(p["why"])] for p in points]
@@ -165,10 +166,9 @@ def not_measured_blocks(points: Sequence[dict[str, object]]) -> list[Block]:
 
 
 def straggler_blocks(found: dict[str, Any]) -> list[Block]:
-    """The study's own slow nodes (results.nodes), when any of its runs could tell."""
+    """The study's own slow nodes (results.history.nodes), when any of its runs could tell."""
     if not found or not found.get("testable_runs"):
         return []
-    from scalestudy.results.nodes import MIN_SLOWER, Z
 
     slow = found["slow"]
     lines: list[str | Link] = [

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalestudy.results.analyze import failures, format_value, groups, unit_of
+from scalestudy.results.analysis.efficiency import failures, format_value, groups, unit_of
 
 #: A table's text: (headers, rows of cells).
 Cells = tuple[list[str], list[list[str]]]
@@ -221,7 +221,7 @@ def bound_table(bounds: pd.DataFrame) -> Cells:
 
 
 def compare_table(frame: pd.DataFrame) -> Cells:
-    """Two studies aligned point by point (results.compare.align), with B / A ratios:
+    """Two studies aligned point by point (results.history.compare.align), with B / A ratios:
     each throughput with its repeat band and count, a ratio within both bands marked,
     an efficiency above 100 % flagged."""
     unit = unit_of(frame)

@@ -1,5 +1,5 @@
 """What people see in a terminal: rich tables that fit its width (the `--json` forms are
-for machines; the CLI's own lines and progress bars are cli/words.py).
+for machines; the CLI's own lines and progress bars are cli/messages.py).
 
 A table never cuts a number: when its columns do not fit, headers break between words,
 then ranges of numbers between their numbers, then the least important columns are
@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.markup import escape
 from rich.table import Table
 
-from scalestudy.results.analyze import unit_of
+from scalestudy.results.analysis.efficiency import unit_of
+from scalestudy.workload.names import is_transformer
+from scalestudy.workload.options import OPTIONS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,8 +178,6 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
     """The expanded runs of a study, with run count and node-hours in the caption; a
     column per grid axis over a training option (precision always), "-" where the
     option does not apply to the run's backend."""
-    from scalestudy.workload.names import is_transformer
-    from scalestudy.workload.options import OPTIONS
 
     runs = summary["runs"]
     axes = [o.name for o in OPTIONS if o.name != "precision"
@@ -212,7 +212,7 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
 
 
 def scaling_rich_table(table: pd.DataFrame, study: str, width: int | None = None) -> Table:
-    """The scaling table (a DataFrame from results.analyze.scaling_table)."""
+    """The scaling table (a DataFrame from results.analysis.efficiency.scaling_table)."""
     rows = list(table.itertuples(index=False))
     comm = "comm_overhead" in table and table["comm_overhead"].notna().any()
     flags = "flags" in table and (table["flags"].fillna("") != "").any()

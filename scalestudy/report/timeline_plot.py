@@ -17,8 +17,8 @@ from matplotlib.ticker import PercentFormatter
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import CMAP, HALF_WIDTH
-from scalestudy.results.changes import ChangePoint
-from scalestudy.results.timeline import Change
+from scalestudy.results.history.changes import ChangePoint
+from scalestudy.results.history.timeline import Change
 
 #: Groups drawn at most (one row of two panels each); the rest are named in a note.
 MAX_GROUPS = 6
@@ -27,7 +27,7 @@ MAX_GROUPS = 6
 def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
                   out: Path, change_points: Sequence[ChangePoint] = ()) -> list[str]:
     """Write the PNG; the groups left out (beyond MAX_GROUPS). `change_points`
-    (results.changes) are marked on their series: a down or up triangle at the first
+    (results.history.changes) are marked on their series: a down or up triangle at the first
     campaign after the change, a filled one when it is confirmed."""
     groups = list(dict.fromkeys(points["group"]))
     shown, left = groups[:MAX_GROUPS], groups[MAX_GROUPS:]

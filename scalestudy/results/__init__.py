@@ -1,2 +1,2 @@
-"""From run directories to numbers: collect, analyze, quality flags, the communication
-model, findings, references, compare (pandas, no plotting)."""
+"""From run directories to numbers (pandas, no plotting): one study's analysis
+(`analysis/`) and the results store with what it holds over time (`history/`)."""

@@ -26,7 +26,7 @@ from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
 from scalestudy.site import envrecord, schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
-from scalestudy.site.pack import Allocation
+from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
 from scalestudy.site.program import program as make_program
 from scalestudy.site.queues import hms

@@ -1,5 +1,5 @@
 """The `run --adaptive` use case: measure a study round by round, each round's points
-chosen from what the earlier rounds measured (results.adaptive's rule), every decision
+chosen from what the earlier rounds measured (results.analysis.adaptive's rule), every decision
 journalled first, so that a killed run resumes where it stopped; and `plan --adaptive`.
 """
 
@@ -12,10 +12,13 @@ from typing import Any
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, node_hours
 from scalestudy.core.states import RunState
-from scalestudy.results import adaptive_journal as journal_file
-from scalestudy.results.adaptive import RULE, Decision, Point, decide
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.submit import prepare
+from scalestudy.results.analysis import adaptive_journal as journal_file
+from scalestudy.results.analysis.adaptive import RULE, Decision, Point, decide
 from scalestudy.site.plan import Plan
-from scalestudy.study.outcomes import grid_points, measured_points
+from scalestudy.study.outcomes import grid_points, measured_points, report
+from scalestudy.study.planning import check_selection, job_limit, lock, preflight_gate
 from scalestudy.study.running import (
     Queued,
     RunOutcome,
@@ -78,8 +81,6 @@ def run_adaptive(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     """`scalestudy run --adaptive`: under the study's lock, finish the journal's last
     round, then decide, journal and run round after round until no point is open or
     the budget is spent; then report."""
-    from scalestudy.study.outcomes import report
-    from scalestudy.study.planning import check_selection, lock, preflight_gate
 
     check_selection(plan, request.only)
     plan = with_tags(plan, request.tags)
@@ -93,11 +94,9 @@ def run_adaptive(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     by_id = {r.run_id: r for r in plan.runs}
     if request.dry_run:
         decision, _ = next_decision(plan, points, request.budget)
-        from scalestudy.execute.submit import prepare
 
         todo = [by_id[r] for p in decision.points for r in p.runs]
         return RunOutcome(Selection(todo), prepared=prepare(plan, todo, force=False))
-    from scalestudy.execute import workspace as ws
 
     plan = dataclasses.replace(plan, campaign=ws.new_campaign())
     states: dict[str, RunState] = {}
@@ -151,7 +150,6 @@ def _round(plan: Plan, todo: list[Run], request: RunRequest, screen: Screen,
         with screen.running_here(sub, len(selection.todo)) as progress:
             ended = run_here(sub, selection, False, progress)
         return {r.run_id: s for r, s in zip(selection.todo, ended, strict=True)}
-    from scalestudy.study.planning import job_limit
 
     packed = request.pack or plan.study.job.pack
     most = None if packed else job_limit(sub, request.max_jobs, found, screen.note)

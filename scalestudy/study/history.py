@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.site.plan import Plan
+from scalestudy.execute.workspace import read_run
+from scalestudy.results.history.ledger import score, summary
+from scalestudy.results.history.regression import check as compare
+from scalestudy.results.history.regression import point_of
+from scalestudy.site.plan import Plan, make_plan
+from scalestudy.study.imports import kept, reimport
 
 if TYPE_CHECKING:
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
 #: `--since` durations: 30d, 12h, 2w.
 _SINCE = re.compile(r"^(\d+)([hdw])$")
@@ -22,7 +27,7 @@ _SINCE = re.compile(r"^(\d+)([hdw])$")
 
 def open_store(url: str | None = None) -> Store:
     """The results store (`--store`, $SCALESTUDY_STORE, or the embedded default)."""
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     return Store(url)
 
@@ -33,7 +38,7 @@ def store_study(plan: Plan, url: str | None = None) -> str:
     fails a run or a report)."""
     import sqlalchemy.exc
 
-    from scalestudy.results.store import URL_VARIABLE, shown
+    from scalestudy.results.history.store import URL_VARIABLE, shown
 
     store = open_store(url)
     try:
@@ -56,9 +61,8 @@ class Ingested:
 
 def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
     """Index study directories (results/<study>), or every study under a results
-    directory and the imports it keeps (results/imports/); idempotent."""
-    from scalestudy.results.store import study_dirs
-    from scalestudy.study.imports import kept, reimport
+    directory and the imports it keeps (results/history/imports/); idempotent."""
+    from scalestudy.results.history.store import study_dirs
 
     store = open_store(url)
     out = []
@@ -113,8 +117,8 @@ class Checked:
     newest: int  # completed attempts on the newest side
     baseline: int
     against: str  # what the baseline is, in words
-    verdicts: list[Any]  # results.regression.Verdict
-    #: the recent change points of its points' series (results.changes.ChangePoint)
+    verdicts: list[Any]  # results.history.regression.Verdict
+    #: the recent change points of its points' series (results.history.changes.ChangePoint)
     changes: list[Any] = field(default_factory=list)
 
     @property
@@ -135,8 +139,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     """The newest attempt of each run of a study (a spec, a results directory or a
     stored study's name) against a baseline: a tag, an earlier study, a time window, or
     by default the study's own earlier attempts."""
-    from scalestudy.results.regression import check as compare
-    from scalestudy.results.store import latest_attempts
+    from scalestudy.results.history.store import latest_attempts
 
     name, directory = _study_name(target, url, results)
     rows = history(url, study=name, directory=directory)
@@ -179,7 +182,6 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
     directory)."""
     path = Path(target)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        from scalestudy.site.plan import make_plan
 
         plan = make_plan(path, results)
         if (plan.directory / "runs").is_dir():
@@ -187,7 +189,6 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
         return plan.study.name, str(plan.directory.resolve())
     if (path / "runs").is_dir():
         ingest([path], url)
-        from scalestudy.execute.workspace import read_run
 
         first = next((read_run(d) for d in sorted((path / "runs").iterdir())
                       if read_run(d)), None)
@@ -198,8 +199,8 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
 def changes(url: str | None = None, *, system: str | None = None, model: str | None = None,
             since_text: str | None = None) -> list[Any]:
     """The change points of every stored point's series of campaigns
-    (results.changes.ChangePoint), oldest first."""
-    from scalestudy.results.changes import changes as find
+    (results.history.changes.ChangePoint), oldest first."""
+    from scalestudy.results.history.changes import changes as find
 
     return find(history(url, system=system, model=model, since_text=since_text))
 
@@ -207,9 +208,8 @@ def changes(url: str | None = None, *, system: str | None = None, model: str | N
 def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -> list[Any]:
     """The change points of the checked study's points that are recent: among their
     series' last RECENT campaigns (what `history check` also gates on)."""
-    from scalestudy.results.changes import RECENT
-    from scalestudy.results.changes import changes as find
-    from scalestudy.results.regression import point_of
+    from scalestudy.results.history.changes import RECENT
+    from scalestudy.results.history.changes import changes as find
 
     points = {point_of(r) for r in checked_rows if r.get("state") == "completed"}
     systems = {r["system"] for r in checked_rows}
@@ -251,7 +251,6 @@ def junit(checked: Checked) -> str:
 def predictions(url: str | None = None, *, system: str | None = None
                 ) -> tuple[list[Any], list[dict[str, Any]]]:
     """The ledger's forecasts scored against the stored attempts; per system totals."""
-    from scalestudy.results.ledger import score, summary
 
     store = open_store(url)
     try:

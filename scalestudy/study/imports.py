@@ -1,6 +1,6 @@
 """`history import`: results measured by other tools go into the store beside scalestudy's
 runs, all files or none, and a copy of each file with how it was imported is kept under
-results/imports/, so `history ingest results/` brings the imports back with the studies."""
+results/history/imports/, so `history ingest results/` brings the imports back with the studies."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.history.imports import parse
 
 #: Where a results directory keeps its imports (one folder per file, by its hash).
 IMPORTS = "imports"
@@ -58,7 +59,7 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
                    results: Path | None = Path("results")) -> list[ImportedFile]:
     """Read every file, then store them all in one transaction (a file that cannot be
     read stores none), then keep each under `results`/imports/ (None: keep none)."""
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     read = [_read(Path(p), options) for p in files]
     staged = _stage(read, options, results) if results is not None else []
@@ -79,7 +80,7 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
 
 
 def kept(results: Path) -> list[Path]:
-    """The import folders a results directory keeps (results/imports/<hash>/)."""
+    """The import folders a results directory keeps (results/history/imports/<hash>/)."""
     return sorted(p.parent for p in (Path(results) / IMPORTS).glob("*/import.json"))
 
 
@@ -107,7 +108,6 @@ def reimport(folder: Path, url: str | None = None) -> ImportedFile:
 
 def _read(path: Path, options: Options) -> dict[str, Any]:
     """One file parsed into stored rows, with its hash and its summary."""
-    from scalestudy.results.imports import parse
 
     found = parse(path, options.fmt, options.gpus)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -133,7 +133,7 @@ def _read(path: Path, options: Options) -> dict[str, Any]:
 def _stage(read: list[dict[str, Any]], options: Options,
            results: Path) -> list[tuple[Path, Path]]:
     """A copy of each file and its import.json in a folder beside its final place
-    (results/imports/<hash>), to be moved there once the store has them."""
+    (results/history/imports/<hash>), to be moved there once the store has them."""
     base = Path(results) / IMPORTS
     try:
         base.mkdir(parents=True, exist_ok=True)

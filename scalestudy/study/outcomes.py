@@ -10,11 +10,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError, SubmitError
+from scalestudy.core.grid import select
+from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
+from scalestudy.execute import probe as batch_probe
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.packing import allocation_summary
 from scalestudy.execute.status import read_state, read_status
+from scalestudy.execute.submit import journal
+from scalestudy.execute.tracking import cancel_runs, refresh
+from scalestudy.results.analysis.spend import spend_of
+from scalestudy.results.history.nodes import study_stragglers
 from scalestudy.site.plan import Plan
+from scalestudy.site.queues import hms
+from scalestudy.study.history import open_store, scored_here, store_study
 from scalestudy.study.planning import Say, expected_waits, quiet
+from scalestudy.study.predict import keep_report_forecasts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,15 +33,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from scalestudy.report.build import Report
-    from scalestudy.results.adaptive import Point
-    from scalestudy.results.analysis import AnalysisOptions
+    from scalestudy.results.analysis.adaptive import Point
+    from scalestudy.results.analysis.study import AnalysisOptions
 
 
 def status(plan: Plan) -> list[dict[str, Any]]:
     """Each run's parameters, state, job id and, for a failed run, its failure class and
     decisive line (one scheduler query on a scheduler)."""
     if plan.scheduler.queued:
-        from scalestudy.execute.tracking import refresh
 
         views = {k: (v.state, v.job_id, v.reason) for k, v in refresh(plan).items()}
     else:
@@ -51,9 +61,6 @@ def status(plan: Plan) -> list[dict[str, Any]]:
 def allocation_lines(plan: Plan, rows: list[dict[str, Any]]) -> list[str]:
     """`status` of a packed study: each allocation's job, and its steps from its own
     journal: ended, running, waiting, cut off by the allocation's end, never started."""
-    from scalestudy.execute.packed import allocation_summary
-    from scalestudy.execute.submit import journal
-    from scalestudy.site.queues import hms
 
     state = {r["run_id"]: r["state"] for r in rows}
     now_in = {k: e.allocation for k, e in journal(plan).latest().items()}
@@ -85,7 +92,6 @@ def cancel(plan: Plan) -> list[str]:
             f"system {plan.system.name} runs jobs directly on this machine: there is no "
             "queue to cancel; stop a running `scalestudy run` with Ctrl-C (its run is kept "
             "as interrupted and runs again next time)")
-    from scalestudy.execute.tracking import cancel_runs
 
     return cancel_runs(plan)
 
@@ -96,10 +102,9 @@ def collect(plan: Plan) -> pd.DataFrame:
     On a scheduler, jobs that ended since the last look are settled first (one query);
     where the scheduler cannot be asked (results copied elsewhere), the files decide.
     """
-    from scalestudy.results.collect import collect as collect_runs
+    from scalestudy.results.analysis.collect import collect as collect_runs
 
     if plan.scheduler.queued and (plan.directory / "jobs.jsonl").exists():
-        from scalestudy.execute.tracking import refresh
 
         with contextlib.suppress(SubmitError):
             refresh(plan)
@@ -111,16 +116,14 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     """Collect, analyse once and draw the report; the references are the study's own
     `references:` plus those of `references_file`."""
     from scalestudy.report.build import build_report
-    from scalestudy.results.analysis import Where, analyse
-    from scalestudy.results.references import load_references
+    from scalestudy.results.analysis.references import load_references
+    from scalestudy.results.analysis.study import Where, analyse
 
     study = plan.study
     _refuse_an_empty_report(plan)
     refs: list[Any] = [(study.references, study.line_of)]
     if references_file is not None:
         refs.append(load_references(references_file))
-    from scalestudy.study.history import scored_here, store_study
-    from scalestudy.study.predict import keep_report_forecasts
 
     one_host = plan.scheduler.one_host  # the same core count the job scripts use
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
@@ -130,7 +133,8 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
-                       not_measured=_not_measured(plan, runs), waits=expected_waits(plan))
+                       not_measured=_not_measured(plan, runs), waits=expected_waits(plan),
+                       stragglers=study_stragglers(study.name, study.system, runs))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)
@@ -139,7 +143,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
 
 def _not_measured(plan: Plan, runs: pd.DataFrame) -> list[dict[str, Any]]:
     """An adaptive study's points it did not measure, with why ([] for a full grid)."""
-    from scalestudy.results import adaptive_journal
+    from scalestudy.results.analysis import adaptive_journal
 
     if not (plan.directory / adaptive_journal.FILE).exists():
         return []
@@ -150,11 +154,9 @@ def _not_measured(plan: Plan, runs: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def grid_points(plan: Plan, only: str | None = None) -> list[Point]:
-    """The study's points (alternative x node count, results.adaptive), of the `--only`
+    """The study's points (alternative x node count, results.analysis.adaptive), of the `--only`
     selection."""
-    from scalestudy.core.grid import select
-    from scalestudy.core.spec import walltime_seconds
-    from scalestudy.results.adaptive import points_of
+    from scalestudy.results.analysis.adaptive import points_of
 
     return points_of(select(plan.runs, only), plan.study.scaling,
                      walltime_seconds(plan.study.job.walltime))
@@ -200,12 +202,10 @@ def _spend(plan: Plan) -> Any:
     its system beside it (where the store has any)."""
     import statistics
 
-    from scalestudy.results.spend import spend_of
 
     spend = spend_of(plan.directory)
     if spend is None:
         return None
-    from scalestudy.study.history import open_store
 
     try:
         store = open_store()
@@ -269,7 +269,6 @@ def probe(plan: Plan, min_batch: int, max_batch: int, memory_limit_gb: float | N
           say: Say = quiet) -> ProbeResult:
     """The largest per-GPU batch that fits one GPU of the study's system: run here, or
     submitted and (with `wait_for_it`) followed to its end."""
-    from scalestudy.execute import probe as batch_probe
 
     if min_batch > max_batch:
         raise ScalestudyError(f"--min-batch {min_batch} is larger than --max-batch {max_batch}")
@@ -308,7 +307,7 @@ def compare(a_arg: Path, b_arg: Path, out: Path | None = None,
     """Align two studies (specs or results directories) point by point and write
     compare.csv/.md/.png (default results/compare-A-vs-B)."""
     from scalestudy.report.compare import write_compare
-    from scalestudy.results.compare import align, load_side
+    from scalestudy.results.history.compare import align, load_side
 
     a, b = load_side(a_arg, results), load_side(b_arg, results)
     if a.scaling != b.scaling:

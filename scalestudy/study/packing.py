@@ -16,9 +16,14 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
 from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
+from scalestudy.execute.preflight import preflight
 from scalestudy.execute.status import read_status
-from scalestudy.site.pack import Allocation, pack
+from scalestudy.site.packing import Allocation, pack
 from scalestudy.site.plan import Plan
+from scalestudy.site.preflight import profile_queue_limits
+from scalestudy.site.queues import hms
+from scalestudy.site.routing import documented, queue_for
+from scalestudy.study.history import open_store
 
 if TYPE_CHECKING:
     from scalestudy.site.preflight import Preflight
@@ -82,7 +87,6 @@ def expected_times(plan: Plan, store_url: str | None = None,
 def _stored(plan: Plan, url: str | None) -> dict[Shape, list[float]]:
     """Elapsed seconds of the store's completed attempts on this system, by shape; {}
     where there is no store to read."""
-    from scalestudy.study.history import open_store
 
     try:
         store = open_store(url)
@@ -105,8 +109,6 @@ def limits(plan: Plan, found: Preflight | None, name: str | None = None
            ) -> QueueLimits | None:
     """A queue's limits (`name`; None: the study's first queue): the scheduler's answer
     from a preflight where it is that queue's, else the profile's."""
-    from scalestudy.site.preflight import profile_queue_limits
-    from scalestudy.site.routing import documented
 
     if found is not None and found.queue_limits is not None and (
             name is None or found.queue_limits.name == name):
@@ -119,7 +121,6 @@ def allocations(plan: Plan, runs: Sequence[Run], found: Preflight | None = None,
     """The runs packed into allocations that their queues take: each run goes to the
     queue that takes it (site.routing), and each queue's runs are packed apart, within
     that queue's limits."""
-    from scalestudy.site.routing import queue_for
 
     expected = expected or expected_times(plan)
     by_queue: dict[str | None, list[Run]] = {}
@@ -154,7 +155,6 @@ def _packed(plan: Plan, runs: Sequence[Run], queue: QueueLimits | None,
 def describe(allocations_: Sequence[Allocation], expected: Expected) -> list[str]:
     """`plan --pack`'s lines: each allocation's nodes, walltime, runs and expected idle
     node-hours, then where the expected times come from."""
-    from scalestudy.site.queues import hms
 
     lines = []
     several = len({a.queue for a in allocations_}) > 1
@@ -209,7 +209,6 @@ def check_packed_budget(planned: Sequence[Allocation], budget: float | None) -> 
         return
     worst = sum(a.nodes * a.walltime_s for a in planned) / 3600
     if worst > budget:
-        from scalestudy.core.errors import ScalestudyError
 
         raise ScalestudyError(
             f"the {len(planned)} allocation(s) may hold up to {worst:g} node-hours (their "
@@ -224,17 +223,14 @@ def pack_summary(plan: Plan) -> dict[str, Any]:
     as lines."""
     import shutil
 
-    from scalestudy.site.queues import hms
 
     if not plan.scheduler.queued:
-        from scalestudy.core.errors import ScalestudyError
 
         raise ScalestudyError(
             f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
             "there is no allocation to pack into; plan without --pack")
     found = None
     if all(shutil.which(c) for c in plan.scheduler.needed_commands()):
-        from scalestudy.execute.preflight import preflight
 
         found = preflight(plan, python=False)
     todo = [r for r in plan.runs if read_status(plan.run_dir(r)).state is not RunState.COMPLETED]

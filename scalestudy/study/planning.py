@@ -10,11 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, node_hours, select
+from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.commands import estimate_start
+from scalestudy.execute.preflight import preflight as ask
 from scalestudy.execute.status import read_status
+from scalestudy.results.analysis.waits import expected, from_scheduler, waits_by_nodes
 from scalestudy.site import resolve
 from scalestudy.site.plan import Plan
+from scalestudy.site.preflight import offline, profile_job_limits
+from scalestudy.site.render import job_request
+from scalestudy.site.routing import queue_for
+from scalestudy.study.history import open_store
 
 if TYPE_CHECKING:
     from scalestudy.execute.submit import JobLimit
@@ -33,7 +41,6 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     """What `plan --json` prints: the runs, their states and the totals: the worst-case
     node-hours (every run using its whole walltime) and the expected ones (measured
     where a run, or a run of the same shape, has run; the walltime elsewhere)."""
-    from scalestudy.site.routing import queue_for
 
     statuses = {r.run_id: read_status(plan.run_dir(r)) for r in plan.runs}
     expected, measured = expected_node_hours(plan, statuses)
@@ -56,7 +63,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 
 
 def expected_waits(plan: Plan) -> list[Any]:
-    """The expected queue wait of each node count of the study (results.waits.Wait):
+    """The expected queue wait of each node count of the study (results.analysis.waits.Wait):
     the scheduler's own estimate where it gives one (Slurm: `sbatch --test-only`, when
     sbatch is here), else the median of this system's earlier jobs in the results
     store; [] for a system without a queue."""
@@ -73,9 +80,6 @@ def _scheduler_waits(plan: Plan) -> dict[int, Any]:
     import shutil
     from datetime import datetime
 
-    from scalestudy.execute.commands import estimate_start
-    from scalestudy.results.waits import from_scheduler
-    from scalestudy.site.render import job_request
 
     out: dict[int, Any] = {}
     for run in plan.runs:
@@ -97,8 +101,6 @@ def _stored_waits(plan: Plan) -> list[Any]:
     only costs the estimate)."""
     import sqlalchemy.exc
 
-    from scalestudy.results.waits import expected, waits_by_nodes
-    from scalestudy.study.history import open_store
 
     try:  # a store that cannot be read (or reached: another user's) costs the estimate only
         store = open_store()
@@ -122,7 +124,6 @@ def plan_warnings(plan: Plan) -> list[str]:
 def preflight(plan: Plan, python: bool = True) -> Preflight:
     """Ask the scheduler and this host whether the study's jobs can run (`python`: also
     run the jobs' Python here); each problem with its fix."""
-    from scalestudy.execute.preflight import preflight as ask
 
     return ask(plan, python)
 
@@ -144,7 +145,6 @@ def limits_gate(plan: Plan, show: Callable[[str], None]) -> Preflight:
     """The study against its profile's documented queue limits, no scheduler asked
     (`validate`, `plan`, `run --dry-run`): each problem shown as one line (`show`), then
     an error when one would make jobs be refused or wait for ever."""
-    from scalestudy.site.preflight import offline
 
     found = offline(plan)
     for problem in found.problems:
@@ -168,8 +168,6 @@ def job_limit(plan: Plan, given: int | None, found: Preflight | None, say: Say
         return given
     later = "; jobs beyond it are submitted as earlier ones end (with --wait) or by the " \
             "next `run`"
-    from scalestudy.site.preflight import profile_job_limits
-    from scalestudy.site.routing import queue_for
 
     limits = found.job_limits if found is not None and found.job_limits else \
         profile_job_limits(plan)
@@ -191,7 +189,6 @@ def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, in
     the median of measured runs of the same shape (nodes, ranks, batch), else its walltime."""
     import statistics
 
-    from scalestudy.core.spec import walltime_seconds
 
     by_shape: dict[tuple[int, int, int], list[float]] = {}
     for run in plan.runs:

@@ -8,11 +8,13 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.load import load_study
+from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, entries
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from scalestudy.results.forecast import Forecast
+    from scalestudy.results.analysis.forecast import Forecast
 
 
 def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | None = None,
@@ -23,7 +25,7 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     """Forecast `source`'s throughput at `gpus` (or `nodes`, with its GPUs per node), and
     keep the forecasts in the store's ledger where the system is known (a study's, or a
     table's `system` and `model`), so that a later study of that system scores them."""
-    from scalestudy.results.forecast import forecast, probe_of
+    from scalestudy.results.analysis.forecast import forecast, probe_of
 
     if (gpus is None) == (nodes is None):
         raise ScalestudyError("give the scales to forecast: --gpus N,N... or --nodes N,N...")
@@ -57,8 +59,7 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
 
 def _keep(found: Forecast, where: dict[str, Any], name: str, store: str | None) -> str:
     """Put the forecasts in the ledger; what was done, in words."""
-    from scalestudy.results.ledger import entries
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     rows = entries(found.predictions, system=str(where["system"]), source=name,
                    point=where["point"], model={k: v for k, v in found.model.items()
@@ -79,8 +80,7 @@ def keep_report_forecasts(system: str, study: str, table: pd.DataFrame,
     written never fails a report)."""
     import sqlalchemy.exc
 
-    from scalestudy.results.ledger import entries
-    from scalestudy.results.store import Store
+    from scalestudy.results.history.store import Store
 
     rows = []
     for group, shown in preds.groupby("group", sort=False):
@@ -110,8 +110,7 @@ def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[
     has one, else per million of the throughput's units; the interval's band with it."""
     import pandas as pd
 
-    from scalestudy.core.load import load_study
-    from scalestudy.results.cost import costs_of
+    from scalestudy.results.analysis.cost import costs_of
 
     target = load_study(spec).target if spec is not None and spec.is_file() else None
     first = rows.iloc[0]
@@ -143,7 +142,6 @@ def _point_of(first: pd.Series) -> dict[str, Any]:
     """A ledger point (the work and the way it ran) from a scaling table's row."""
     import pandas as pd
 
-    from scalestudy.results.ledger import POINT_COLUMNS, POINT_PARAMS
 
     return {k: int(first[k]) if k in ("batch_size", "image_size") else first[k]
             for k in (*POINT_COLUMNS, *POINT_PARAMS) if k in first and pd.notna(first[k])}
@@ -157,9 +155,9 @@ def _points(source: str, group: str | None, results: Path
     or a stored study."""
     import pandas as pd
 
-    from scalestudy.results.compare import load_side
-    from scalestudy.results.forecast import study_points
-    from scalestudy.results.forecast_table import read_table
+    from scalestudy.results.analysis.forecast import study_points
+    from scalestudy.results.analysis.forecast_table import read_table
+    from scalestudy.results.history.compare import load_side
 
     if source.endswith(".csv"):
         frame, unit, per_node = read_table(Path(source))

@@ -12,12 +12,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from scalestudy.core.choices import Rerun
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, select
 from scalestudy.core.states import Failure, RunState
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.local import execute_runs
+from scalestudy.execute.packing import queue_allocations, write_allocation
 from scalestudy.execute.status import read_state, read_status
+from scalestudy.execute.submit import prepare
+from scalestudy.execute.tracking import Tracker, follow, recover, submit_runs
 from scalestudy.site.plan import Plan
-from scalestudy.study.planning import MAX_ATTEMPTS, check_budget
+from scalestudy.study.outcomes import report
+from scalestudy.study.packing import allocations, check_engine, check_packed_budget
+from scalestudy.study.planning import (
+    MAX_ATTEMPTS,
+    check_budget,
+    check_selection,
+    job_limit,
+    limits_gate,
+    lock,
+    preflight_gate,
+)
 
 if TYPE_CHECKING:
     from scalestudy.execute.submit import JobLimit
@@ -98,7 +113,6 @@ def _cancelled(directory: Path) -> bool:
 
 def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:
     """Render the chosen runs' scripts without running anything; those runs."""
-    from scalestudy.execute.submit import prepare
 
     return prepare(plan, selection.todo, force=force)
 
@@ -110,8 +124,6 @@ def run_here(plan: Plan, selection: Selection, force: bool,
              progress: Progress | None = None, budget: float | None = None
              ) -> list[RunState]:
     """Execute the chosen runs on this machine, one after the other; their end states."""
-    from scalestudy.execute.local import execute_runs
-    from scalestudy.execute.submit import prepare
 
     check_budget(plan, selection.todo, budget)
     todo = prepare(plan, selection.todo, force=force)
@@ -127,16 +139,13 @@ class Queued:
     active: int
     waiting: list[Run]
     selection: Selection
-    allocations: list[Any] = field(default_factory=list)  # execute.packed.Queued
+    allocations: list[Any] = field(default_factory=list)  # execute.packing.Queued
 
 
 def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
                   budget: float | None = None, found: Preflight | None = None) -> Queued:
     """`run --pack`: adopt what an interrupted submission left, then queue the chosen runs
     as steps of as few allocations as the queue's limits allow."""
-    from scalestudy.execute.packed import queue_allocations
-    from scalestudy.execute.tracking import Tracker, recover
-    from scalestudy.study.packing import allocations, check_engine, check_packed_budget
 
     check_engine(plan)
     adopted = recover(plan)
@@ -154,7 +163,6 @@ def submit(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,
            max_jobs: JobLimit, budget: float | None = None) -> Queued:
     """Adopt jobs an interrupted submission left, then submit the chosen runs that are
     neither queued nor running (at most `max_jobs` in the queue)."""
-    from scalestudy.execute.tracking import Tracker, recover, submit_runs
 
     adopted = recover(plan)
     views = Tracker(plan).refresh()
@@ -172,7 +180,6 @@ def wait(plan: Plan, only: str | None, queued: Queued, max_jobs: JobLimit,
          ) -> list[RunState]:
     """Follow the selected runs to their end (submitting those --max-jobs held back);
     their end states."""
-    from scalestudy.execute.tracking import follow
 
     chosen = select(plan.runs, only)
     views = follow(plan, chosen, queued.waiting, max_jobs, progress=progress, force=force)
@@ -253,8 +260,6 @@ class RunOutcome:
 def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     """`scalestudy run`: render only (dry run), or, under the study's lock, run the chosen
     runs here or submit them (and follow them with `wait`), then report."""
-    from scalestudy.study.outcomes import report
-    from scalestudy.study.planning import check_selection, job_limit, lock, preflight_gate
 
     check_selection(plan, request.only)
     plan = with_tags(plan, request.tags)
@@ -293,7 +298,6 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
 def check_pack(plan: Plan, request: RunRequest) -> None:
     """`--pack` needs a scheduler: refuse it on a system that runs jobs on this host."""
     if request.pack and not plan.scheduler.queued:
-        from scalestudy.core.errors import ScalestudyError
 
         raise ScalestudyError(
             f"--pack: system {plan.system.name} runs jobs on this host, one after the other: "
@@ -326,7 +330,6 @@ def with_tags(plan: Plan, tags: tuple[str, ...]) -> Plan:
     """The plan with `run --tag` added to the spec's `tags:` (each a plain name)."""
     if not tags:
         return plan
-    from scalestudy.core.errors import ScalestudyError
 
     bad = [t for t in tags if not _TAG.match(t)]
     if bad:
@@ -342,7 +345,6 @@ _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 def _here(plan: Plan, request: RunRequest, screen: Screen) -> Selection:
     """Before runs on this machine: the host's cores against the ranks, what the queue
     options change (nothing), the runs chosen."""
-    from scalestudy.study.planning import preflight_gate
 
     if request.preflight:
         preflight_gate(plan, False, lambda f: screen.preflight(f, False))
@@ -359,7 +361,6 @@ def _here(plan: Plan, request: RunRequest, screen: Screen) -> Selection:
 
 def _dry_run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     """Render the chosen runs' scripts, refusing what the real run would refuse."""
-    from scalestudy.study.planning import job_limit, limits_gate
 
     selection = choose_runs(plan, request.only, request.rerun, request.max_attempts)
     screen.chosen(selection)
@@ -376,8 +377,6 @@ def _dry_pack(plan: Plan, selection: Selection, request: RunRequest, screen: Scr
               ) -> list[Run]:
     """`run --pack --dry-run`: the steps' scripts and each allocation's script, written to
     allocations/dry-run-<n>/ (never a name a real allocation takes); those runs."""
-    from scalestudy.execute.packed import write_allocation
-    from scalestudy.study.packing import allocations, check_packed_budget
 
     planned = allocations(plan, selection.todo) if selection.todo else []
     check_packed_budget(planned, request.budget)

@@ -86,7 +86,7 @@ def _parallel(args: argparse.Namespace, options: Mapping[str, Any], layout: Layo
 @starter("deepspeed")
 def _deepspeed(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
                run_dir: Path) -> Session:
-    from . import ds
+    from . import deepspeed_backend as ds
 
     env, device, dist_backend = _joined(args)
     deepspeed = ds.load()
@@ -103,7 +103,7 @@ def _deepspeed(args: argparse.Namespace, options: Mapping[str, Any], layout: Lay
 @starter("horovod")
 def _horovod(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
              run_dir: Path) -> Session:
-    from . import hvd as hvd_backend
+    from . import horovod_backend as hvd_backend
 
     hvd = hvd_backend.load()
     hvd_backend.prepare_environment(os.environ, run_dir)

@@ -1,0 +1,261 @@
+"""Packed runs, the submitting side: write each run's step script and the allocation's
+job script, queue the allocation with the journal's guarantees, and read a packed run's
+state from its allocation's job and the step journal the allocation keeps.
+
+A packed run's journal line names its allocation (results/<study>/allocations/<name>);
+its job id is the allocation's. Its state: the step journal's last event for it while
+the allocation lives (not started: queued; started: running; ended: settled from its
+exit code, a step stopped at its own limit as walltime); once the allocation has ended,
+a step it never ended (or never started) is `interrupted`, which the next `run` starts
+again in a new allocation: no run is lost, and none that ended is run twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.grid import Run
+from scalestudy.core.states import Failure, JobStatus, RunState
+from scalestudy.execute import commands
+from scalestudy.execute import workspace as ws
+from scalestudy.execute.allocation import read_events
+from scalestudy.execute.journal import Intent, Job, Journal, now
+from scalestudy.execute.status import RunStatus, read_status, write_status
+from scalestudy.site.packing import Allocation
+from scalestudy.site.plan import Plan
+from scalestudy.site.render import flux_steps, render, render_allocation
+from scalestudy.site.schedulers import JobState, SubmitError
+
+SCHEMA = "scalestudy.allocation/1"
+
+
+def root(plan: Plan) -> Path:
+    """results/<study>/allocations."""
+    return plan.directory / "allocations"
+
+
+def next_index(plan: Plan) -> int:
+    """The number the next allocation of the study takes (a1, a2, ...; never reused)."""
+    taken = [int(p.name[1:]) for p in root(plan).glob("a*") if p.name[1:].isdigit()]
+    return max(taken, default=0) + 1
+
+
+def write_allocation(plan: Plan, allocation: Allocation, name: str,
+                     archive: bool = True) -> Path:
+    """Write the steps' scripts (runs/<id>/job.sh, each run's files of an earlier attempt
+    kept in attempts/<n>/ unless `archive` is false: a dry run), allocation.json and the
+    allocation's job script; its path."""
+    alloc_dir = (root(plan) / name).resolve()
+    alloc_dir.mkdir(parents=True, exist_ok=True)
+    scheduler = plan.scheduler
+    engine = scheduler.pack_engine(plan.study.job.pack_engine)
+    # A nested Flux runs each step as the run's own Flux job script (and writes its log).
+    study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
+        plan.study, plan.system)
+    step_log = "flux.log" if engine.flux_jobs else scheduler.log_name
+    steps = []
+    for step in allocation.steps:
+        run = step.run
+        run_dir = plan.run_dir(run).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if archive:
+            ws.archive_attempt(run_dir, plan.campaign)
+        ws.write_run(run_dir, run.params())
+        script = run_dir / ws.SCRIPT
+        ws.write_text_atomic(script, render(study, system, run, run_dir,
+                                            step=not engine.flux_jobs), mode=0o755)
+        joined = engine.flux_jobs or scheduler.joins_output
+        steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
+                      "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
+                      "limit_s": step.limit_s, "expected_s": step.expected_s,
+                      "log": step_log, "err": step_log if joined else "stderr.log"})
+    ws.write_json_atomic(alloc_dir / "allocation.json", {
+        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine.name,
+        "nodes": allocation.nodes,
+        "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
+        "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})
+    script = alloc_dir / ws.SCRIPT
+    ws.write_text_atomic(script, render_allocation(plan.study, plan.system, allocation, name,
+                                                   alloc_dir, sys.executable), mode=0o755)
+    return script
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One allocation queued: its name (allocations/<name>), job id and plan."""
+
+    name: str
+    job_id: str
+    allocation: Allocation
+
+
+def queue_allocations(plan: Plan, allocations: Sequence[Allocation],
+                      runner: commands.CommandRunner = commands.run_command
+                      ) -> tuple[list[tuple[Run, str]], list[Queued]]:
+    """Write and submit each allocation: an intent for each of its runs before the
+    submit command, their job lines (the allocation's id) after; (run, job id) of each
+    run, and the allocations queued."""
+    book = Journal(plan.directory / "jobs.jsonl")
+    attempts = book.jobs_per_run()
+    scheduler = plan.scheduler
+    done: list[tuple[Run, str]] = []
+    placed: list[Queued] = []
+    index = next_index(plan)
+    for allocation in allocations:
+        name = f"a{index}"
+        index += 1
+        script = write_allocation(plan, allocation, name)
+        runs = [s.run for s in allocation.steps]
+        for run in runs:
+            book.record(Intent(run.run_id, attempts.get(run.run_id, 0) + 1, now(), name))
+        try:
+            job_id = commands.submit(scheduler, script, runner,
+                                     plan.system.scheduler_options.submit_args)
+        except SubmitError as exc:
+            raise SubmitError(
+                f"{exc}\n{len(done)} run(s) were submitted before this in earlier "
+                f"allocations, recorded in {book.path}; run the same command again to "
+                "submit the rest") from None
+        at = now()
+        for run in runs:
+            attempt = attempts.get(run.run_id, 0) + 1
+            book.record(Job(run.run_id, job_id, attempt, scheduler.name, "pack", at,
+                            allocation=name))
+            write_status(plan.run_dir(run), RunStatus(
+                RunState.QUEUED, job_id=job_id, submitted_at=at,
+                reason=f"a step of allocation {name}"))
+            attempts[run.run_id] = attempt
+            done.append((run, job_id))
+        placed.append(Queued(name, job_id, allocation))
+    return done, placed
+
+
+@dataclass(frozen=True)
+class StepState:
+    """A packed run as its allocation's step journal and job say: what to show now, or
+    the job state to settle it with (its step ended)."""
+
+    state: RunState
+    reason: str | None = None
+    ended: JobState | None = None
+
+
+def events_by_run(plan: Plan, name: str) -> dict[str, list[dict[str, Any]]]:
+    """run id -> the step events of allocation `name` for it, oldest first."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in read_events(root(plan) / name / "steps.jsonl"):
+        if isinstance(event.get("run_id"), str):
+            out.setdefault(event["run_id"], []).append(event)
+    return out
+
+
+def step_times(events: Sequence[dict[str, Any]]) -> tuple[str | None, float | None]:
+    """(when the step last started, its seconds from then to its end) from its events."""
+    started = next((e for e in reversed(events) if e.get("event") == "started"), None)
+    ended = events[-1] if events and events[-1].get("event") == "ended" else None
+    if started is None:
+        return None, None
+    if ended is None:
+        return started.get("at"), None
+    try:
+        seconds = (datetime.fromisoformat(ended["at"])
+                   - datetime.fromisoformat(started["at"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return started.get("at"), None
+    return started.get("at"), seconds
+
+
+def step_state(run_dir: Path, entry: Job, job: JobState | None,
+               event: dict[str, Any] | None) -> StepState:
+    """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
+    last step event."""
+    name = entry.allocation
+    where = f"allocation {name} (job {entry.job_id})"
+    if event is not None and event.get("event") == "ended":
+        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
+    if job is None or not job.done:  # alive
+        if event is not None and event.get("event") == "started":
+            return StepState(RunState.RUNNING, f"a step of {where} on "
+                             f"{','.join(event.get('hosts') or [])}")
+        waiting = job.raw if job is not None else "submitted"
+        return StepState(RunState.QUEUED, f"waiting in {where}: {waiting}")
+    code = _exit_code(run_dir)
+    if event is not None and code is not None:  # ended; its line was cut off
+        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, {"rc": code}))
+    if event is not None and ws.record_problem(ws.read_record(run_dir / ws.METRICS)) is None:
+        # the workload wrote its whole record (its last act), then the allocation ended
+        # before the step's end was written: measured once, never to be run again
+        return StepState(RunState.COMPLETED, ended=JobState(
+            entry.job_id, JobStatus.COMPLETED, "step ended with the allocation; its metrics "
+            "record is complete"))
+    how = f"{job.raw}{': ' + job.reason if job.reason else ''}"
+    if event is None:
+        return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) before this run "
+                         "started: the next `run` starts it in a new allocation")
+    return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) while this run ran: "
+                     "the next `run` starts it again in a new allocation")
+
+
+def _ended(job_id: str, event: dict[str, Any]) -> JobState:
+    rc = event.get("rc")
+    rc = rc if isinstance(rc, int) else None
+    if event.get("timed_out"):
+        return JobState(job_id, JobStatus.TIMEOUT, "step time limit", rc,
+                        reason="the step ran past its walltime inside the allocation and "
+                        "was stopped", failure=Failure.WALLTIME)
+    if event.get("why"):
+        return JobState(job_id, JobStatus.FAILED, "step not started", rc,
+                        reason=str(event["why"]), failure=Failure.SCHEDULER)
+    return JobState(job_id, JobStatus.COMPLETED if rc == 0 else JobStatus.FAILED,
+                    f"step ended (exit {rc})", rc)
+
+
+def _exit_code(run_dir: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int((run_dir / "exit_code").read_text().strip())
+    return None
+
+
+def add_times(run_dir: Path, times: tuple[str | None, float | None]) -> None:
+    """A settled step's start and elapsed seconds, from the step journal, into its
+    status.json (what `plan --pack` expects the next allocation's runs to take)."""
+    started, seconds = times
+    if started is None and seconds is None:
+        return
+    status = read_status(run_dir)
+    write_status(run_dir, dataclasses.replace(
+        status, started_at=started, elapsed_s=None if seconds is None else round(seconds, 3)))
+
+
+def interrupt(run_dir: Path, entry: Job, reason: str | None) -> None:
+    """Record that a packed run's allocation ended before its step did."""
+    write_status(run_dir, RunStatus(RunState.INTERRUPTED, job_id=entry.job_id,
+                                    reason=reason, submitted_at=entry.submitted_at))
+
+
+def allocation_summary(plan: Plan) -> list[dict[str, Any]]:
+    """Each allocation of the study: its job, nodes, walltime, when its runner started and
+    finished, and its steps' events (what `status` shows and the report's cost reads)."""
+    out = []
+    book = {e.allocation: e.job_id for e in Journal(plan.directory / "jobs.jsonl").entries()
+            if e.allocation}
+    for alloc_dir in sorted(root(plan).glob("a*"), key=lambda p: int(p.name[1:] or 0)
+                            if p.name[1:].isdigit() else 0):
+        try:
+            spec = json.loads((alloc_dir / "allocation.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        events = read_events(alloc_dir / "steps.jsonl")
+        out.append({"name": alloc_dir.name, "job_id": book.get(alloc_dir.name),
+                    "nodes": spec.get("nodes"), "walltime_s": spec.get("walltime_s"),
+                    "steps": [s["run_id"] for s in spec.get("steps", [])],
+                    "events": events})
+    return out

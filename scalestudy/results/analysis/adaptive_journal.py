@@ -1,0 +1,126 @@
+"""The journal of an adaptive study (`results/<study>/adaptive.jsonl`): every decision of
+`run --adaptive`, append-only, one JSON line each, fsynced, so that a killed run resumes
+where it stopped and the report can say what was not measured, and why.
+
+Lines (each with `schema`, `kind` and `at`): `round` {round, runs, points, noise,
+noise_source} before a round's runs start; `drop` {round, alternative, evidence};
+`skip` {round, alternative, nodes, evidence}; `stop` {round, why} when no point is left
+open (or the budget ends it). A torn last line (a crash mid-write) is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis.adaptive import Decision, Point
+
+SCHEMA = "scalestudy.adaptive/1"
+FILE = "adaptive.jsonl"
+
+
+@dataclass
+class Journal:
+    """What the journal holds: the rounds (each a list of run ids), what was dropped and
+    skipped with the evidence, and the last stop's reason (None: not stopped, or a round
+    came after it)."""
+
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
+    skipped: dict[tuple[str, int], str] = field(default_factory=dict)
+    stopped: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return bool(self.rounds)
+
+    def runs(self) -> list[str]:
+        """Every run id a round started, in order."""
+        return [r for entry in self.rounds for r in entry["runs"]]
+
+
+def read(directory: Path) -> Journal:
+    """The journal of the study in `directory` (an empty one where there is none)."""
+    path = directory / FILE
+    journal = Journal()
+    if not path.exists():
+        return journal
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # torn by a crash mid-write
+            raise ScalestudyError(f"{path}:{number}: not a JSON line; the adaptive "
+                                  "journal is written by `run --adaptive` only: restore it, "
+                                  "or remove it to start the adaptive study afresh") from None
+        if not str(entry.get("schema", "")).startswith("scalestudy.adaptive/"):
+            raise ScalestudyError(f"{path}:{number}: not an adaptive journal line "
+                                  f"(schema {entry.get('schema')!r})")
+        kind = entry.get("kind")
+        if kind == "round":
+            journal.rounds.append(entry)
+            journal.stopped = None
+        elif kind == "drop":
+            journal.dropped[entry["alternative"]] = entry["evidence"]
+        elif kind == "skip":
+            journal.skipped[(entry["alternative"], int(entry["nodes"]))] = entry["evidence"]
+        elif kind == "stop":
+            journal.stopped = entry["why"]
+    return journal
+
+
+def record(directory: Path, number: int, decision: Decision) -> None:
+    """Journal a decision: its drops and skips, then the round it starts or its stop."""
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    lines: list[dict[str, Any]] = [
+        {"kind": "drop", "round": number, "alternative": v.alternative,
+         "evidence": v.evidence} for v in decision.dropped]
+    lines += [{"kind": "skip", "round": number, "alternative": v.alternative,
+               "nodes": v.nodes, "evidence": v.evidence} for v in decision.skipped]
+    if decision.points:
+        lines.append({"kind": "round", "round": number,
+                      "runs": [r for p in decision.points for r in p.runs],
+                      "points": [{"alternative": p.alternative, "nodes": p.nodes}
+                                 for p in decision.points],
+                      "noise": decision.noise, "noise_source": decision.noise_source})
+    else:
+        lines.append({"kind": "stop", "round": number, "why": decision.why,
+                      "noise": decision.noise, "noise_source": decision.noise_source})
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / FILE, "a") as out:
+        for line in lines:
+            out.write(json.dumps({"schema": SCHEMA, "at": at, **line}) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def not_measured(points: Sequence[Point], journal: Journal,
+                 measured: Mapping[tuple[str, int], Sequence[float]]) -> list[dict[str, Any]]:
+    """Each point of the grid an adaptive study did not measure, with why: its
+    alternative was dropped, it was left out, or the study stopped first."""
+    out = []
+    started = set(journal.runs())
+    for p in points:
+        if measured.get(p.key):
+            continue
+        if p.key in journal.skipped:
+            why = journal.skipped[p.key]
+        elif p.alternative in journal.dropped:
+            why = "its alternative was dropped: " + journal.dropped[p.alternative]
+        elif journal.stopped is not None:
+            why = "not reached: the study stopped first (" + journal.stopped + ")"
+        elif started.intersection(p.runs):
+            why = "its runs did not complete (see `scalestudy status`)"
+        else:
+            why = "not reached yet: the adaptive study has not finished"
+        out.append({"alternative": p.alternative, "nodes": p.nodes, "runs": len(p.runs),
+                    "node_hours": p.node_hours, "why": why})
+    return out

@@ -1,0 +1,55 @@
+"""The best known way to do a job: across every stored study of one model on one system,
+each configuration measured (any scale, batch, backend, tuning, layout) priced per
+million samples (tokens for a transformer): time and node-hours, and the front of
+those no other beats on both. Each point keeps its study and date."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from scalestudy.results.analysis.cost import PER_MILLION, WORK_COLUMNS, pareto_front
+
+#: Parameters that do not make a configuration different (which run, which repeat).
+NOT_CONFIGURATION = frozenset({"run_id", "repeat", "study", "system", "scaling"})
+COLUMNS: tuple[str, ...] = (
+    "work", "configuration", "study", "ended", "nodes", "world_size", "batch_size",
+    "global_batch", "backend", "tuning", "repeats", "throughput", "unit", "time_s",
+    "node_hours", "front")
+
+
+def best_known(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (study, configuration) measured, with its median throughput over the
+    repeats, the time and node-hours of a million units, and whether it is on the front
+    of its work (the same model and input), fastest first."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("state") != "completed" or not r.get("throughput"):
+            continue
+        params = r.get("params") or {}
+        work = " ".join(f"{k}={params[k]}" for k in WORK_COLUMNS if params.get(k) is not None)
+        config = ", ".join(f"{k}={v}" for k, v in sorted(params.items())
+                           if k not in NOT_CONFIGURATION and k not in WORK_COLUMNS)
+        groups.setdefault((work, config, str(r["directory"])), []).append(r)
+    out = []
+    for (work, config, _), items in groups.items():
+        first = items[0]
+        throughput = statistics.median(float(r["throughput"]) for r in items)
+        time_s = PER_MILLION / throughput
+        ends = [r["ended"] for r in items if r.get("ended") is not None]
+        out.append({"work": work, "configuration": config, "study": first["study"],
+                    "ended": max(ends) if ends else None, "nodes": first["nodes"],
+                    "world_size": first["world_size"], "batch_size": first["batch_size"],
+                    "global_batch": first["global_batch"], "backend": first["backend"],
+                    "tuning": first["tuning"], "repeats": len(items),
+                    "throughput": throughput, "unit": first.get("unit") or "img/s",
+                    "time_s": time_s, "node_hours": first["nodes"] * time_s / 3600,
+                    "front": False})
+    frame = pd.DataFrame(out, columns=list(COLUMNS))
+    for _, part in frame.groupby("work", sort=False):
+        kept = pareto_front(part["time_s"].to_numpy(), part["node_hours"].to_numpy())
+        frame.loc[part.index[kept], "front"] = True
+    return frame.sort_values(["work", "time_s"]).reset_index(drop=True)

@@ -1,0 +1,110 @@
+"""The prediction ledger: every forecast `predict` made for a system, scored once a later
+study of that system measures the scale it forecast ("predicted 9,840 [9,310–10,400],
+measured 9,520: inside")."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+#: What a forecast's point names (the work and the way it ran), matched against the
+#: stored attempts' columns, or their parameters for the last two.
+POINT_COLUMNS: tuple[str, ...] = ("model", "batch_size", "backend", "tuning")
+POINT_PARAMS: tuple[str, ...] = ("image_size", "precision")
+
+
+def entries(predictions: Iterable[Any], *, system: str, source: str,
+            point: Mapping[str, Any], model: Mapping[str, Any],
+            made: datetime | None = None) -> list[dict[str, Any]]:
+    """The ledger's rows for a forecast's predictions (results.analysis.forecast.Prediction)."""
+    when = made or datetime.now(timezone.utc)
+    return [{"made": when, "system": system, "source": source, "point": dict(point),
+             "gpus": p.gpus, "throughput": p.throughput, "low": p.low, "high": p.high,
+             "level": p.level, "unit": p.unit, "model": dict(model)} for p in predictions]
+
+
+@dataclass(frozen=True)
+class Score:
+    """One forecast and, once a later study measured its scale, how it did."""
+
+    forecast: dict[str, Any]
+    measured: float | None  # the median throughput measured after it was made
+    runs: int  # the completed attempts that measured it
+
+    @property
+    def inside(self) -> bool | None:
+        """The measurement fell inside the interval (None: not measured yet)."""
+        if self.measured is None:
+            return None
+        return bool(self.forecast["low"] <= self.measured <= self.forecast["high"])
+
+    @property
+    def error(self) -> float | None:
+        """Forecast / measured − 1 (positive: the forecast was optimistic)."""
+        return None if self.measured is None else self.forecast["throughput"] / self.measured - 1
+
+    def line(self) -> str:
+        """`predicted 9,840 img/s [9,310–10,400] at 64 GPUs, measured 9,520: inside`."""
+        f = self.forecast
+        head = (f"{f['system']}: {_point(f['point'])} at {f['gpus']} GPUs: predicted "
+                f"{_rate(f['throughput'])} {f['unit']} [{_rate(f['low'])}–{_rate(f['high'])}] "
+                f"on {_moment(f['made']):%Y-%m-%d} from {f['source']}")
+        if self.measured is None:
+            return head + ": not measured yet"
+        where = "inside" if self.inside else "outside"
+        return (f"{head}, measured {_rate(self.measured)} ({self.runs} run(s)): {where}, "
+                f"{self.error:+.1%}")
+
+
+def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]]
+          ) -> list[Score]:
+    """Each forecast against the completed attempts of its system and point at its scale
+    that ended after it was made."""
+    out = []
+    for f in forecasts:
+        made = _moment(f["made"])
+        measured = [float(a["throughput"]) for a in attempts
+                    if a.get("state") == "completed" and a.get("throughput")
+                    and a.get("system") == f["system"] and a.get("world_size") == f["gpus"]
+                    and a.get("ended") is not None and _moment(a["ended"]) > made
+                    and _matches(a, f["point"])]
+        out.append(Score(dict(f), statistics.median(measured) if measured else None,
+                         len(measured)))
+    return out
+
+
+def summary(scores: Sequence[Score]) -> list[dict[str, Any]]:
+    """Per system: forecasts made, scored, how often the interval held, median |error|."""
+    out = []
+    for system in dict.fromkeys(s.forecast["system"] for s in scores):
+        mine = [s for s in scores if s.forecast["system"] == system]
+        scored = [s for s in mine if s.measured is not None]
+        out.append({
+            "system": system, "forecasts": len(mine), "scored": len(scored),
+            "coverage": (sum(bool(s.inside) for s in scored) / len(scored)) if scored else None,
+            "median_abs_error": (statistics.median(abs(s.error or 0.0) for s in scored)
+                                 if scored else None)})
+    return out
+
+
+def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+    params = attempt.get("params") or {}
+    return all(attempt.get(k) == point[k] for k in POINT_COLUMNS if k in point) and all(
+        params.get(k) == point[k] for k in POINT_PARAMS if k in point)
+
+
+def _moment(value: Any) -> datetime:
+    """A stored time as an aware UTC datetime (SQLite gives them back without a zone)."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _point(point: Mapping[str, Any]) -> str:
+    return " ".join(f"{v}" if k == "model" else f"{k} {v}" for k, v in point.items())
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

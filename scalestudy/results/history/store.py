@@ -1,0 +1,378 @@
+"""The results store: an index of every run attempt scalestudy has seen, with its
+parameters, metrics and provenance, ingested from the run directories (which stay the
+truth: a lost store is rebuilt from them) into SQLite, or a team's PostgreSQL.
+
+SQLAlchemy 2 Core speaks both with one set of statements, so the embedded default and a
+shared server cannot drift apart; psycopg 3 is the PostgreSQL driver (`pip install
+scalestudy[postgres]`). The schema carries its version in `scalestudy_meta`; an older
+store is migrated in place, a newer one is refused (upgrade scalestudy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.history.provenance import Attempt, attempts_of
+
+#: The variable that names the store (a URL, or a SQLite file's path).
+URL_VARIABLE = "SCALESTUDY_STORE"
+#: The schema this release writes and reads; older ones are migrated on open.
+SCHEMA_VERSION = 3
+#: What measured a study's rows when scalestudy did not (the import's format).
+OWN = "scalestudy"
+
+metadata = sa.MetaData()
+meta = sa.Table(
+    "scalestudy_meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False))
+studies = sa.Table(
+    "studies", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("directory", sa.Text, nullable=False, unique=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("system", sa.Text),
+    sa.Column("scaling", sa.Text),
+    sa.Column("ingested", sa.DateTime(timezone=True), nullable=False),
+    # version 2: scalestudy, or the format of imported results (nccl-tests, horovod, ...)
+    sa.Column("source", sa.Text, nullable=False, server_default=OWN))
+attempts = sa.Table(
+    "attempts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_id", sa.Integer, sa.ForeignKey("studies.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("nodes", sa.Integer),
+    sa.Column("ranks_per_node", sa.Integer),
+    sa.Column("world_size", sa.Integer),
+    sa.Column("batch_size", sa.Integer),
+    sa.Column("global_batch", sa.Integer),
+    sa.Column("backend", sa.Text),
+    sa.Column("tuning", sa.Text),
+    sa.Column("model", sa.Text),
+    sa.Column("repeat", sa.Integer),
+    sa.Column("throughput", sa.Float),
+    sa.Column("throughput_per_gpu", sa.Float),
+    sa.Column("unit", sa.Text),
+    sa.Column("started", sa.DateTime(timezone=True)),
+    sa.Column("ended", sa.DateTime(timezone=True)),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("metrics", sa.JSON),
+    sa.Column("provenance", sa.JSON, nullable=False),
+    sa.Column("tags", sa.JSON, nullable=False),
+    # version 3: the campaign (one `scalestudy run`) that started the attempt
+    sa.Column("campaign", sa.Text),
+    sa.UniqueConstraint("study_id", "run_id", "attempt"))
+sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
+# version 3: the prediction ledger, every forecast `predict` made with what it came from
+forecasts = sa.Table(
+    "forecasts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("made", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("system", sa.Text, nullable=False),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("point", sa.JSON, nullable=False),  # model, batch_size, backend, tuning
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("throughput", sa.Float, nullable=False),
+    sa.Column("low", sa.Float, nullable=False),
+    sa.Column("high", sa.Float, nullable=False),
+    sa.Column("level", sa.Float, nullable=False),
+    sa.Column("unit", sa.Text, nullable=False),
+    sa.Column("model", sa.JSON, nullable=False))
+
+def _add_source(conn: sa.Connection) -> None:
+    """Version 2: studies say what measured them (imports beside scalestudy's runs)."""
+    conn.execute(sa.text(f"ALTER TABLE studies ADD COLUMN source TEXT NOT NULL "
+                         f"DEFAULT '{OWN}'"))
+
+
+def _add_campaign(conn: sa.Connection) -> None:
+    """Version 3: each attempt names its campaign (NULL for attempts stored before; the
+    run directories say it where they know it, and `history ingest` fills it in), and
+    the prediction ledger's table."""
+    conn.execute(sa.text("ALTER TABLE attempts ADD COLUMN campaign TEXT"))
+    forecasts.create(conn, checkfirst=True)
+
+
+#: Migrations: version n-1 -> n, each in the transaction that records version n.
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {2: _add_source, 3: _add_campaign}
+
+
+def default_path() -> Path:
+    """The embedded store: in the user's state directory on this machine
+    ($XDG_STATE_HOME, else ~/.local/state), not beside results/, which on a cluster sits
+    on a parallel filesystem where SQLite's locks are not to be trusted."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "scalestudy" / "history.sqlite"
+
+
+def store_url(given: str | None = None) -> str:
+    """The store's URL: `--store`, else $SCALESTUDY_STORE, else the embedded default. A
+    plain path is a SQLite file."""
+    text = given or os.environ.get(URL_VARIABLE) or str(default_path())
+    if "://" in text:
+        return text
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def shown(url: str) -> str:
+    """The URL without its password, to print."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):  # not a URL: mask what looks like a password
+        return re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", url)
+
+
+class Store:
+    """One results store, opened (created or migrated) on first use."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = store_url(url)
+
+    @cached_property
+    def engine(self) -> sa.Engine:
+        try:
+            engine = sa.create_engine(self.url)
+            if engine.dialect.name == "sqlite" and engine.url.database:
+                Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
+            if engine.dialect.name == "sqlite":
+                sa.event.listen(engine, "connect", _sqlite_pragmas)
+            with engine.begin() as conn:
+                _open(conn)
+        except ModuleNotFoundError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: its driver is not installed ({exc.name}); "
+                "for PostgreSQL: pip install 'scalestudy[postgres]'") from None
+        except sa.exc.OperationalError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: cannot open it ({exc.orig}); check the URL "
+                f"(--store or ${URL_VARIABLE}) and that the server is up") from None
+        except sa.exc.DatabaseError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: not a results store ({exc.orig}); point "
+                f"--store or ${URL_VARIABLE} at a SQLite file scalestudy made, a new path, "
+                "or a PostgreSQL URL") from None
+        except (sa.exc.ArgumentError, ValueError) as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: not a URL scalestudy can open ({exc}); "
+                "give a SQLite file's path or postgresql+psycopg://user@host:port/db") from None
+        except OSError as exc:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: cannot create its directory "
+                f"({exc.strerror}); point --store or ${URL_VARIABLE} at a place you can "
+                "write") from None
+        return engine
+
+    @contextlib.contextmanager
+    def _failing(self, doing: str) -> Iterator[None]:
+        """A database error while `doing` as one line that says what and where."""
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            cause = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            hint = ("the store is read-only here: point --store or "
+                    f"${URL_VARIABLE} at one you can write" if "readonly" in cause.replace(
+                        "-", "") or "read only" in cause else
+                    "check the store (--store or $SCALESTUDY_STORE) and that it is reachable")
+            raise ScalestudyError(f"results store {shown(self.url)}: cannot {doing} "
+                                  f"({cause}); {hint}") from None
+
+    def version(self) -> int:
+        """The schema version the store holds."""
+        with self.engine.connect() as conn:
+            return _version(conn) or 0
+
+    def ingest(self, study_dir: Path) -> int:
+        """Index the ended attempts of a study's run directories; how many it holds.
+        Ingesting the same directory again gives the same rows (an attempt is keyed by
+        study directory, run id and attempt number, and replaced)."""
+        study_dir = Path(study_dir).resolve()
+        found = attempts_of(study_dir)
+        if not found:
+            return 0
+        first = found[0].params
+        with self._failing("store the study's runs"), self.engine.begin() as conn:
+            study_id = _study_row(conn, study_dir, first)
+            conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
+            conn.execute(sa.insert(attempts), [_row(study_id, a) for a in found])
+        return len(found)
+
+    def rows(self, *, system: str | None = None, model: str | None = None,
+             since: datetime | None = None, tag: str | None = None,
+             study: str | None = None, directory: str | None = None
+             ) -> list[dict[str, Any]]:
+        """Ingested attempts (with their study's name, system and directory), oldest
+        first, filtered by system, model, end time, tag, study name and directory."""
+        query = (sa.select(attempts, studies.c.name.label("study"),
+                           studies.c.directory, studies.c.system, studies.c.source)
+                 .join(studies, attempts.c.study_id == studies.c.id)
+                 .order_by(attempts.c.ended, attempts.c.id))
+        if system:
+            query = query.where(studies.c.system == system)
+        if model:
+            query = query.where(attempts.c.model == model)
+        if since is not None:
+            query = query.where(attempts.c.ended >= since)
+        if study:
+            query = query.where(studies.c.name == study)
+        if directory:
+            query = query.where(studies.c.directory == directory)
+        with self._failing("read it"), self.engine.connect() as conn:
+            found = [dict(r._mapping) for r in conn.execute(query)]
+        return [r for r in found if tag is None or tag in (r["tags"] or [])]
+
+    def put_imported(self, files: list[tuple[str, str, str | None, str, list[dict[str, Any]]]]
+                     ) -> list[int]:
+        """Store results measured elsewhere beside scalestudy's own, all files or none
+        (one transaction): each (key naming the file, e.g. by its hash; name; system;
+        format; rows). Importing a file again replaces its rows."""
+        with self._failing("store the imports"), self.engine.begin() as conn:
+            for key, name, system, source, rows in files:
+                study_id = _study_row(conn, key, {"study": name, "system": system}, source)
+                conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
+                if rows:
+                    conn.execute(sa.insert(attempts),
+                                 [{**r, "study_id": study_id} for r in rows])
+        return [len(rows) for *_, rows in files]
+
+    def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
+        """Keep forecasts in the ledger (each: made, system, source, point, gpus,
+        throughput, low, high, level, unit, model); how many. `once`: skip a forecast
+        the ledger already holds from the same source (a report drawn again on the same
+        runs forecasts the same)."""
+        if not rows:
+            return 0
+        with self._failing("keep the forecasts"), self.engine.begin() as conn:
+            if once:
+                held = {_same(r) for r in conn.execute(sa.select(forecasts).where(
+                    forecasts.c.source.in_({r["source"] for r in rows}))).mappings()}
+                rows = [r for r in rows if _same(r) not in held]
+            if rows:
+                conn.execute(sa.insert(forecasts), rows)
+        return len(rows)
+
+    def forecasts(self, system: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's forecasts, oldest first (of one system)."""
+        query = sa.select(forecasts).order_by(forecasts.c.made, forecasts.c.id)
+        if system:
+            query = query.where(forecasts.c.system == system)
+        with self._failing("read the forecasts"), self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def dispose(self) -> None:
+        """Close the store's connections."""
+        if "engine" in self.__dict__:
+            self.engine.dispose()
+
+
+def campaign_of(row: Mapping[str, Any]) -> str:
+    """A stored attempt's campaign; for one stored before campaigns, its attempt number
+    (a study's runs were started together, attempt by attempt)."""
+    return str(row.get("campaign") or f"attempt {row.get('attempt')}")
+
+
+def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The newest attempt of each run among stored rows (one per directory and run id)."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["directory"], r["run_id"])
+        if key not in latest or r["attempt"] > latest[key]["attempt"]:
+            latest[key] = dict(r)
+    return list(latest.values())
+
+
+def study_dirs(results: Path) -> list[Path]:
+    """The study directories under a results directory (those with run directories)."""
+    return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Foreign keys on, and a writer waits for another (two `run`s ending at once)."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _version(conn: sa.Connection) -> int | None:
+    if not sa.inspect(conn).has_table(meta.name):
+        return None
+    value = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")
+                         ).scalar_one_or_none()
+    return int(value) if value is not None else None
+
+
+def _open(conn: sa.Connection) -> None:
+    """Create the schema, or migrate it to SCHEMA_VERSION; refuse a newer one."""
+    version = _version(conn)
+    if version is None:
+        metadata.create_all(conn)
+        conn.execute(sa.insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        return
+    if version > SCHEMA_VERSION:
+        raise ScalestudyError(
+            f"the results store has schema version {version}, newer than this scalestudy "
+            f"reads ({SCHEMA_VERSION}): upgrade scalestudy, or point --store at another store")
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[step](conn)
+        conn.execute(sa.update(meta).where(meta.c.key == "schema_version")
+                     .values(value=str(step)))
+    # a version-3 store written before the ledger's table joined that version
+    forecasts.create(conn, checkfirst=True)
+
+
+def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, Any],
+               source: str = OWN) -> int:
+    now = datetime.now(timezone.utc)
+    values = {"name": str(params.get("study") or Path(directory).name),
+              "system": _text(params.get("system")), "scaling": _text(params.get("scaling")),
+              "ingested": now, "source": source}
+    found = conn.execute(sa.select(studies.c.id).where(studies.c.directory == str(directory))
+                         ).scalar_one_or_none()
+    if found is not None:
+        conn.execute(sa.update(studies).where(studies.c.id == found).values(**values))
+        return int(found)
+    # SQLAlchemy types inserted_primary_key Optional; a one-row insert() always has it.
+    return int(conn.execute(sa.insert(studies).values(directory=str(directory), **values)
+                            ).inserted_primary_key[0])  # type: ignore[index]
+
+
+def _row(study_id: int, a: Attempt) -> dict[str, Any]:
+    p, record = a.params, a.record or {}
+    throughput = record.get("throughput") if a.state == "completed" else None
+    world = p.get("world_size")
+    return {
+        "study_id": study_id, "run_id": str(p["run_id"]), "attempt": a.number,
+        "state": a.state, "nodes": p.get("nodes"), "ranks_per_node": p.get("ranks_per_node"),
+        "world_size": world, "batch_size": p.get("batch_size"),
+        "global_batch": p.get("global_batch"), "backend": _text(p.get("backend")),
+        "tuning": _text(p.get("tuning")), "model": _text(p.get("model")),
+        "repeat": p.get("repeat"), "throughput": throughput,
+        "throughput_per_gpu": (throughput / world if throughput and world else None),
+        "unit": str(record.get("throughput_unit") or "img/s"),
+        "started": a.started, "ended": a.ended, "params": dict(p),
+        "metrics": a.record, "provenance": a.provenance, "tags": list(a.tags),
+        "campaign": a.campaign,
+    }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _same(row: Any) -> tuple[Any, ...]:
+    """What makes two ledger rows the same forecast (the time it was made aside)."""
+    return (row["system"], row["source"], row["gpus"], round(float(row["throughput"]), 6),
+            round(float(row["low"]), 6), round(float(row["high"]), 6))

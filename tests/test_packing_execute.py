@@ -1,0 +1,107 @@
+"""Packed runs, the submitting side (execute.packing): the scripts a packed study writes,
+and a packed run's state from its allocation's job and its step journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalestudy.core.states import JobStatus, RunState
+from scalestudy.execute.journal import Job
+from scalestudy.execute.packing import step_state, step_times
+from scalestudy.site.schedulers import JobState
+from scalestudy.study import RunRequest, make_plan, run
+from tests.test_tracking import PROFILE, SPEC
+
+
+class Quiet:
+    def __getattr__(self, name: str):  # every Screen method: say nothing
+        return lambda *a, **k: None
+
+
+def test_a_packed_dry_run_writes_step_scripts_and_the_allocations(tmp_path: Path) -> None:
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    got = run(plan, RunRequest(dry_run=True, pack=True), Quiet())
+    assert sorted(r.run_id for r in got.prepared) == sorted(r.run_id for r in plan.runs)
+    alloc = plan.directory / "allocations" / "dry-run-1"
+    script = (alloc / "job.sh").read_text()
+    nodes = max(r.nodes for r in plan.runs)
+    assert f"#SBATCH -N {nodes}" in script and "-m scalestudy.execute.allocation" in script
+    for r in plan.runs:
+        step = (plan.run_dir(r) / "job.sh").read_text()
+        assert "#SBATCH" not in step and '--nodelist="$SCALESTUDY_STEP_HOSTS"' in step
+        assert f"--ntasks={r.world_size}" in step and "--exclusive" in step
+        assert not (plan.run_dir(r) / "attempts").exists()  # a dry run archives nothing
+    assert not (plan.directory / "jobs.jsonl").exists()  # and queues nothing
+
+
+ENTRY = Job("r1", "77", 1, "slurm", "pack", "2026-11-26T00:00:00+00:00", allocation="a1")
+
+
+def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> None:
+    running = JobState("77", JobStatus.RUNNING, "RUNNING")
+    over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
+    started = {"event": "started", "run_id": "r1", "hosts": ["n1", "n2"],
+               "at": "2026-11-26T00:01:00+00:00"}
+    ended = {"event": "ended", "run_id": "r1", "rc": 0, "timed_out": False,
+             "at": "2026-11-26T00:03:30+00:00"}
+    assert step_state(tmp_path, ENTRY, running, None).state is RunState.QUEUED
+    now = step_state(tmp_path, ENTRY, running, started)
+    assert now.state is RunState.RUNNING and "n1,n2" in (now.reason or "")
+    done = step_state(tmp_path, ENTRY, over, ended).ended
+    assert done is not None and done.state is JobStatus.COMPLETED and done.exit_code == 0
+    cut = step_state(tmp_path, ENTRY, over, started)
+    assert cut.state is RunState.INTERRUPTED and "while this run ran" in (cut.reason or "")
+    assert step_state(tmp_path, ENTRY, over, None).state is RunState.INTERRUPTED
+    (tmp_path / "metrics.jsonl").write_text('{"throughput": 12.5}\n')  # measured, then qdel
+    whole = step_state(tmp_path, ENTRY, over, started)
+    assert whole.state is RunState.COMPLETED and whole.ended is not None  # not run twice
+    assert "metrics record is complete" in whole.ended.raw
+    (tmp_path / "metrics.jsonl").write_text('{"throughput": 12.5')  # cut off: run it again
+    assert step_state(tmp_path, ENTRY, over, started).state is RunState.INTERRUPTED
+    (tmp_path / "exit_code").write_text("0\n")  # the step ended; its line was cut off
+    assert step_state(tmp_path, ENTRY, over, started).ended is not None
+    limit = step_state(tmp_path, ENTRY, running, {**ended, "rc": 143, "timed_out": True})
+    assert limit.ended is not None and limit.ended.state is JobStatus.TIMEOUT
+    assert step_times([started, ended]) == ("2026-11-26T00:01:00+00:00", 150.0)
+
+
+def test_pack_on_a_system_without_a_queue_is_a_one_line_error(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    (tmp_path / "t.yaml").write_text("name: t\nsystem: local\nworkload: {model: small_cnn}\n"
+                                     "grid: {nodes: [1]}\n")
+    for command in ("plan", "run"):
+        done = run_cli(command, "t.yaml", "--pack", cwd=tmp_path)
+        assert done.returncode == 2 and "no allocation to pack into" in done.stderr
+        assert "Traceback" not in done.stderr
+    (tmp_path / "u.yaml").write_text((tmp_path / "t.yaml").read_text() + "job: {pack: true}\n")
+    done = run_cli("validate", "u.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "u.yaml:5: job.pack" in done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it(
+        tmp_path: Path) -> None:
+    """Polaris, 1 to 16 nodes, no queue named: the runs of at most 10 nodes are packed
+    for debug-scaling, the 16-node runs for prod (which takes no fewer than 10); each
+    allocation's script asks its own queue, and the dry run renders them."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nsystem: polaris\nworkload: {model: resnet50}\n"
+                    "grid: {nodes: [1, 2, 4, 8, 16], batch_size: [64]}\n"
+                    "job: {account: A, walltime: '00:20:00', pack: true}\n")
+    plan = make_plan(spec, tmp_path / "results")
+    from scalestudy.study.packing import allocations
+
+    planned = allocations(plan, plan.runs)
+    by_queue = {a.queue: sorted({s.run.nodes for s in a.steps}) for a in planned}
+    assert set(by_queue) == {"debug-scaling", "prod"}
+    assert by_queue["prod"] == [16] and max(by_queue["debug-scaling"]) <= 10
+    assert [a.index for a in planned] == list(range(1, len(planned) + 1))
+    got = run(plan, RunRequest(dry_run=True, pack=True), Quiet())
+    assert len(got.prepared) == len(plan.runs)
+    scripts = {a.index: (plan.directory / "allocations" / f"dry-run-{a.index}" / "job.sh")
+               .read_text() for a in planned}
+    for a in planned:
+        assert f"#PBS -q {a.queue}" in scripts[a.index], scripts[a.index][:400]
