@@ -110,18 +110,18 @@ def run_options(study: Study, run: Run) -> dict[str, Any]:
 _RUN_OPTIONS: list[Any] = [None, {}]
 
 
-#: The last workload's option values (the spec models are frozen: it cannot change).
-_BASE: list[Any] = [None, {}]
+#: The last workload and its option values (the spec models are frozen: they cannot change).
+_BASE: tuple[object, dict[str, Any]] = (None, {})
 
 
 def _base_values(study: Study) -> dict[str, Any]:
     """Every option's value from the workload, else its default (once per workload: a
     model_dump per run was a tenth of planning 10,000 runs)."""
+    global _BASE
     workload = study.workload
     if _BASE[0] is not workload:
         base = workload.option_values()
-        _BASE[:] = [workload, {name: base.get(name, default)
-                               for name, default in DEFAULTS.items()}]
+        _BASE = (workload, {name: base.get(name, default) for name, default in DEFAULTS.items()})
     return _BASE[1]
 
 

@@ -6,6 +6,7 @@ imports the other's half.
 
 from __future__ import annotations
 
+import math
 from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -110,6 +111,6 @@ class LRPolicy(Model):
     def lr(self, global_batch: int) -> float:
         """The learning rate at `global_batch`."""
         ratio = global_batch / self.reference_batch
-        factor = {"linear": ratio, "sqrt": ratio ** 0.5, "none": 1.0}[self.scaling]
+        factor = {"linear": ratio, "sqrt": math.sqrt(ratio), "none": 1.0}[self.scaling]
         return self.base * factor
 

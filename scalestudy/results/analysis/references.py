@@ -20,7 +20,8 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from scalestudy.core.errors import Loc, SpecError, suggest, validation_messages, where
 from scalestudy.core.load import yaml_lines
-from scalestudy.core.spec import Model, Reference
+from scalestudy.core.spec import Reference
+from scalestudy.core.specbase import Model
 from scalestudy.results.analysis.efficiency import format_value
 
 RESULT_COLUMNS: tuple[str, ...] = (
