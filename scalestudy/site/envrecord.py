@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 #: Prefixes of the variables recorded: communication libraries and fabrics, threading and
 #: math libraries, GPU runtimes, the schedulers', launchers' and containers' own, and
@@ -35,6 +36,11 @@ _PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 def case_pattern(extra: Iterable[str] = ()) -> str:
     """The bash `case` pattern of the names recorded: the allowlist and `extra` (names,
     or prefixes ending in `*`, validated: the pattern is written into the script)."""
+    return _case_pattern(tuple(extra))
+
+
+@lru_cache(maxsize=64)
+def _case_pattern(extra: tuple[str, ...]) -> str:
     named = list(dict.fromkeys(extra))
     for name in named:
         if not _PATTERN.match(name):

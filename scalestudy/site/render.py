@@ -110,13 +110,19 @@ def environment(template_dir: str | None = None) -> jinja2.Environment:
     return env
 
 
+@lru_cache(maxsize=1)
+def _cpus() -> int:
+    """This host's CPUs (asked once: a render asks for every run)."""
+    return os.cpu_count() or 1
+
+
 def threads_per_rank(system: SystemProfile, run: Run) -> int:
     """OMP threads per rank: the profile's setting, else the node's cores shared by its
     ranks (at least 1). On the local system every "node" is this same host.
     """
     if system.threads_per_rank is not None:
         return system.threads_per_rank
-    cores = system.cores_per_node or os.cpu_count() or 1
+    cores = system.cores_per_node or _cpus()
     one_host = schedulers.get(system.scheduler).one_host
     sharing = run.world_size if one_host else run.ranks_per_node
     return max(1, cores // sharing)

@@ -282,6 +282,8 @@ class Scheduler:
 
 
 _REGISTRY: dict[str, type[Scheduler]] = {}
+_INSTANCES: dict[type[Scheduler], Scheduler] = {}
+_LOADED: list[bool] = []  # the shipped backends are imported (once)
 
 
 def register(cls: type[Scheduler]) -> type[Scheduler]:
@@ -295,14 +297,19 @@ def register(cls: type[Scheduler]) -> type[Scheduler]:
 
 
 def get(name: str) -> Scheduler:
-    """The scheduler called `name`; the error lists the valid ones."""
+    """The scheduler called `name` (one instance per class: a scheduler holds no state);
+    the error lists the valid ones."""
     _load_backends()
     try:
-        return _REGISTRY[name]()
+        cls = _REGISTRY[name]
     except KeyError:
         raise ScalestudyError(
             f"unknown scheduler {name!r}; valid schedulers: {', '.join(sorted(_REGISTRY))}"
         ) from None
+    made = _INSTANCES.get(cls)
+    if made is None:
+        made = _INSTANCES[cls] = cls()
+    return made
 
 
 def template_source(template: str) -> str | None:
@@ -326,4 +333,7 @@ def names() -> list[str]:
 
 
 def _load_backends() -> None:
+    if _LOADED:
+        return
     from scalestudy.site.schedulers import flux, local, pbs, slurm  # noqa: F401  (they register)
+    _LOADED.append(True)
