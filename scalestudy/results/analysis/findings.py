@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import pandas as pd
 
 from scalestudy.results.analysis.commmodel import GOOD_EFFICIENCY, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
+from scalestudy.results.analysis.phrases import (
+    SHOWN,
+    gpus_text,
+    img_text,
+    list_text,
+    names_text,
+    sec_text,
+    span_text,
+)
+from scalestudy.results.analysis.variants import TOLERANCE, Outcome, variant_findings
 
 #: Efficiency levels the findings report crossings of.
 LEVELS: tuple[float, ...] = (GOOD_EFFICIENCY, 0.75)
 #: The most findings the report lists after the headline (the rest go to summary.json).
 MAX_FINDINGS = 8
-#: Groups named in one sentence; more are counted, not named.
-SHOWN = 3
-#: With one repeat there is no band: a difference smaller than this counts as none.
-TOLERANCE = 0.02
-#: Group parameters that are not variants of one training setup (not compared).
-NOT_VARIANTS = frozenset({"study", "system", "scaling", "workload", "model", "image_size"})
 
 
 @dataclass(frozen=True)
@@ -39,50 +42,6 @@ class Findings:
     def all(self) -> list[str]:
         """Every finding, shown or not (summary.json keeps them all)."""
         return [*self.items, *self.more]
-
-
-def _img(value: float) -> str:
-    """Images/s as the tables print them."""
-    return f"{value:,.0f}" if abs(value) >= 100 else (
-        f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}")
-
-
-def _sec(value: float) -> str:
-    """Seconds as the tables print them (s, ms, µs)."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(value) >= scale or unit == "µs":
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:g} s"
-
-
-def gpus_text(p: float) -> str:
-    """"1 GPU", "8 GPUs"."""
-    return f"{int(p)} GPU{'s' if int(p) != 1 else ''}"
-
-
-def point_text(row: pd.Series) -> str:
-    """A point as "8 GPUs (2 × 4, global batch 128)"."""
-    return (f"{gpus_text(row['world_size'])} ({int(row['nodes'])} × {int(row['ranks_per_node'])}"
-            f", global batch {format_value(row['global_batch'])})")
-
-
-def _list(items: list[str]) -> str:
-    """Short items as "a", "a and b", "a, b and c" (at most SHOWN named)."""
-    named = items[:SHOWN] + ([f"{len(items) - SHOWN} more"] if len(items) > SHOWN else [])
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-
-
-def _span(values: list[float] | pd.Series) -> str:
-    """Fractions as "12.0%" or "12.0–15.5%" (lowest to highest)."""
-    lo, hi = f"{min(values):.1%}", f"{max(values):.1%}"
-    return lo if lo == hi else f"{lo[:-1]}–{hi}"
-
-
-def _names(items: list[str]) -> str:
-    """At most SHOWN items joined, the rest counted."""
-    shown = "; ".join(items[:SHOWN])
-    return shown + (f"; and {len(items) - SHOWN} more (see the tables)"
-                    if len(items) > SHOWN else "")
 
 
 def headline_loss(found: list[Loss]) -> Loss | None:
@@ -101,81 +60,14 @@ def compute_clause(loss: Loss) -> str:
              if loss.oversubscribed else "")
     sample = "sequence" if str(top.get("throughput_unit")) == "tokens/s" else "image"
     return (f"compute alone (no gradient sync) takes {loss.slowdown:.2f}× as long per {sample} "
-            f"as at {gpus_text(base['world_size'])} ({_sec(top['compute_time_s'])} vs "
-            f"{_sec(base['compute_time_s'])} per step{hosts})")
+            f"as at {gpus_text(base['world_size'])} ({sec_text(top['compute_time_s'])} vs "
+            f"{sec_text(base['compute_time_s'])} per step{hosts})")
 
 
 def sync_clause(loss: Loss) -> str:
     """The measured comm overhead at the top: sync not hidden behind compute."""
     return (f"gradient sync not hidden behind compute adds {loss.overhead:.1%} of the step "
             "(measured comm overhead)")
-
-
-class Outcome(NamedTuple):
-    """How a variant fared against the reference: `best` beats `reference` by `gain`
-    (NaN: within the repeat band) at `where`, for the parameter `dim`."""
-
-    dim: str
-    best: str
-    reference: str
-    gain: float
-    where: str
-
-
-def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[Outcome]:
-    """An Outcome per parameter that varies between groups, at the largest world size
-    every value was measured at; gain NaN when the difference is within the repeat band
-    (or TOLERANCE with one repeat)."""
-    keys = list(table.columns[1:table.columns.get_loc("nodes")])
-    keys = [k for k in keys if k not in NOT_VARIANTS and table[k].nunique(dropna=False) > 1]
-    fixed = "batch_size" if scaling == "weak" else "global_batch"
-    out = []
-    for dim in keys:
-        others = [k for k in keys if k != dim] + [fixed]
-        values = list(dict.fromkeys(table[dim]))
-        ref = "default" if "default" in values else values[0]
-        for _, rows in table.groupby(others, sort=False, dropna=False):
-            common = rows.groupby("world_size")[dim].nunique() == rows[dim].nunique()
-            if rows[dim].nunique() < 2 or ref not in set(rows[dim]) or not common.any():
-                continue
-            at = rows[rows["world_size"] == common[common].index.max()]
-            r = at[at[dim] == ref].iloc[0]
-            b = at.loc[at["throughput_median"].idxmax()]
-            if b[dim] == ref:
-                b = at[at[dim] != ref].sort_values("throughput_median").iloc[-1]
-            gain = float(b["throughput_median"] / r["throughput_median"] - 1)
-            if min(int(r["n_repeats"]), int(b["n_repeats"])) > 1:
-                same = (b["throughput_min"] <= r["throughput_max"]
-                        and r["throughput_min"] <= b["throughput_max"])
-            else:
-                same = abs(gain) < TOLERANCE
-            where = (f"{point_text(b)}: {_img(b['throughput_median'])} vs "
-                     f"{_img(r['throughput_median'])} {unit_of(table)}"
-                     + (f" (global batch {format_value(r['global_batch'])})"
-                        if r["global_batch"] != b["global_batch"] else ""))
-            out.append(Outcome(dim, str(b[dim]), str(ref), math.nan if same else gain, where))
-    return out
-
-
-
-def variant_findings(table: pd.DataFrame, scaling: str,
-                     outcomes: list[Outcome] | None = None) -> list[str]:
-    """Whether a variant (tuning, backend, precision, an option) beats the reference
-    (`outcomes`: variant_outcomes' answer, when already computed)."""
-    found = variant_outcomes(table, scaling) if outcomes is None else outcomes
-    out = []
-    for dim in dict.fromkeys(v.dim for v in found):
-        clauses = []
-        for _, best, ref, gain, where in (v for v in found if v.dim == dim):
-            if gain != gain:
-                clauses.append(f"`{best}` and `{ref}` are within the repeat band at {where}:"
-                               " no difference")
-            elif gain > 0:
-                clauses.append(f"`{best}` beats `{ref}` by {gain:+.1%} at {where}")
-            else:
-                clauses.append(f"`{ref}` is best: `{best}` is {gain:+.1%} at {where}")
-        out.append(f"{dim.capitalize()}: {_names(clauses)}.")
-    return out
 
 
 def efficiency_findings(table: pd.DataFrame) -> list[str]:
@@ -211,14 +103,14 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
             fine.append(f"{group + ': ' if group else ''}up to "
                         f"{gpus_text(rows['world_size'].max())}, lowest "
                         f"{low['efficiency']:.1%} at {gpus_text(low['world_size'])}{own}")
-    clauses = [f"falls below {named} at {gpus_text(p)} ({n} × {r}): {_list(items)}"
+    clauses = [f"falls below {named} at {gpus_text(p)} ({n} × {r}): {list_text(items)}"
                for (named, p, n, r), items in sorted(cross.items(), key=lambda c: c[0][1])]
     if fine:
-        clauses.append(f"stays at or above {LEVELS[0]:.0%} in {_names(fine)}")
-    out = [f"Efficiency {_names(clauses)}."] if clauses else []
+        clauses.append(f"stays at or above {LEVELS[0]:.0%} in {names_text(fine)}")
+    out = [f"Efficiency {names_text(clauses)}."] if clauses else []
     if single:
         out.append(f"One scale only, so no efficiency to speak of (compare them by "
-                   f"throughput): {_names(single)}.")
+                   f"throughput): {names_text(single)}.")
     return out
 
 
@@ -234,7 +126,7 @@ def oversubscribed_findings(table: pd.DataFrame) -> list[str]:
              f"{int(r['ranks_per_host'])} ranks on {int(r['host_cores'])} cores"
              for _, r in shapes.iterrows()]
     return [f"Oversubscribed (flag `oversubscribed`, {len(over)} of {len(table)} points): "
-            f"{_names(where)}. Ranks there share cores, so compute slows and efficiency "
+            f"{names_text(where)}. Ranks there share cores, so compute slows and efficiency "
             "understates how communication scales; compare scales up to the core count."]
 
 
@@ -271,7 +163,7 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
     clauses, parts = [], []
     for b in bounds[bounds["group"].isin(list(loss))].itertuples(index=False):
         text = (f"{b.group + ' at ' if b.group else 'at '}{gpus_text(b.world_size)}: "
-                f"{_sec(b.ring_time_s)} per step for {b.grad_bytes / 1e6:,.1f} MB at the "
+                f"{sec_text(b.ring_time_s)} per step for {b.grad_bytes / 1e6:,.1f} MB at the "
                 f"probe's {b.probe_busbw_GBps:.3g} GB/s, allowing {b.efficiency_bound:.1%} "
                 f"efficiency (measured {b.efficiency_measured:.1%})")
         x = loss.get(b.group)
@@ -279,8 +171,8 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
         if x is not None and sync == sync and sync > 0:  # x is None: sync is NaN
             part = b.ring_time_s / sync
             parts.append(part)
-            text += (f", {part:.0%} of the {_sec(sync)} of sync not hidden ("
-                     f"{x.overhead:.1%} comm overhead beside {_sec(x.top['compute_time_s'])} of"
+            text += (f", {part:.0%} of the {sec_text(sync)} of sync not hidden ("
+                     f"{x.overhead:.1%} comm overhead beside {sec_text(x.top['compute_time_s'])} of"
                      " compute)")
         else:
             parts.append(math.nan if b.efficiency_measured <= b.efficiency_bound else 2.0)
@@ -292,7 +184,7 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
                " the backward pass" if known and min(known) >= 1 else "")
     more = (f"; the least and the most efficient of {len(bounds)} groups, all in its table"
             if len(bounds) > len(clauses) else "")
-    return [f"Ring allreduce bound (bandwidth only, no overlap{more}): {_names(clauses)}"
+    return [f"Ring allreduce bound (bandwidth only, no overlap{more}): {names_text(clauses)}"
             + (f"; so {verdict}." if verdict else ".")] if clauses else []
 
 
@@ -316,12 +208,12 @@ def batch_findings(table: pd.DataFrame, scaling: str) -> list[str]:
         clauses.append(
             f"{key + ': ' if key else ''}at {gpus_text(small['world_size'])}, per-GPU batch "
             f"{format_value(large['batch_size'])} (global {format_value(large['global_batch'])}"
-            f") gives {_img(large['throughput_per_gpu'])} {unit_of(table)} per GPU vs "
-            f"{_img(small['throughput_per_gpu'])} at batch {format_value(small['batch_size'])}"
+            f") gives {img_text(large['throughput_per_gpu'])} {unit_of(table)} per GPU vs "
+            f"{img_text(small['throughput_per_gpu'])} at batch {format_value(small['batch_size'])}"
             f" (global {format_value(small['global_batch'])}), {gain:+.1%}: the larger batch "
             f"{verdict} (efficiency, each against its own baseline: {large['efficiency']:.1%}"
             f" vs {small['efficiency']:.1%})")
-    return [f"Per-GPU batch: {_names(clauses)}."] if clauses else []
+    return [f"Per-GPU batch: {names_text(clauses)}."] if clauses else []
 
 
 def model_findings(fits: pd.DataFrame, found: list[Loss]) -> list[str]:
@@ -331,14 +223,14 @@ def model_findings(fits: pd.DataFrame, found: list[Loss]) -> list[str]:
         return []
     fitted = fits[fits["status"] == "fitted"]
     within = [f"{f.group} with {f.rms_residual:.1%}" for f in fitted.itertuples()]
-    text = ("The model fits no group" if not within else f"The model fits {_list(within)} rms"
+    text = ("The model fits no group" if not within else f"The model fits {list_text(within)} rms"
             if len(within) <= 2 else f"The model fits {len(within)} groups with "
-            f"{_span(fitted['rms_residual'])} rms") + (" residual" if within else "")
+            f"{span_text(fitted['rms_residual'])} rms") + (" residual" if within else "")
     off = [x for x in found if x.model_share == x.model_share and x.overhead == x.overhead
            and x.model_share - x.overhead > 0.1]
     if off:
-        text += (f", but attributes {_span([x.model_share for x in off])} of the step at the "
-                 f"largest scale to communication where {_span([x.overhead for x in off])} "
+        text += (f", but attributes {span_text([x.model_share for x in off])} of the step at the "
+                 f"largest scale to communication where {span_text([x.overhead for x in off])} "
                  f"is measured{' (' + off[0].group + ')' if len(off) == 1 else ''}: the model"
                  " counts all that grows with the GPUs as communication (compute slowing "
                  "down included) and cannot see overlap; the measured share is the one to "
@@ -347,7 +239,7 @@ def model_findings(fits: pd.DataFrame, found: list[Loss]) -> list[str]:
     shown = [str(g) for g, w in zip(fits["group"], fits["withheld"].fillna(""), strict=True)
              if not w]
     if shown:
-        text += f". Predictions for {_list(shown)}" + (
+        text += f". Predictions for {list_text(shown)}" + (
             f"; none for the other groups ({'; '.join(why)})" if why else "")
     else:
         text += f". Predictions: none, because {'; '.join(why[:SHOWN])}"
@@ -383,7 +275,7 @@ def lr_findings(table: pd.DataFrame, scaling: str) -> list[str]:
         warm = ("a gradual warm-up over the first epochs (Goyal et al. used 5 epochs at a "
                 "global batch of 8,192)" if k >= 8 else "a short warm-up")
         which = ("each group" if len(by_k) == 1 else "these groups") + (
-            f" ({_names(where)})" if len(where) <= 2 else f" ({len(where)} groups)")
+            f" ({names_text(where)})" if len(where) <= 2 else f" ({len(where)} groups)")
         out.append(f"Learning rate: the global batch grows {k:g}× within {which}: linear "
                    f"scaling multiplies the learning rate by {k:g}, square-root scaling by "
                    f"{math.sqrt(k):.2f}; use {warm}")

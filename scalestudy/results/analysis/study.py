@@ -27,12 +27,13 @@ from scalestudy.results.analysis.commmodel import (
 )
 from scalestudy.results.analysis.cost import costs_of, pick_sentences
 from scalestudy.results.analysis.efficiency import Baseline, completed_runs, scaling_table, unit_of
-from scalestudy.results.analysis.findings import Findings, findings, variant_outcomes
+from scalestudy.results.analysis.findings import Findings, findings
 from scalestudy.results.analysis.forecast import with_intervals
 from scalestudy.results.analysis.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.analysis.references import Locate, check_references
 from scalestudy.results.analysis.spend import Spend
 from scalestudy.results.analysis.summary import POINT_KEYS, headline, records
+from scalestudy.results.analysis.variants import variant_outcomes
 from scalestudy.results.analysis.waits import Wait
 
 #: References with the function that says where each one was written.

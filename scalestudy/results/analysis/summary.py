@@ -13,15 +13,9 @@ import pandas as pd
 
 from scalestudy.results.analysis.commmodel import Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
-from scalestudy.results.analysis.findings import (
-    Outcome,
-    compute_clause,
-    gpus_text,
-    headline_loss,
-    point_text,
-    sync_clause,
-    variant_outcomes,
-)
+from scalestudy.results.analysis.findings import compute_clause, headline_loss, sync_clause
+from scalestudy.results.analysis.phrases import gpus_text, point_text
+from scalestudy.results.analysis.variants import Outcome, variant_outcomes
 
 POINT_KEYS: tuple[str, ...] = (
     "nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "n_repeats",
