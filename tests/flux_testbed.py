@@ -22,11 +22,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import shlex
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,7 +32,14 @@ from typing import Any
 
 import pytest
 
-from tests.testbed_sessions import join, leave, parse_exports
+from tests.testbed_sessions import (
+    UserDirs,
+    join,
+    leave,
+    parse_exports,
+    script_runner,
+    unavailable,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "flux-testbed"
@@ -126,30 +130,11 @@ class FluxCluster:
             time.sleep(poll)
 
     def user_dir(self, name: str = "work") -> Path:
-        """A new empty directory the instance's user owns (jobs write their output there).
-
-        pytest's tmp_path lives under /tmp/pytest-of-root (mode 700) when root runs the
-        tests: fluxuser could not use it. Removed at the end of the session.
-        """
-        path = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:40]}-",
-                                     dir=_session_base()))
-        if os.geteuid() == 0:
-            shutil.chown(path, user=self.user, group=self.user)
-        path.chmod(0o755)
-        return path
+        """A new empty directory the instance's user owns, where its jobs can write."""
+        return _DIRS.make(name, self.user)
 
 
-_BASE: Path | None = None
-
-
-def _session_base() -> Path:
-    """This session's directory for the user's work dirs (SCALESTUDY_FLUX_TMP or /tmp)."""
-    global _BASE
-    if _BASE is None:
-        parent = Path(os.environ.get("SCALESTUDY_FLUX_TMP") or tempfile.gettempdir())
-        _BASE = Path(tempfile.mkdtemp(prefix="scalestudy-flux-tests-", dir=parent))
-        _BASE.chmod(0o755)
-    return _BASE
+_DIRS = UserDirs("SCALESTUDY_FLUX_TMP", "scalestudy-flux-tests-")
 
 
 def flux_installed() -> bool:
@@ -157,21 +142,14 @@ def flux_installed() -> bool:
     return (CACHE / "current" / "bin" / "flux").exists()
 
 
-def _testbed(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _unavailable(message: str) -> None:
-    if os.environ.get("SCALESTUDY_REQUIRE_FLUX") == "1":  # CI: never skip silently
-        pytest.fail(f"{message} (SCALESTUDY_REQUIRE_FLUX=1)", pytrace=False)
-    pytest.skip(message)
+_testbed = script_runner(SCRIPT, timeout=120)
 
 
 @pytest.fixture(scope="session")
 def flux_cluster() -> Iterator[FluxCluster]:
     """A running Flux testbed for the whole session."""
     if not flux_installed():
-        _unavailable(f"Flux testbed not installed: run {INSTALL_HINT}")
+        unavailable(f"Flux testbed not installed: run {INSTALL_HINT}", "SCALESTUDY_REQUIRE_FLUX")
     started = join(STATE_DIR, _testbed)
     if started.returncode != 0:
         pytest.fail(f"scripts/flux-testbed start failed:\n{started.stderr}", pytrace=False)
@@ -190,8 +168,8 @@ def flux_cluster() -> Iterator[FluxCluster]:
         yield cluster
     finally:
         keep = os.environ.get("SCALESTUDY_KEEP_FLUX") == "1"
-        if _BASE is not None and not keep:
-            shutil.rmtree(_BASE, ignore_errors=True)
+        if not keep:
+            _DIRS.remove()
         leave(STATE_DIR, _testbed, keep=keep)
 
 

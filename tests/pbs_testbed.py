@@ -24,9 +24,7 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +33,14 @@ from typing import Any
 
 import pytest
 
-from tests.testbed_sessions import join, leave, parse_exports
+from tests.testbed_sessions import (
+    UserDirs,
+    join,
+    leave,
+    parse_exports,
+    script_runner,
+    unavailable,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pbs-testbed"
@@ -160,30 +165,11 @@ class PBSCluster:
         )
 
     def user_dir(self, name: str = "work") -> Path:
-        """A new empty directory pbsuser owns, below a base pbsuser can reach.
-
-        pytest's tmp_path lives under /tmp/pytest-of-root (mode 700): jobs and pbsuser's
-        clients could not use it. Removed at the end of the session.
-        """
-        base = _session_base()
-        path = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:40]}-",
-                                     dir=base))
-        shutil.chown(path, user=self.user, group=self.user)
-        path.chmod(0o755)
-        return path
+        """A new empty directory pbsuser owns, where its jobs can write."""
+        return _DIRS.make(name, self.user)
 
 
-_BASE: Path | None = None
-
-
-def _session_base() -> Path:
-    """This session's directory for pbsuser's work dirs (SCALESTUDY_PBS_TMP or /tmp)."""
-    global _BASE
-    if _BASE is None:
-        parent = Path(os.environ.get("SCALESTUDY_PBS_TMP") or tempfile.gettempdir())
-        _BASE = Path(tempfile.mkdtemp(prefix="scalestudy-pbs-tests-", dir=parent))
-        _BASE.chmod(0o755)
-    return _BASE
+_DIRS = UserDirs("SCALESTUDY_PBS_TMP", "scalestudy-pbs-tests-")
 
 
 def pbs_installed() -> bool:
@@ -191,25 +177,19 @@ def pbs_installed() -> bool:
     return (PBS_EXEC / "sbin" / "pbs_server").exists() and (PBS_EXEC / "bin" / "qsub").exists()
 
 
-def _testbed(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+_testbed = script_runner(SCRIPT, timeout=300)
 
 
-
-
-def _unavailable(message: str) -> None:
-    if os.environ.get("SCALESTUDY_REQUIRE_PBS") == "1":  # CI: never skip silently
-        pytest.fail(f"{message} (SCALESTUDY_REQUIRE_PBS=1)", pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
 def pbs_cluster() -> Iterator[PBSCluster]:
     """A running OpenPBS testbed for the whole session."""
     if not pbs_installed():
-        _unavailable(f"OpenPBS testbed not installed: run {INSTALL_HINT}")
+        unavailable(f"OpenPBS testbed not installed: run {INSTALL_HINT}", "SCALESTUDY_REQUIRE_PBS")
     if os.geteuid() != 0:
-        _unavailable("the OpenPBS testbed needs root (namespaces, daemons)")
+        unavailable("the OpenPBS testbed needs root (namespaces, daemons)",
+                    "SCALESTUDY_REQUIRE_PBS")
     started = join(STATE_DIR, _testbed)
     if started.returncode != 0:
         pytest.fail(f"scripts/pbs-testbed start failed:\n{started.stderr}", pytrace=False)
@@ -226,8 +206,8 @@ def pbs_cluster() -> Iterator[PBSCluster]:
         yield cluster
     finally:
         keep = os.environ.get("SCALESTUDY_KEEP_PBS") == "1"
-        if _BASE is not None and not keep:
-            shutil.rmtree(_BASE, ignore_errors=True)
+        if not keep:
+            _DIRS.remove()
         leave(STATE_DIR, _testbed, keep=keep)
 
 

@@ -10,7 +10,6 @@ Tests mark themselves `@pytest.mark.postgres`.
 from __future__ import annotations
 
 import glob
-import os
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.testbed_sessions import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "postgres-testbed"
@@ -46,9 +47,7 @@ def postgres_server() -> Iterator[str]:
     """The URL of a running PostgreSQL server of this test session."""
     why = _missing()
     if why is not None:
-        if os.environ.get("SCALESTUDY_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"SCALESTUDY_REQUIRE_POSTGRES=1 but {why}")
-        pytest.skip(why)
+        unavailable(why, "SCALESTUDY_REQUIRE_POSTGRES")
     # Under /tmp itself: the server's user must reach the directory (pytest's are 0700).
     where = tempfile.mkdtemp(prefix="scalestudy-pg.")
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testbed_sessions import join, leave, parse_exports
+from tests.testbed_sessions import join, leave, parse_exports, script_runner, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-testbed"
@@ -162,22 +162,15 @@ def wait_for_job(job_id: str | int, timeout: float = 60.0, poll: float = 0.2) ->
         time.sleep(poll)
 
 
-def _testbed(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-    )
-
-
+_testbed = script_runner(SCRIPT, timeout=300)
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """A running Slurm testbed for the whole session; its env is in os.environ."""
     if not slurm_installed():
-        message = "Slurm testbed not installed: run scripts/slurm-testbed install"
-        if os.environ.get("SCALESTUDY_REQUIRE_SLURM") == "1":  # CI: never skip silently
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable("Slurm testbed not installed: run scripts/slurm-testbed install",
+                    "SCALESTUDY_REQUIRE_SLURM")
     if os.geteuid() != 0:
         pytest.skip("the Slurm testbed runs its daemons as root")
     started = join(STATE_DIR, _testbed)

@@ -1,5 +1,6 @@
-"""Shared by the Slurm and OpenPBS fixtures: parsing a testbed's exports, and which test
-sessions hold a testbed so that the last one out (and only a test-started one) stops it.
+"""Shared by the Slurm, OpenPBS and Flux fixtures: parsing a testbed's exports, which test
+sessions hold a testbed so that the last one out (and only a test-started one) stops it,
+skipping (or, in CI, failing) where one is missing, and work directories its user owns.
 
 Every session using a testbed (pytest-xdist workers, two people's pytest runs on one
 machine) leaves a file named after its pid in the testbed's `holders` directory; a
@@ -12,10 +13,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shlex
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 Testbed = Callable[..., "subprocess.CompletedProcess[str]"]
 MARKER = "started-by-tests"
@@ -91,3 +97,46 @@ def leave(state_dir: Path, testbed: Testbed, *, keep: bool) -> None:
         elif not others and marker.exists():
             testbed("stop")
             marker.unlink(missing_ok=True)
+
+
+def unavailable(message: str, required_by: str) -> None:
+    """Skip a test whose testbed is not there, with the reason; fail instead where the
+    variable `required_by` is 1 (CI: never skip silently)."""
+    if os.environ.get(required_by) == "1":
+        pytest.fail(f"{message} ({required_by}=1)", pytrace=False)
+    pytest.skip(message)
+
+
+def script_runner(script: Path, timeout: float) -> Testbed:
+    """`script ARGS` (a testbed's own script), its output captured."""
+    def run(*args: str, timeout: float = timeout) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(script), *args], capture_output=True, text=True,
+                              timeout=timeout)
+    return run
+
+
+class UserDirs:
+    """Work directories a testbed's own user owns, below a base of this session that the
+    user can reach (pytest's tmp_path, under /tmp/pytest-of-root, mode 700, is not);
+    removed at the end of the session."""
+
+    def __init__(self, base_variable: str, prefix: str) -> None:
+        self.base_variable, self.prefix = base_variable, prefix
+        self.base: Path | None = None
+
+    def make(self, name: str, user: str) -> Path:
+        """A new empty directory `user` owns (jobs write their output there)."""
+        if self.base is None:
+            parent = Path(os.environ.get(self.base_variable) or tempfile.gettempdir())
+            self.base = Path(tempfile.mkdtemp(prefix=self.prefix, dir=parent))
+            self.base.chmod(0o755)
+        path = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:40]}-",
+                                     dir=self.base))
+        if os.geteuid() == 0:
+            shutil.chown(path, user=user, group=user)
+        path.chmod(0o755)
+        return path
+
+    def remove(self) -> None:
+        if self.base is not None:
+            shutil.rmtree(self.base, ignore_errors=True)
