@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from scalestudy.execute.allocation import read_events, step_hostfile
+from scalestudy.execute.allocation import Event, StepEvent, read_events, step_hostfile
 
 
 def make(tmp_path: Path, steps: list[tuple[str, int, str, int]], hosts: int = 4,
@@ -40,8 +40,8 @@ def start(alloc: Path) -> subprocess.Popen[str]:
                              "4711"], text=True, stderr=subprocess.PIPE)
 
 
-def events(alloc: Path, kind: str) -> dict[str, dict]:
-    return {e["run_id"]: e for e in read_events(alloc / "steps.jsonl") if e["event"] == kind}
+def events(alloc: Path, kind: str) -> dict[str | None, StepEvent]:
+    return {e.run_id: e for e in read_events(alloc / "steps.jsonl") if e.event == kind}
 
 
 def test_steps_share_the_allocation_on_disjoint_hosts_in_order(tmp_path: Path) -> None:
@@ -49,13 +49,13 @@ def test_steps_share_the_allocation_on_disjoint_hosts_in_order(tmp_path: Path) -
                             ("c", 4, "exit 3", 60)])
     assert start(alloc).wait(timeout=60) == 0
     started, ended = events(alloc, "started"), events(alloc, "ended")
-    assert set(started["a"]["hosts"]) | set(started["b"]["hosts"]) == {"h1", "h2", "h3", "h4"}
-    assert started["a"]["port"] != started["b"]["port"]
-    assert started["c"]["at"] >= ended["a"]["at"]  # the 4-node step waited for both
-    assert ended["c"]["rc"] == 3 and ended["a"]["rc"] == 0
+    assert set(started["a"].hosts) | set(started["b"].hosts) == {"h1", "h2", "h3", "h4"}
+    assert started["a"].port != started["b"].port
+    assert started["c"].at >= ended["a"].at  # the 4-node step waited for both
+    assert ended["c"].rc == 3 and ended["a"].rc == 0
     assert (tmp_path / "b" / "hostfile").read_text() == (
-        "".join(f"{h} slots=2\n" for h in started["b"]["hosts"]))
-    assert [e["event"] for e in read_events(alloc / "steps.jsonl")][-1] == "done"
+        "".join(f"{h} slots=2\n" for h in started["b"].hosts))
+    assert [e.event for e in read_events(alloc / "steps.jsonl")][-1] == "done"
 
 
 def test_a_step_past_its_limit_is_stopped_and_marked(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_a_step_past_its_limit_is_stopped_and_marked(tmp_path: Path) -> None:
     assert start(alloc).wait(timeout=60) == 0
     assert time.monotonic() - begun < 30
     ended = events(alloc, "ended")
-    assert ended["hang"]["timed_out"] is True and ended["next"]["rc"] == 0
+    assert ended["hang"].timed_out is True and ended["next"].rc == 0
 
 
 def test_the_allocations_end_cuts_steps_off_and_a_restart_skips_ended_ones(
@@ -79,8 +79,8 @@ def test_the_allocations_end_cuts_steps_off_and_a_restart_skips_ended_ones(
     assert set(events(alloc, "ended")) == {"quick"}  # slow started and never ended
     (tmp_path / "slow" / "job.sh").write_text("true\n")
     assert start(alloc).wait(timeout=60) == 0  # a requeued allocation
-    started = [e["run_id"] for e in read_events(alloc / "steps.jsonl")
-               if e["event"] == "started"]
+    started = [e.run_id for e in read_events(alloc / "steps.jsonl")
+               if e.event == "started"]
     assert started == ["quick", "slow", "slow"]  # quick never ran twice
 
 
@@ -97,3 +97,19 @@ def test_an_engine_this_release_does_not_know_is_refused_with_why(tmp_path: Path
     assert runner.wait(timeout=60) == 2
     assert "engine 'slurm-heterogeneous' is not known here" in runner.stderr.read()
     assert not (alloc / "steps.jsonl").exists()
+
+
+def test_a_journal_line_reads_back_as_the_event_it_was() -> None:
+    """Each event's line holds what it says and reads back the same; a line of an
+    unknown event (a newer writer) is left out, and an engine's own words are kept."""
+    events = [StepEvent(Event.ALLOCATION, "2026-11-27T00:00:00+00:00", hosts=("h1", "h2"),
+                        job_id="77", extra={"engine": "flux"}),
+              StepEvent(Event.STARTED, "2026-11-27T00:00:01+00:00", "r1", ("h1",), port=20001),
+              StepEvent(Event.ENDED, "2026-11-27T00:00:09+00:00", "r1", rc=0),
+              StepEvent(Event.ENDED, "2026-11-27T00:00:09+00:00", "r2", rc=2, why="no room"),
+              StepEvent(Event.DONE, "2026-11-27T00:00:10+00:00")]
+    for event in events:
+        assert StepEvent.read(json.loads(json.dumps(event.line()))) == event
+    assert events[2].line() == {"event": "ended", "at": "2026-11-27T00:00:09+00:00",
+                                "run_id": "r1", "rc": 0, "timed_out": False}
+    assert StepEvent.read({"event": "paused", "at": "x"}) is None

@@ -271,16 +271,16 @@ def test_a_flux_nested_in_a_slurm_job_runs_a_packed_study(
     journal = [json.loads(x) for x in (results / "jobs.jsonl").read_text().splitlines()]
     assert len({j["job_id"] for j in journal if "job_id" in j}) == 1  # one queue wait
     events = read_events(results / "allocations" / "a1" / "steps.jsonl")
-    assert events[0]["event"] == "allocation" and events[0]["engine"] == "flux"
-    assert events[0]["hosts"] == ["n1", "n2", "n3", "n4"] and events[-1]["event"] == "done"
-    started = [e for e in events if e["event"] == "started"]
-    ended = [e for e in events if e["event"] == "ended"]
-    assert len(started) == len(ended) == 6 and all(e["rc"] == 0 for e in ended)
+    assert events[0].event == "allocation" and events[0].extra["engine"] == "flux"
+    assert events[0].hosts == ("n1", "n2", "n3", "n4") and events[-1].event == "done"
+    started = [e for e in events if e.event == "started"]
+    ended = [e for e in events if e.event == "ended"]
+    assert len(started) == len(ended) == 6 and all(e.rc == 0 for e in ended)
     runs = pd.read_csv(results / "runs.csv").set_index("run_id")
     for event in started:  # each step a Flux job of the nested instance, on its nodes
-        assert event["flux_id"].startswith("f")
-        assert len(event["hosts"]) == runs.loc[event["run_id"], "nodes"]
-        step = (results / "runs" / event["run_id"] / "job.sh").read_text()
+        assert event.extra["flux_id"].startswith("f")
+        assert len(event.hosts) == runs.loc[event.run_id, "nodes"]
+        step = (results / "runs" / event.run_id / "job.sh").read_text()
         assert step.startswith("#!/bin/bash\n# flux: ") and "flux run --nodes=" in step
     scaling = pd.read_csv(results / "report" / "scaling.csv")
     assert sorted(tuple(r) for r in scaling[["world_size", "nodes", "n_repeats"]]
@@ -301,9 +301,9 @@ def test_a_packed_study_on_flux_is_one_flux_batch_whose_instance_runs_the_steps(
     (job_id,) = {j["job_id"] for j in journal if "job_id" in j}
     assert flux_cluster.job(job_id)["result"] == "COMPLETED"
     events = read_events(results / "allocations" / "a1" / "steps.jsonl")
-    assert events[0]["engine"] == "flux" and events[0]["job_id"] == job_id
-    ended = [e for e in events if e["event"] == "ended"]
-    assert len(ended) == 6 and all(e["rc"] == 0 for e in ended), ended
+    assert events[0].extra["engine"] == "flux" and events[0].job_id == job_id
+    ended = [e for e in events if e.event == "ended"]
+    assert len(ended) == 6 and all(e.rc == 0 for e in ended), ended
     script = (results / "allocations" / "a1" / "job.sh").read_text()
     assert "# flux: --nodes=4" in script and "\nexec " + str(PYTHON) in script
 
@@ -322,8 +322,8 @@ def test_a_flux_engine_allocation_cancelled_half_way_loses_and_repeats_nothing(
         counts: dict[str, int] = {}
         for alloc in (results / "allocations").iterdir():
             for e in read_events(alloc / "steps.jsonl"):
-                if e["event"] == "ended" and e["rc"] == 0:
-                    counts[e["run_id"]] = counts.get(e["run_id"], 0) + 1
+                if e.event == "ended" and e.rc == 0:
+                    counts[e.run_id] = counts.get(e.run_id, 0) + 1
         return counts
 
     deadline = time.monotonic() + 180
@@ -337,7 +337,7 @@ def test_a_flux_engine_allocation_cancelled_half_way_loses_and_repeats_nothing(
     counts = completions(results)
     assert len(counts) == 6 and set(counts.values()) == {1}  # none lost, none twice
     second = read_events(results / "allocations" / "a2" / "steps.jsonl")
-    assert not {e["run_id"] for e in second if e["event"] == "started"} & set(before)
+    assert not {e.run_id for e in second if e.event == "started"} & set(before)
     assert set(pd.read_csv(results / "runs.csv")["state"]) == {"completed"}
 
 

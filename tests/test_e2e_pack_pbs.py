@@ -43,8 +43,8 @@ def ended_ok(directory: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for a in (directory / "allocations").iterdir():
         for e in read_events(a / "steps.jsonl"):
-            if e["event"] == "ended" and e["rc"] == 0:
-                counts[e["run_id"]] = counts.get(e["run_id"], 0) + 1
+            if e.event == "ended" and e.rc == 0:
+                counts[e.run_id] = counts.get(e.run_id, 0) + 1
     return counts
 
 
@@ -62,7 +62,7 @@ def test_a_packed_study_on_pbs_gives_the_rows_one_job_per_run_gives(
     assert "6 run(s) packed into 1 job(s)" in done.stdout
     directory = pbs_tmp_path / "results" / "packed"
     events = read_events(directory / "allocations" / "a1" / "steps.jsonl")
-    hosts = {e["run_id"]: e["hosts"] for e in events if e["event"] == "started"}
+    hosts = {e.run_id: e.hosts for e in events if e.event == "started"}
     assert sorted(len(h) for h in hosts.values()) == [1, 1, 2, 2, 4, 4]
     for run_id, used in hosts.items():
         script = (directory / "runs" / run_id / "job.sh").read_text()

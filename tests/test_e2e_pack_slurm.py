@@ -49,7 +49,7 @@ def spec(tmp_path: Path, name: str, nodes: str = "[1, 2, 4]", walltime: str = "0
 
 def steps(directory: Path) -> dict[str, list[tuple[str, str]]]:
     """allocation name -> its (event, run id) list."""
-    return {a.name: [(e["event"], e.get("run_id", "")) for e in read_events(a / "steps.jsonl")]
+    return {a.name: [(e.event, e.run_id or "") for e in read_events(a / "steps.jsonl")]
             for a in sorted((directory / "allocations").iterdir())}
 
 
@@ -58,8 +58,8 @@ def ended_ok(directory: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for a in (directory / "allocations").iterdir():
         for e in read_events(a / "steps.jsonl"):
-            if e["event"] == "ended" and e["rc"] == 0:
-                counts[e["run_id"]] = counts.get(e["run_id"], 0) + 1
+            if e.event == "ended" and e.rc == 0:
+                counts[e.run_id] = counts.get(e.run_id, 0) + 1
     return counts
 
 

@@ -48,11 +48,11 @@ def test_flux_host_lists_expand_in_order() -> None:
 def test_what_flux_says_of_an_ended_job_is_journalled(name: str, rc: int, timed_out: bool,
                                                      why: str | None) -> None:
     entry = FluxEngine._ended("r1", record(name))
-    assert (entry["event"], entry["rc"], entry["timed_out"]) == ("ended", rc, timed_out)
+    assert (entry.event, entry.rc, entry.timed_out) == ("ended", rc, timed_out)
     if why is None:
-        assert "why" not in entry
+        assert entry.why is None and "why" not in entry.line()
     else:
-        assert why in entry["why"]
+        assert entry.why is not None and why in entry.why
 
 
 def test_each_step_is_the_runs_own_flux_job_and_flux_starts_under_srun(

@@ -3,11 +3,13 @@ and a packed run's state from its allocation's job and its step journal."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from scalestudy.core.states import JobStatus, RunState
 from scalestudy.execute.journal import Job
 from scalestudy.execute.packing import step_state, step_times
+from scalestudy.execute.steplog import Event, StepEvent
 from scalestudy.site.schedulers import JobState
 from scalestudy.study import RunRequest, make_plan, run
 from tests.test_tracking import PROFILE, SPEC
@@ -42,10 +44,8 @@ ENTRY = Job("r1", "77", 1, "slurm", "pack", "2026-11-26T00:00:00+00:00", allocat
 def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> None:
     running = JobState("77", JobStatus.RUNNING, "RUNNING")
     over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
-    started = {"event": "started", "run_id": "r1", "hosts": ["n1", "n2"],
-               "at": "2026-11-26T00:01:00+00:00"}
-    ended = {"event": "ended", "run_id": "r1", "rc": 0, "timed_out": False,
-             "at": "2026-11-26T00:03:30+00:00"}
+    started = StepEvent(Event.STARTED, "2026-11-26T00:01:00+00:00", "r1", ("n1", "n2"))
+    ended = StepEvent(Event.ENDED, "2026-11-26T00:03:30+00:00", "r1", rc=0)
     assert step_state(tmp_path, ENTRY, running, None).state is RunState.QUEUED
     now = step_state(tmp_path, ENTRY, running, started)
     assert now.state is RunState.RUNNING and "n1,n2" in (now.reason or "")
@@ -62,7 +62,7 @@ def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> Non
     assert step_state(tmp_path, ENTRY, over, started).state is RunState.INTERRUPTED
     (tmp_path / "exit_code").write_text("0\n")  # the step ended; its line was cut off
     assert step_state(tmp_path, ENTRY, over, started).ended is not None
-    limit = step_state(tmp_path, ENTRY, running, {**ended, "rc": 143, "timed_out": True})
+    limit = step_state(tmp_path, ENTRY, running, replace(ended, rc=143, timed_out=True))
     assert limit.ended is not None and limit.ended.state is JobStatus.TIMEOUT
     assert step_times([started, ended]) == ("2026-11-26T00:01:00+00:00", 150.0)
 

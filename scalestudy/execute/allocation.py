@@ -31,9 +31,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scalestudy.execute.nested import FluxEngine
-from scalestudy.execute.steplog import POLL_S, append, hosts_of, now, read_events
+from scalestudy.execute.steplog import (
+    POLL_S,
+    Event,
+    StepEvent,
+    append,
+    ended_runs,
+    hosts_of,
+    now,
+    read_events,
+)
 
-__all__ = ["ENGINES", "Runner", "append", "hosts_of", "main", "now", "read_events"]
+__all__ = ["ENGINES", "Event", "Runner", "StepEvent", "append", "hosts_of", "main", "now",
+           "read_events"]
 
 #: Seconds a step is given to end after SIGTERM before it is killed.
 GRACE_S = 10.0
@@ -81,7 +91,7 @@ class Runner:
 
     def ended_before(self) -> set[str]:
         """Steps an earlier runner of this allocation saw end (a requeue restarts it)."""
-        return {e["run_id"] for e in read_events(self.journal) if e["event"] == "ended"}
+        return ended_runs(self.journal)
 
     def free_hosts(self) -> list[str]:
         busy = {h for r in self.running for h in r.hosts}
@@ -94,8 +104,8 @@ class Runner:
         hostfile.write_text(step_hostfile(self.nodefile, hosts, slots), encoding="utf-8")
         port = self.port_base + self.started % 1000
         self.started += 1
-        append(self.journal, {"event": "started", "run_id": step["run_id"], "at": now(),
-                              "hosts": hosts, "port": port})
+        append(self.journal, StepEvent(Event.STARTED, now(), step["run_id"], tuple(hosts),
+                                       port=port))
         env = {**os.environ, "SCALESTUDY_STEP_HOSTS": ",".join(hosts),
                "SCALESTUDY_STEP_HOSTFILE": str(hostfile), "SCALESTUDY_STEP_PORT": str(port)}
         out = open(run_dir / step["log"], "w")  # noqa: SIM115 (closed when the step ends)
@@ -120,8 +130,9 @@ class Runner:
             for f in r.logs:
                 f.close()
             self.running.remove(r)
-            append(self.journal, {"event": "ended", "run_id": r.run_id, "at": now(),
-                                  "rc": 128 - rc if rc < 0 else rc, "timed_out": r.timed_out})
+            append(self.journal, StepEvent(Event.ENDED, now(), r.run_id,
+                                           rc=128 - rc if rc < 0 else rc,
+                                           timed_out=r.timed_out))
 
     def _limit(self, r: Running) -> None:
         moment = time.monotonic()
@@ -147,16 +158,15 @@ class Runner:
         """Every step not ended yet, in order; 0 once all have ended."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(signum, self.stop)
-        append(self.journal, {"event": "allocation", "at": now(), "hosts": self.hosts,
-                              "job_id": self.job_id})
+        append(self.journal, StepEvent(Event.ALLOCATION, now(), hosts=tuple(self.hosts),
+                                       job_id=self.job_id))
         done = self.ended_before()
         todo = [s for s in self.steps if s["run_id"] not in done]
         for step in todo:
             if step["nodes"] > len(self.hosts):
-                append(self.journal, {"event": "ended", "run_id": step["run_id"],
-                                      "at": now(), "rc": 2, "timed_out": False,
-                                      "why": f"needs {step['nodes']} nodes, the allocation "
-                                             f"has {len(self.hosts)}"})
+                append(self.journal, StepEvent(
+                    Event.ENDED, now(), step["run_id"], rc=2,
+                    why=f"needs {step['nodes']} nodes, the allocation has {len(self.hosts)}"))
                 continue
             while len(self.free_hosts()) < step["nodes"]:
                 time.sleep(POLL_S)
@@ -165,7 +175,7 @@ class Runner:
         while self.running:
             time.sleep(POLL_S)
             self.reap()
-        append(self.journal, {"event": "done", "at": now()})
+        append(self.journal, StepEvent(Event.DONE, now()))
         return 0
 
 

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from scalestudy.execute.steplog import POLL_S, append, now, read_events
+from scalestudy.execute.steplog import POLL_S, Event, StepEvent, append, ended_runs, now
 from scalestudy.workload.env import expand_hostlist
 
 #: Seconds a step cancelled by nobody here waits before it counts as ended: the
@@ -88,9 +88,9 @@ class FluxEngine:
         job = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if done.returncode != 0 or not job:
             said = (done.stderr or done.stdout).strip().splitlines()
-            append(self.journal, {"event": "ended", "run_id": step["run_id"], "at": now(),
-                                  "rc": 2, "timed_out": False,
-                                  "why": f"flux batch refused it: {said[-1] if said else ''}"})
+            append(self.journal, StepEvent(
+                Event.ENDED, now(), step["run_id"], rc=2,
+                why=f"flux batch refused it: {said[-1] if said else ''}"))
             return
         self.ids[job] = step["run_id"]
 
@@ -108,9 +108,10 @@ class FluxEngine:
             if state in ("RUN", "CLEANUP", "INACTIVE") and run_id not in self.started \
                     and "t_run" in job:
                 self.started.add(run_id)
-                append(self.journal, {"event": "started", "run_id": run_id,
-                                      "at": _at(job.get("t_run")), "flux_id": flux_id,
-                                      "hosts": expand(str(job.get("nodelist") or ""))})
+                append(self.journal, StepEvent(
+                    Event.STARTED, _at(job.get("t_run")), run_id,
+                    tuple(expand(str(job.get("nodelist") or ""))),
+                    extra={"flux_id": flux_id}))
             if state == "INACTIVE":
                 if job.get("result") == "CANCELED":
                     # nobody here cancels a step: the allocation's end is what does, and
@@ -120,18 +121,18 @@ class FluxEngine:
                 append(self.journal, self._ended(run_id, job))
 
     @staticmethod
-    def _ended(run_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    def _ended(run_id: str, job: dict[str, Any]) -> StepEvent:
         """The `ended` event of a job Flux says is inactive."""
         code = job.get("returncode")
         rc = code if isinstance(code, int) and code >= 0 else 128 + signal.SIGTERM
         exception = job.get("exception") or {}
-        entry = {"event": "ended", "run_id": run_id, "at": _at(job.get("t_inactive")),
-                 "rc": rc, "timed_out": job.get("result") == "TIMEOUT",
-                 "flux_result": job.get("result")}
+        why = None
         if "t_run" not in job and exception.get("occurred"):  # never started
-            entry["why"] = (f"Flux could not start it ({exception.get('type')}: "
-                            f"{exception.get('note') or ''})")
-        return entry
+            why = (f"Flux could not start it ({exception.get('type')}: "
+                   f"{exception.get('note') or ''})")
+        return StepEvent(Event.ENDED, _at(job.get("t_inactive")), run_id, rc=rc,
+                         timed_out=job.get("result") == "TIMEOUT", why=why,
+                         extra={"flux_result": job.get("result")})
 
     def stop(self, signum: int, _frame: object) -> None:
         """The allocation is ending: cancel every step (each is cut off, not ended)."""
@@ -143,21 +144,20 @@ class FluxEngine:
         """Every step not ended yet, submitted in order; 0 once all have ended."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(signum, self.stop)
-        append(self.journal, {"event": "allocation", "at": now(), "hosts": self.hosts,
-                              "job_id": self.job_id, "engine": "flux"})
-        done = {e["run_id"] for e in read_events(self.journal) if e["event"] == "ended"}
+        append(self.journal, StepEvent(Event.ALLOCATION, now(), hosts=tuple(self.hosts),
+                                       job_id=self.job_id, extra={"engine": "flux"}))
+        done = ended_runs(self.journal)
         for step in self.steps:
             if step["run_id"] in done:
                 continue
             if step["nodes"] > len(self.hosts):
-                append(self.journal, {"event": "ended", "run_id": step["run_id"],
-                                      "at": now(), "rc": 2, "timed_out": False,
-                                      "why": f"needs {step['nodes']} nodes, the allocation "
-                                             f"has {len(self.hosts)}"})
+                append(self.journal, StepEvent(
+                    Event.ENDED, now(), step["run_id"], rc=2,
+                    why=f"needs {step['nodes']} nodes, the allocation has {len(self.hosts)}"))
                 continue
             self.submit(step)
         while self.ids:
             time.sleep(POLL_S)
             self.poll()
-        append(self.journal, {"event": "done", "at": now()})
+        append(self.journal, StepEvent(Event.DONE, now()))
         return 0

@@ -26,9 +26,9 @@ from scalestudy.core.grid import Run
 from scalestudy.core.states import Failure, JobStatus, RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.allocation import read_events
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
+from scalestudy.execute.steplog import Event, StepEvent, read_events
 from scalestudy.site.packing import Allocation
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import flux_steps, render, render_allocation
@@ -148,48 +148,49 @@ class StepState:
     ended: JobState | None = None
 
 
-def events_by_run(plan: Plan, name: str) -> dict[str, list[dict[str, Any]]]:
+def events_by_run(plan: Plan, name: str) -> dict[str, list[StepEvent]]:
     """run id -> the step events of allocation `name` for it, oldest first."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[StepEvent]] = {}
     for event in read_events(root(plan) / name / "steps.jsonl"):
-        if isinstance(event.get("run_id"), str):
-            out.setdefault(event["run_id"], []).append(event)
+        if event.run_id is not None:
+            out.setdefault(event.run_id, []).append(event)
     return out
 
 
-def step_times(events: Sequence[dict[str, Any]]) -> tuple[str | None, float | None]:
+def step_times(events: Sequence[StepEvent]) -> tuple[str | None, float | None]:
     """(when the step last started, its seconds from then to its end) from its events."""
-    started = next((e for e in reversed(events) if e.get("event") == "started"), None)
-    ended = events[-1] if events and events[-1].get("event") == "ended" else None
+    started = next((e for e in reversed(events) if e.event is Event.STARTED), None)
+    ended = events[-1] if events and events[-1].event is Event.ENDED else None
     if started is None:
         return None, None
-    if ended is None:
-        return started.get("at"), None
+    if ended is None or started.at is None or ended.at is None:
+        return started.at, None
     try:
-        seconds = (datetime.fromisoformat(ended["at"])
-                   - datetime.fromisoformat(started["at"])).total_seconds()
-    except (KeyError, TypeError, ValueError):
-        return started.get("at"), None
-    return started.get("at"), seconds
+        seconds = (datetime.fromisoformat(ended.at)
+                   - datetime.fromisoformat(started.at)).total_seconds()
+    except ValueError:
+        return started.at, None
+    return started.at, seconds
 
 
 def step_state(run_dir: Path, entry: Job, job: JobState | None,
-               event: dict[str, Any] | None) -> StepState:
+               event: StepEvent | None) -> StepState:
     """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
     last step event."""
     name = entry.allocation
     where = f"allocation {name} (job {entry.job_id})"
-    if event is not None and event.get("event") == "ended":
+    if event is not None and event.event is Event.ENDED:
         return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
     if job is None or not job.done:  # alive
-        if event is not None and event.get("event") == "started":
+        if event is not None and event.event is Event.STARTED:
             return StepState(RunState.RUNNING, f"a step of {where} on "
-                             f"{','.join(event.get('hosts') or [])}")
+                             f"{','.join(event.hosts)}")
         waiting = job.raw if job is not None else "submitted"
         return StepState(RunState.QUEUED, f"waiting in {where}: {waiting}")
     code = _exit_code(run_dir)
     if event is not None and code is not None:  # ended; its line was cut off
-        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, {"rc": code}))
+        return StepState(RunState.COMPLETED,
+                         ended=_ended(entry.job_id, StepEvent(Event.ENDED, rc=code)))
     if event is not None and ws.record_problem(ws.read_record(run_dir / ws.METRICS)) is None:
         # the workload wrote its whole record (its last act), then the allocation ended
         # before the step's end was written: measured once, never to be run again
@@ -204,16 +205,15 @@ def step_state(run_dir: Path, entry: Job, job: JobState | None,
                      "the next `run` starts it again in a new allocation")
 
 
-def _ended(job_id: str, event: dict[str, Any]) -> JobState:
-    rc = event.get("rc")
-    rc = rc if isinstance(rc, int) else None
-    if event.get("timed_out"):
+def _ended(job_id: str, event: StepEvent) -> JobState:
+    rc = event.rc
+    if event.timed_out:
         return JobState(job_id, JobStatus.TIMEOUT, "step time limit", rc,
                         reason="the step ran past its walltime inside the allocation and "
                         "was stopped", failure=Failure.WALLTIME)
-    if event.get("why"):
+    if event.why:
         return JobState(job_id, JobStatus.FAILED, "step not started", rc,
-                        reason=str(event["why"]), failure=Failure.SCHEDULER)
+                        reason=event.why, failure=Failure.SCHEDULER)
     return JobState(job_id, JobStatus.COMPLETED if rc == 0 else JobStatus.FAILED,
                     f"step ended (exit {rc})", rc)
 

@@ -25,6 +25,7 @@ from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
 from scalestudy.execute.journal import Intent, Job, Resolved, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
+from scalestudy.execute.steplog import StepEvent
 from scalestudy.execute.submit import JobLimit, Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
 from scalestudy.site.schedulers import JobState
@@ -94,7 +95,7 @@ class Tracker:
             asked = list(dict.fromkeys(entry.job_id for _, entry in unsettled))
             found = {scheduler.short_id(k): v for k, v in
                      commands.query(scheduler, asked, self.runner).items()}
-            steps: dict[str, dict[str, list[dict[str, Any]]]] = {}  # allocation -> run ->
+            steps: dict[str, dict[str, list[StepEvent]]] = {}  # allocation -> run ->
             for run, entry in unsettled:
                 job = found.get(scheduler.short_id(entry.job_id))
                 if entry.allocation:
@@ -110,7 +111,7 @@ class Tracker:
         return views
 
     def _step(self, run: Run, entry: Job, job: JobState | None,
-              events: list[dict[str, Any]]) -> RunView:
+              events: list[StepEvent]) -> RunView:
         """A packed run: its step's state inside its allocation."""
         run_dir = self.plan.run_dir(run)
         if job is None and _age_s(entry) >= GRACE_S:

@@ -17,6 +17,7 @@ from scalestudy.execute import probe as batch_probe
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.packing import allocation_summary
 from scalestudy.execute.status import read_state, read_status
+from scalestudy.execute.steplog import Event
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, refresh
 from scalestudy.results.analysis.spend import spend_of
@@ -66,8 +67,8 @@ def allocation_lines(plan: Plan, rows: list[dict[str, Any]]) -> list[str]:
     now_in = {k: e.allocation for k, e in journal(plan).latest().items()}
     lines = []
     for a in allocation_summary(plan):
-        started = {e["run_id"] for e in a["events"] if e["event"] == "started"}
-        ended = {e["run_id"] for e in a["events"] if e["event"] == "ended"}
+        started = {e.run_id for e in a["events"] if e.event is Event.STARTED}
+        ended = {e.run_id for e in a["events"] if e.event is Event.ENDED}
         counts = {"ended": len(ended)}
         for run_id in a["steps"]:
             here = now_in.get(run_id) == a["name"]

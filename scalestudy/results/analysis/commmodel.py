@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -220,6 +221,21 @@ def _col(row: pd.Series, name: str) -> float:
     return float(value) if value is not None and pd.notna(value) else float("nan")
 
 
+class Cause(str, Enum):
+    """What a group's loss of efficiency at its largest scale comes from, by its measured
+    factors (compute-only time, comm overhead) or, without them, the model's fit."""
+
+    COMPUTE = "compute"  # compute alone slows down as ranks are added
+    COMM = "comm"  # gradient sync not hidden behind compute
+    MODEL = "model"  # no compute-only timing: the model attributes it to communication
+    OTHER = "other"  # neither measured factor explains it (stragglers, waiting, noise)
+    NONE = "none"  # efficiency stays at or above GOOD_EFFICIENCY
+    UNKNOWN = "unknown"  # nothing measured and no fit within the rule
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Loss:
     """Where one group's step time goes at its largest scale, against its baseline."""
@@ -242,18 +258,19 @@ class Loss:
         """Did the largest scale put more ranks on a host than it has cores?"""
         return "oversubscribed" in str(self.top.get("flags") or "")
 
-    def cause(self) -> str:
-        """compute, comm, model, other, none or unknown: the largest factor of the loss."""
+    def cause(self) -> Cause:
+        """The largest factor of the loss."""
         eff = float(self.top["efficiency"])
         if eff >= GOOD_EFFICIENCY:
-            return "none"
+            return Cause.NONE
         comm = 1 / (1 - self.overhead) if self.overhead < 1 else math.nan
-        known = {k: v for k, v in (("compute", self.slowdown), ("comm", comm)) if v == v}
+        known = {k: v for k, v in ((Cause.COMPUTE, self.slowdown), (Cause.COMM, comm))
+                 if v == v}
         if not known:
-            return "model" if self.model_share == self.model_share else "unknown"
+            return Cause.MODEL if self.model_share == self.model_share else Cause.UNKNOWN
         rest = 1 / eff / math.prod(known.values())
         best = max(known, key=lambda k: known[k])
-        return best if known[best] >= rest else "other"
+        return best if known[best] >= rest else Cause.OTHER
 
 
 def losses(table: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFrame) -> list[Loss]:

@@ -11,8 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scalestudy.execute.allocation import read_events
 from scalestudy.execute.journal import Journal
+from scalestudy.execute.steplog import Event, StepEvent, read_events
 
 
 @dataclass(frozen=True)
@@ -98,16 +98,16 @@ def _at(text: Any) -> datetime | None:
         return None
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    """A step journal's events that say when they happened."""
-    return [e for e in read_events(path) if _at(e.get("at")) is not None]
+def _events(path: Path) -> list[tuple[StepEvent, datetime]]:
+    """A step journal's events that say when they happened, with that moment."""
+    return [(e, at) for e in read_events(path) if (at := _at(e.at)) is not None]
 
 
 def allocation_start(study_dir: Path, name: str) -> datetime | None:
     """When allocation `name`'s step runner first started (its queue wait's end)."""
-    for event in _events(study_dir / "allocations" / name / "steps.jsonl"):
-        if event.get("event") == "allocation":
-            return _at(event["at"])
+    for event, at in _events(study_dir / "allocations" / name / "steps.jsonl"):
+        if event.event is Event.ALLOCATION:
+            return at
     return None
 
 
@@ -135,27 +135,26 @@ def _held(directory: Path, submitted: datetime | None) -> Held | None:
         spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    events = _events(directory / "steps.jsonl")
-    starts = [e for e in events if e.get("event") == "allocation"]
-    if not starts:
+    moments = _events(directory / "steps.jsonl")
+    events = [e for e, _ in moments]
+    begin = next((at for e, at in moments if e.event is Event.ALLOCATION), None)
+    if begin is None:
         return None
     nodes_of = {s["run_id"]: int(s["nodes"]) for s in spec.get("steps", [])}
-    moments = [(e, at) for e in events if (at := _at(e["at"])) is not None]
-    begin = next(at for e, at in moments if e.get("event") == "allocation")
     end = max(at for _, at in moments)
     busy, running = 0.0, {}
     for e, at in moments:
-        kind, run_id = e.get("event"), e.get("run_id")
-        if kind == "started":
+        run_id = e.run_id or ""
+        if e.event is Event.STARTED:
             running[run_id] = at
-        elif kind == "ended" and run_id in running:
+        elif e.event is Event.ENDED and run_id in running:
             busy += nodes_of.get(run_id, 1) * (at - running.pop(run_id)).total_seconds()
-        elif kind == "allocation":  # a requeued runner: what ran before it ended then
+        elif e.event is Event.ALLOCATION:  # a requeued runner: what ran before it ended then
             running.clear()
     busy += sum(nodes_of.get(r, 1) * (end - t).total_seconds() for r, t in running.items())
     return Held(directory.name, int(spec.get("nodes") or 0), (end - begin).total_seconds(),
                 busy, None if submitted is None else (begin - submitted).total_seconds(),
-                sum(1 for e in events if e.get("event") == "started"),
-                any(e.get("event") == "done" for e in events),
-                tuple(dict.fromkeys(str(e["run_id"]) for e in events
-                                    if e.get("event") == "started")))
+                sum(1 for e in events if e.event is Event.STARTED),
+                any(e.event is Event.DONE for e in events),
+                tuple(dict.fromkeys(str(e.run_id) for e in events
+                                    if e.event is Event.STARTED)))

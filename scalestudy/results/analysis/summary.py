@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalestudy.results.analysis.commmodel import Loss, losses
+from scalestudy.results.analysis.commmodel import Cause, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.findings import compute_clause, headline_loss, sync_clause
 from scalestudy.results.analysis.phrases import gpus_text, point_text
@@ -38,24 +38,24 @@ def cause_line(loss: Loss | None) -> str:
     top, kind = loss.top, loss.cause()
     where = (f"in {loss.group} " if loss.group else "") + \
         f"at {gpus_text(top['world_size'])}, "
-    if kind == "compute":
+    if kind is Cause.COMPUTE:
         text = f"compute slowing down, not communication: {where}{compute_clause(loss)}"
         return f"Main cause: {text}" + (f"; {sync_clause(loss)}." if loss.overhead ==
                                         loss.overhead else ".")
-    if kind == "comm":
+    if kind is Cause.COMM:
         slow = (f"; {compute_clause(loss)}" if loss.slowdown == loss.slowdown else "")
         return f"Main cause: gradient sync: {where}{sync_clause(loss)}{slow}."
-    if kind == "model":
+    if kind is Cause.MODEL:
         return (f"Main cause: communication, as the model attributes it: {where}"
                 f"{loss.model_share:.1%} of the step (the runs carry no compute-only timing "
                 "to measure it).")
-    if kind == "other":
+    if kind is Cause.OTHER:
         parts = [c for c, v in ((compute_clause(loss), loss.slowdown),
                                 (sync_clause(loss), loss.overhead)) if v == v]
         return (f"Main cause: not compute and not measured sync: {where}"
                 f"{' and '.join(parts)}, less than the {top['efficiency']:.1%} efficiency "
                 "implies: stragglers, waiting or noise (see Quality flags).")
-    if kind == "none":
+    if kind is Cause.NONE:
         sync = f"; {sync_clause(loss)}" if loss.overhead == loss.overhead else ""
         return (f"Main cause: no large loss: {where}efficiency stays at "
                 f"{top['efficiency']:.1%}{sync}.")
@@ -129,26 +129,26 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
     if wins:
         dim, best, ref, gain, where = max(wins, key=lambda v: v.gain)
         return f"Try next: {dim} `{best}`: it beats `{ref}` by {gain:+.1%} at {where}."
-    kind = loss.cause() if loss is not None else "unknown"
-    if kind in ("comm", "model"):
+    kind = loss.cause() if loss is not None else Cause.UNKNOWN
+    if kind in (Cause.COMM, Cause.MODEL):
         bigger = "per-GPU" if scaling == "weak" else "global"
         knobs = SYNC_KNOBS.get(str(loss.top.get("backend")) if loss is not None else "",
                                "gradient compression")
         return (f"Try next: a larger {bigger} batch (fewer syncs per image) or {knobs}, as "
                 "a grid axis or a tuning variant.")
-    if kind == "compute":
+    if kind is Cause.COMPUTE:
         return ("Try next: find what slows compute as ranks are added (memory bandwidth, "
                 "clocks, other work on the hosts): efficiency here measures that, not "
                 "communication.")
-    if kind == "other":
+    if kind is Cause.OTHER:
         return ("Try next: repeat the flagged points (see Quality flags): the loss is neither"
                 " compute nor the measured sync.")
     ahead = preds[preds["group"] == loss.group] if loss is not None else preds[:0]
-    if kind == "none" and len(ahead):
+    if kind is Cause.NONE and len(ahead):
         first = ahead.iloc[0]
         return (f"Try next: measure {int(first['nodes'])} nodes ({gpus_text(first['world_size'])}"
                 f"), where the model predicts {first['efficiency_predicted']:.1%} efficiency.")
-    if kind == "none":
+    if kind is Cause.NONE:
         return ("Try next: measure more nodes: efficiency holds so far, and predictions need "
                 "a fit within the rule (see Communication model).")
     return ("Try next: run the bundled workload (it times compute without sync) or more world"
