@@ -141,19 +141,22 @@ def test_status_json_is_one_typed_record_and_the_previous_version_reads(tmp_path
     from scalestudy.core.states import RunState
     from scalestudy.execute.status import SCHEMA, RunStatus, read_status, write_status
 
-    written = write_status(tmp_path, RunStatus(
+    status = RunStatus(
         RunState.FAILED, reason="exit code 3", exit_code=3, failure="unknown",
         failure_line="ValueError: x", job_id="41", scheduler_state="FAILED",
         submitted_at="2026-11-25T10:00:00+00:00", ended_at="2026-11-25T10:05:00+00:00",
         log_tail="--- stderr.log ---", job_energy_j=1000.0, job_elapsed_s=10.0,
-        job_power_w=100.0))
-    assert json.loads((tmp_path / "status.json").read_text()) == written
+        job_power_w=100.0)
+    write_status(tmp_path, status)
+    written = json.loads((tmp_path / "status.json").read_text())
+    assert written == status.to_json()
     assert written["schema"] == SCHEMA and written["state"] == "failed"
     back = read_status(tmp_path)
     assert (back.exit_code, back.failure_line, back.job_power_w, back.submitted_at) == (
         3, "ValueError: x", 100.0, "2026-11-25T10:00:00+00:00")
     # an ended run's file always says its reason, code and class, even when empty
-    done = write_status(tmp_path, RunStatus(RunState.COMPLETED, exit_code=0))
+    write_status(tmp_path, RunStatus(RunState.COMPLETED, exit_code=0))
+    done = json.loads((tmp_path / "status.json").read_text())
     assert {"reason", "exit_code", "failure", "failure_line"} <= set(done)
     # version 1 (no schema key, written by the previous release) reads the same
     (tmp_path / "status.json").write_text(json.dumps({

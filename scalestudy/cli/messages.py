@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from scalestudy.core.grid import Run, describe_run
 from scalestudy.core.spec import Study
-from scalestudy.execute.status import read_status
+from scalestudy.core.states import RunState
+from scalestudy.execute.status import RunStatus, read_status
 from scalestudy.execute.tracking import RunView
 from scalestudy.site.plan import Plan
 from scalestudy.study import Queued, Selection
@@ -34,7 +35,7 @@ def failure_lines(plan: Plan, states_only_failed: bool = True) -> list[str]:
 
 @contextlib.contextmanager
 def local_progress(console: Console, plan: Plan, total: int
-                   ) -> Iterator[Callable[[Run, dict[str, Any] | None], None] | None]:
+                   ) -> Iterator[Callable[[Run, RunStatus | None], None] | None]:
     """A progress bar for runs executed here; yields the executor's progress callback."""
     if not total:
         yield None
@@ -43,15 +44,15 @@ def local_progress(console: Console, plan: Plan, total: int
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("runs", total=total)
 
-        def progress(r: Run, status: dict[str, Any] | None) -> None:
+        def progress(r: Run, status: RunStatus | None) -> None:
             if status is None:
                 bar.update(task, description=f"{r.run_id} {describe_run(plan.study, r, True)}"
                            f" rep {r.repeat}")
                 return
             bar.advance(task)
-            if status["state"] != "completed":
-                line = status.get("failure_line") or status.get("reason")
-                bar.console.print(f"failed {r.run_id} ({status.get('failure') or 'unknown'}):"
+            if status.state is not RunState.COMPLETED:
+                line = status.failure_line or status.reason
+                bar.console.print(f"failed {r.run_id} ({status.failure or 'unknown'}):"
                                   f" {line}  [{plan.run_dir(r) / 'stderr.log'}]",
                                   markup=False, highlight=False, soft_wrap=True)
 

@@ -71,8 +71,8 @@ def execute(
     timeout_s: float,
     command_regex: str | None = None,
     campaign: str | None = None,
-) -> dict[str, Any]:
-    """Run run_dir/job.sh to its end; write and return its status.json.
+) -> RunStatus:
+    """Run run_dir/job.sh to its end; write and return its status.
 
     `command_regex` is set for a `command` workload: its throughput is extracted from
     stdout.log and written to metrics.jsonl. The previous attempt's files are moved
@@ -108,20 +108,22 @@ def execute(
             ws.read_record(run_dir / ws.METRICS))
     failed = reason is not None
     found = diagnose(run_dir, code, None, reason) if failed else None
-    return write_status(run_dir, replace(
+    ended = replace(
         status, state=RunState.FAILED if failed else RunState.COMPLETED, pid=None,
         exit_code=code, ended_at=_now(), elapsed_s=round(time.monotonic() - started, 3),
         reason=reason, failure=found.failure if found else None,
         failure_line=found.line if found else None,
-        log_tail=ws.log_tail(run_dir) if failed else None))
+        log_tail=ws.log_tail(run_dir) if failed else None)
+    write_status(run_dir, ended)
+    return ended
 
 
 
-Progress = Callable[[Run, dict[str, Any] | None], None]
+Progress = Callable[[Run, RunStatus | None], None]
 
 
 def execute_runs(plan: Plan, runs: Sequence[Run], progress: Progress | None = None
-                 ) -> list[dict[str, Any]]:
+                 ) -> list[RunStatus]:
     """Execute the runs one after the other (they would share this host's cores);
     `progress(run, None)` before each, `progress(run, status)` after."""
     timeout = walltime_seconds(plan.study.job.walltime)

@@ -19,6 +19,7 @@ from scalestudy.core.spec import walltime_seconds
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.local import execute
+from scalestudy.execute.status import RunStatus
 from scalestudy.execute.tracking import poll
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import render
@@ -66,8 +67,8 @@ def prepare(plan: Plan, min_batch: int, max_batch: int,
     return run, directory
 
 
-def run_here(plan: Plan, run: Run, directory: Path) -> dict[str, Any]:
-    """Run the probe on this machine (the local executor); its status.json."""
+def run_here(plan: Plan, run: Run, directory: Path) -> RunStatus:
+    """Run the probe on this machine (the local executor); its status."""
     return execute(directory, run.params(), walltime_seconds(plan.study.job.walltime))
 
 

@@ -118,11 +118,9 @@ _INTS = frozenset({"exit_code", "pid"})
 _FLOATS = frozenset({"elapsed_s", "job_power_w", "job_energy_j", "job_elapsed_s"})
 
 
-def write_status(run_dir: Path, status: RunStatus) -> dict[str, Any]:
-    """Write a run's status.json (atomically); returns what was written."""
-    data = status.to_json()
-    write_json_atomic(Path(run_dir) / STATUS, data)
-    return data
+def write_status(run_dir: Path, status: RunStatus) -> None:
+    """Write a run's status.json (atomically)."""
+    write_json_atomic(Path(run_dir) / STATUS, status.to_json())
 
 
 def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:

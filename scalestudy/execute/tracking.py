@@ -152,7 +152,7 @@ class Tracker:
             return RunView(run, current, job_id, job.reason)
         regex = self.plan.study.workload.record_pattern
         status = settle(run_dir, job, run.params(), regex, self.plan.scheduler.log_name)
-        return RunView(run, RunState(status["state"]), job_id, status["reason"])
+        return RunView(run, status.state, job_id, status.reason)
 
 
 def refresh(plan: Plan, runner: commands.CommandRunner = commands.run_command
@@ -163,7 +163,7 @@ def refresh(plan: Plan, runner: commands.CommandRunner = commands.run_command
 
 def settle(run_dir: Path, job: JobState, params: dict[str, Any],
            command_regex: str | None = None, scheduler_log: str | None = None
-           ) -> dict[str, Any]:
+           ) -> RunStatus:
     """Write the final status.json of a run whose job has ended (for a `command`
     workload, first its record from the throughput in stdout.log); a failed run is
     classified here, once, from the scheduler's answer and the logs (`scheduler_log`:
@@ -183,7 +183,7 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         run_dir, exit_code, job.raw, said, scheduler_class=job.failure,
         scheduler_log=scheduler_log)
     energy = job.energy_j and job.elapsed_s  # the site's energy accounting (whole job)
-    return write_status(run_dir, RunStatus(
+    status = RunStatus(
         RunState.COMPLETED if reason is None else RunState.FAILED,
         failure=failure.failure if failure else None,
         failure_line=failure.line if failure else None,
@@ -192,7 +192,9 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         job_energy_j=job.energy_j if energy else None,
         job_elapsed_s=job.elapsed_s if energy else None,
         job_power_w=(round(job.energy_j / job.elapsed_s, 3)
-                     if job.energy_j and job.elapsed_s else None)))
+                     if job.energy_j and job.elapsed_s else None))
+    write_status(run_dir, status)
+    return status
 
 
 def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | None:

@@ -277,7 +277,7 @@ def probe(plan: Plan, min_batch: int, max_batch: int, memory_limit_gb: float | N
         run, directory = batch_probe.prepare(plan, min_batch, max_batch, memory_limit_gb)
         job_id = None
         if not plan.scheduler.queued:
-            final = batch_probe.run_here(plan, run, directory)["state"]
+            final = batch_probe.run_here(plan, run, directory).state.value
         else:
             job_id = batch_probe.submit(plan, directory)
             say(f"submitted the probe as job {job_id}: {directory / ws.SCRIPT}")

@@ -18,7 +18,7 @@ from scalestudy.core.states import Failure, RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.local import execute_runs
 from scalestudy.execute.packing import queue_allocations, write_allocation
-from scalestudy.execute.status import read_state, read_status
+from scalestudy.execute.status import RunStatus, read_state, read_status
 from scalestudy.execute.submit import prepare
 from scalestudy.execute.tracking import Tracker, follow, recover, submit_runs
 from scalestudy.site.plan import Plan
@@ -117,7 +117,7 @@ def dry_run(plan: Plan, selection: Selection, force: bool) -> list[Run]:
     return prepare(plan, selection.todo, force=force)
 
 
-Progress = Callable[[Run, dict[str, Any] | None], None]
+Progress = Callable[[Run, RunStatus | None], None]
 
 
 def run_here(plan: Plan, selection: Selection, force: bool,
@@ -127,7 +127,7 @@ def run_here(plan: Plan, selection: Selection, force: bool,
 
     check_budget(plan, selection.todo, budget)
     todo = prepare(plan, selection.todo, force=force)
-    return [RunState(s["state"]) for s in execute_runs(plan, todo, progress)]
+    return [s.state for s in execute_runs(plan, todo, progress)]
 
 
 @dataclass(frozen=True)
