@@ -6,9 +6,9 @@ Two kinds of model: the CNNs train on random images (img/s); the transformers on
 token ids, next-token loss (tokens/s). Every step returns its loss; the last one is
 kept for the record (it is what shows that a parallel layout trains the same model).
 
-A backend (ddp.py, hvd.py, ds.py) supplies how the model is wrapped, how a step
-synchronises gradients, how to allreduce and how to gather; `run` does the rest in the
-same way for all of them, so their numbers compare.
+A backend (ddp.py, horovod_backend.py, deepspeed_backend.py) supplies how the model is
+wrapped, how a step synchronises gradients, how to allreduce and how to gather; `run`
+does the rest in the same way for all of them, so their numbers compare.
 """
 
 from __future__ import annotations
