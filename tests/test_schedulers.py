@@ -265,8 +265,8 @@ def test_a_job_finished_without_x_settles_from_its_run_directory(tmp_path: Path)
     job = schedulers.get("pbs").parse_states(*recorded("qstat-f/finished-exit3.txt"))["8"]
     (tmp_path / "exit_code").write_text("3\n")
     status = settle(tmp_path, job, {})
-    assert (status["state"], status["exit_code"]) == ("failed", 3)
-    assert status["reason"].startswith("exit code 3")
+    assert (status.state, status.exit_code) == ("failed", 3)
+    assert status.reason.startswith("exit code 3")
 
 
 def test_several_jobs_in_one_qstat() -> None:

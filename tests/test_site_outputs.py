@@ -83,9 +83,9 @@ def test_a_signal_exit_code_defers_to_the_runs_own(tmp_path: Path) -> None:
     # wrote the program's own code before that kill took the shell.
     job = sacct("41|FAILED|0:9|None||")
     assert (job.exit_code, job.signalled) == (137, True)
-    assert settle(tmp_path, job, {})["exit_code"] == 137  # nothing written: 128 + 9
+    assert settle(tmp_path, job, {}).exit_code == 137  # nothing written: 128 + 9
     (tmp_path / "exit_code").write_text("3\n")
-    assert settle(tmp_path, job, {})["exit_code"] == 3
+    assert settle(tmp_path, job, {}).exit_code == 3
 
 
 def test_a_cluster_suffix_follows_the_job_through_every_command() -> None:
@@ -196,7 +196,7 @@ def test_slurms_qstat_wrapper_off_the_happy_path(tmp_path: Path) -> None:
     text = "Job Id:\t21\n\tJob_Name = s-1\n\tjob_state = U\n\tqueue = debug\n"
     (job,) = PBS.parse_states(["qstat", "-f", "21"], 0, text, "").values()
     assert job.done and "sacct -j 21" in job.reason
-    assert settle(tmp_path, job, {})["state"] == "failed"  # no record: it did not finish
+    assert settle(tmp_path, job, {}).state == "failed"  # no record: it did not finish
     assert PBS.parse_states(["qstat", "-f", "21"], 153, "", "") == {}
     done = PBS.parse_states(["qstat", "-f", "22"], 0, "Job Id:\t22\n\tjob_state = C\n", "")
     assert done["22"].state is JobStatus.COMPLETED and done["22"].exit_code is None
@@ -357,8 +357,8 @@ def test_recorded_pbs_kills_settle_with_their_class_and_line(tmp_path: Path, cas
                               .read_text(), "").values()
     (tmp_path / "pbs.log").write_text((RECORDED / f"output/{case}.txt").read_text())
     status = settle(tmp_path, job, {}, scheduler_log=PBS.log_name)
-    assert (status["state"], status["failure"]) == ("failed", failure)
-    assert status["failure_line"].startswith(line)
+    assert (status.state, status.failure) == ("failed", failure)
+    assert status.failure_line.startswith(line)
 
 
 STATES = Path(__file__).parent / "data" / "slurm" / "states"  # record_states.py, real Slurm
@@ -422,8 +422,8 @@ def test_recorded_slurm_ends_settle_with_the_stepds_line(tmp_path: Path, case: s
     job = recorded_slurm(case, "sacct")
     (tmp_path / "stderr.log").write_text((STATES / f"{case}.err").read_text())
     status = settle(tmp_path, job, {})
-    assert (status["state"], status["failure"]) == ("failed", failure)
-    assert status["failure_line"].startswith(line)
+    assert (status.state, status.failure) == ("failed", failure)
+    assert status.failure_line.startswith(line)
 
 
 def test_recorded_batch_sigkill_defers_to_the_runs_exit_code(tmp_path: Path) -> None:
@@ -431,7 +431,7 @@ def test_recorded_batch_sigkill_defers_to_the_runs_exit_code(tmp_path: Path) -> 
     assert (job.exit_code, job.signalled) == (137, True)
     (tmp_path / "stderr.log").write_text((STATES / "batch-sigkill.err").read_text())
     status = settle(tmp_path, job, {})
-    assert (status["exit_code"], status["failure"]) == (137, "cancelled")
+    assert (status.exit_code, status.failure) == (137, "cancelled")
 
 
 @pytest.mark.parametrize(("log", "failure"), [
