@@ -68,7 +68,7 @@ def test_a_packed_study_on_pbs_gives_the_rows_one_job_per_run_gives(
         script = (directory / "runs" / run_id / "job.sh").read_text()
         assert "#PBS" not in script and '--hostfile "$SCALESTUDY_STEP_HOSTFILE"' in script
         seen = (directory / "runs" / run_id / "hosts.txt").read_text().split()
-        assert seen == used  # the step ran on the nodes the runner gave it
+        assert seen == list(used)  # the step ran on the nodes the runner gave it
     assert set(pd.read_csv(directory / "runs.csv")["state"]) == {"completed"}
     per_run = cli(pbs_cluster, pbs_tmp_path, "run", setup(pbs_cluster, pbs_tmp_path, "per-run"),
                   "--wait", timeout=600)
