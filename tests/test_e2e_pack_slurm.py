@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from scalestudy.execute import workspace as ws
 from scalestudy.execute.allocation import read_events
 from tests.conftest import run_cli
 
@@ -64,15 +65,23 @@ def ended_ok(directory: Path) -> dict[str, int]:
 
 
 def completions(directory: Path) -> dict[str, int]:
-    """run id -> how many of its attempts ran to exit code 0 (its exit_code files, the
-    current attempt's and those kept in attempts/<n>/): a step cut off right after it
-    ended has no `ended` line, but its exit_code file says it completed."""
+    """run id -> how many of its attempts completed (the current one and those kept in
+    attempts/<n>/): an exit_code file that says 0 (a step cut off right after it ended
+    has no `ended` line), or, cut off before it wrote one, a whole metrics record (the
+    workload's last act: the run counts as measured, as `run` counts it)."""
     counts: dict[str, int] = {}
     for run_dir in (directory / "runs").iterdir():
-        files = [run_dir / "exit_code", *run_dir.glob("attempts/*/exit_code")]
-        counts[run_dir.name] = sum(1 for f in files
-                                   if f.exists() and f.read_text().strip() == "0")
+        attempts = [run_dir, *run_dir.glob("attempts/*")]
+        counts[run_dir.name] = sum(1 for a in attempts if _completed(a))
     return counts
+
+
+def _completed(attempt: Path) -> bool:
+    code = attempt / "exit_code"
+    if code.exists():
+        return code.read_text().strip() == "0"
+    return (attempt / ws.METRICS).exists() and ws.record_problem(
+        ws.read_record(attempt / ws.METRICS)) is None
 
 
 def rows(directory: Path) -> list[tuple]:

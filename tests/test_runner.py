@@ -10,6 +10,7 @@ import pytest
 from scalestudy.core.choices import Rerun
 from scalestudy.execute import workspace as state
 from scalestudy.execute.local import execute_runs
+from scalestudy.execute.status import RunStatus
 from scalestudy.execute.submit import prepare
 from scalestudy.study import choose_runs, make_plan
 from tests.conftest import run_cli
@@ -29,7 +30,7 @@ job: {walltime: "00:01:00"}
 
 
 def _run(plan, only: str | None = None, rerun: Rerun | None = None,
-         max_attempts: int = 3) -> list[dict]:
+         max_attempts: int = 3) -> list[RunStatus]:
     picked = choose_runs(plan, only, rerun, max_attempts)
     return execute_runs(plan, prepare(plan, picked.todo, force=rerun is Rerun.ALL))
 
@@ -44,12 +45,12 @@ def test_resume_rerun_failed_rerun_all_and_max_attempts(plan) -> None:
     # One real run (torchrun takes ~3 s a start): ranks_per_node=2 stays pending.
     one, two = sorted(plan.runs, key=lambda r: r.ranks_per_node)
     first = _run(plan, "ranks_per_node=1")
-    assert [s["failure"] for s in first] == ["import_error"]
+    assert [s.failure for s in first] == ["import_error"]
     # Plain `run` resumes: the failed run is left, the pending one is to do.
     picked = choose_runs(plan, None)
     assert (picked.todo, picked.failed_kept) == ([two], [one])
     assert choose_runs(plan, None, Rerun.FAILED, max_attempts=1).exhausted == [one]
-    assert [s["state"] for s in _run(plan, "ranks_per_node=1", Rerun.FAILED)] == ["completed"]
+    assert [s.state for s in _run(plan, "ranks_per_node=1", Rerun.FAILED)] == ["completed"]
     run_dir = plan.run_dir(one)
     kept = json.loads((run_dir / "attempts" / "1" / "status.json").read_text())
     assert kept["failure"] == "import_error" and "horovod" in kept["failure_line"]
@@ -57,7 +58,7 @@ def test_resume_rerun_failed_rerun_all_and_max_attempts(plan) -> None:
     assert state.attempt_count(run_dir) == 2
     # Completed: --rerun failed leaves it, --rerun all runs it again (its files kept).
     assert choose_runs(plan, "ranks_per_node=1", Rerun.FAILED).todo == []
-    assert [s["state"] for s in _run(plan, "ranks_per_node=1", Rerun.ALL)] == ["completed"]
+    assert [s.state for s in _run(plan, "ranks_per_node=1", Rerun.ALL)] == ["completed"]
     assert state.attempt_count(run_dir) == 3
     assert (run_dir / "attempts" / "2" / "metrics.jsonl").is_file()
     assert state.attempt_count(plan.run_dir(two)) == 0
