@@ -157,8 +157,9 @@ def log_evidence(text: str) -> dict[str, str]:
     """The first of the program's lines in `text` matching each class (classes without
     a match are absent)."""
     found: dict[str, str] = {}
+    patterns = _patterns()  # once: it asks every registered scheduler
     for raw in program_lines(text):
-        for cls, pattern in _patterns().items():
+        for cls, pattern in patterns.items():
             if cls not in found:
                 match = pattern.search(raw)
                 if match:
