@@ -37,6 +37,11 @@ class Event(str, Enum):
         return self.value
 
 
+#: The keys of a journal line that StepEvent's fields hold (the rest go to `extra`).
+_KNOWN = frozenset({"event", "at", "run_id", "hosts", "port", "rc", "timed_out", "why",
+                    "job_id", "schema"})
+
+
 @dataclass(frozen=True)
 class StepEvent:
     """One line of the steps journal: the event, when, and what it carries."""
@@ -69,8 +74,6 @@ class StepEvent:
             event = Event(data.get("event"))
         except ValueError:
             return None
-        known = {"event", "at", "run_id", "hosts", "port", "rc", "timed_out", "why",
-                 "job_id", "schema"}
 
         def text(key: str) -> str | None:
             value = data.get(key)
@@ -85,7 +88,7 @@ class StepEvent:
                    tuple(str(h) for h in hosts) if isinstance(hosts, list) else (),
                    number("port"), number("rc"), data.get("timed_out") is True, text("why"),
                    None if data.get("job_id") is None else str(data["job_id"]),
-                   {k: v for k, v in data.items() if k not in known})
+                   {k: v for k, v in data.items() if k not in _KNOWN})
 
 
 def append(path: Path, event: StepEvent) -> None:
