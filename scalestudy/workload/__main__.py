@@ -20,11 +20,16 @@ import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, NoReturn  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
 from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
 from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option  # noqa: E402
 from scalestudy.workload.record import SCHEMA, append_record  # noqa: E402, F401
+
+if TYPE_CHECKING:
+    from scalestudy.workload.layout import Layout
+    from scalestudy.workload.session import Session
+    from scalestudy.workload.train import TrainConfig, TrainResult
 
 PROG = "scalestudy.workload"
 
@@ -48,9 +53,9 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _number(minimum: float, kind: type = float, keyword: str | None = None
-            ) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
+def _number(minimum: float, kind: type[float] = float, keyword: str | None = None
+            ) -> Callable[[str], float | str]:
+    def parse(text: str) -> float | str:
         if keyword is not None and text == keyword:
             return text
         try:
@@ -139,7 +144,7 @@ def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _layout(args: argparse.Namespace, world_size: int) -> Any:
+def _layout(args: argparse.Namespace, world_size: int) -> Layout:
     """The run's parallel layout (pure); ValueError says what to change."""
     from .layout import from_options
 
@@ -152,7 +157,7 @@ _GENERAL = ("precision", "channels_last", "compile", "diagnostics", "mllog", "se
             "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops")
 
 
-def _config(args: argparse.Namespace, layout: Any = None) -> Any:
+def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConfig:
     from .options import applicable
     from .train import TrainConfig
 
@@ -171,6 +176,7 @@ def _config(args: argparse.Namespace, layout: Any = None) -> Any:
 
 def probe_main(args: argparse.Namespace) -> int:
     """`--probe-batch`: the batch-size probe on one rank; returns the exit status."""
+    import torch
     from torch.nn.parallel import DistributedDataParallel
 
     from . import batchprobe, ddp, train
@@ -193,7 +199,7 @@ def probe_main(args: argparse.Namespace) -> int:
                            ddp.dist_timeout(os.environ), device)
     model, _ = train.build(cfg, device)
 
-    def wrap() -> Any:
+    def wrap() -> torch.nn.Module:
         return DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
 
@@ -244,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _checked_layout(args: argparse.Namespace) -> Any:
+def _checked_layout(args: argparse.Namespace) -> Layout | None:
     """The parallel layout with the launcher's world size, checked before torch loads;
     None (said on stderr) when it cannot work."""
     from .env import discover
@@ -261,7 +267,7 @@ def _run_dir(args: argparse.Namespace) -> Path:
     return args.metrics.parent if args.metrics is not None else Path.cwd()
 
 
-def _settle(args: argparse.Namespace, cfg: Any, session: Any) -> Any:
+def _settle(args: argparse.Namespace, cfg: TrainConfig, session: Session) -> TrainConfig:
     """What the joined job changes in the config: CPU threads, no diagnostics under
     tp/pp (they are for data parallelism), a --peak-tflops a CNN cannot use."""
     from . import ddp
@@ -280,7 +286,8 @@ def _settle(args: argparse.Namespace, cfg: Any, session: Any) -> Any:
     return cfg
 
 
-def _peak(args: argparse.Namespace, cfg: Any, session: Any) -> tuple[Any, Any]:
+def _peak(args: argparse.Namespace, cfg: TrainConfig, session: Session
+          ) -> tuple[float | None, str | None]:
     """MFU's denominator (every rank takes part when it is measured)."""
     from . import mfu
 
@@ -290,7 +297,7 @@ def _peak(args: argparse.Namespace, cfg: Any, session: Any) -> tuple[Any, Any]:
                             session.backend.gather)
 
 
-def _announce(cfg: Any, session: Any) -> None:
+def _announce(cfg: TrainConfig, session: Session) -> None:
     """Rank 0's opening lines, as Horovod's synthetic benchmark prints them."""
     if session.env.rank != 0:
         return
@@ -306,7 +313,7 @@ def _announce(cfg: Any, session: Any) -> None:
     _log("Running warmup...")
 
 
-def _on_iter(cfg: Any, lead: bool) -> Callable[[int, float], None]:
+def _on_iter(cfg: TrainConfig, lead: bool) -> Callable[[int, float], None]:
     def on_iter(i: int, seconds: float) -> None:
         if i == 0 and lead:
             _log("Running benchmark...")
@@ -315,8 +322,9 @@ def _on_iter(cfg: Any, lead: bool) -> Callable[[int, float], None]:
     return on_iter
 
 
-def _report(args: argparse.Namespace, cfg: Any, session: Any, results: list[Any],
-            rank_hosts: list[str], peak: tuple[Any, Any]) -> int:
+def _report(args: argparse.Namespace, cfg: TrainConfig, session: Session,
+            results: list[TrainResult], rank_hosts: list[str],
+            peak: tuple[float | None, str | None]) -> int:
     """Rank 0: the statistics, the lines other harnesses read, the record; 1 when the
     record cannot be written."""
     from . import output

@@ -18,7 +18,6 @@ import gc
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 
@@ -191,7 +190,7 @@ def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.d
 
 
 def record(points: list[Point], best: int | None, cfg: TrainConfig, max_batch: int,
-           device: torch.device) -> dict[str, Any]:
+           device: torch.device) -> dict[str, object]:
     """The probe's metrics record."""
     tried = sorted(points, key=lambda p: p.batch_size)
     return {

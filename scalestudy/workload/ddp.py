@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -17,7 +17,17 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from .env import DistEnv
-from .train import Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler, plain_step
+from .options import Value
+from .train import (
+    Batch,
+    LRScheduler,
+    T,
+    TrainConfig,
+    WorkloadError,
+    make_optimizer,
+    make_scheduler,
+    plain_step,
+)
 
 TIMEOUT_ENV = "SCALESTUDY_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 300.0
@@ -110,7 +120,9 @@ def init_process_group(
 
 
 #: What wrap() keeps for compute_step: optimizer, lr scheduler, config, device, batch.
-_StepArgs = tuple[torch.optim.Optimizer, Any, TrainConfig, torch.device, Batch]
+_StepArgs = tuple[torch.optim.Optimizer, LRScheduler, TrainConfig, torch.device, Batch]
+#: A DDP communication hook: (state, bucket) -> the bucket's reduced buffer, later.
+Hook = Callable[[dist.ProcessGroup, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]
 
 
 class DDPBackend:
@@ -119,9 +131,9 @@ class DDPBackend:
     name = "ddp"
     bare_compute = False
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    def __init__(self, options: Mapping[str, Value]) -> None:
         self.options = dict(options)
-        self.wire = self.options.get("comm_hook", "none")
+        self.wire = str(self.options.get("comm_hook") or "none")
         self._model: DistributedDataParallel | None = None
         self._step_args: _StepArgs | None = None
         self._buckets = [0]  # allreduce buckets per step, counted by a simulated network
@@ -133,13 +145,13 @@ class DDPBackend:
         ddp = DistributedDataParallel(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=opts.get("bucket_cap_mb", 25.0),
-            gradient_as_bucket_view=opts.get("gradient_as_bucket_view", False),
-            static_graph=opts.get("static_graph", False),
+            bucket_cap_mb=float(opts.get("bucket_cap_mb") or 25.0),
+            gradient_as_bucket_view=bool(opts.get("gradient_as_bucket_view", False)),
+            static_graph=bool(opts.get("static_graph", False)),
         )
         hook = _COMM_HOOKS.get(self.wire)
-        alpha_s = float(opts.get("sim_latency_ms", 0.0)) / 1e3
-        beta_s = float(opts.get("sim_ns_per_byte", 0.0)) / 1e9
+        alpha_s = float(opts.get("sim_latency_ms") or 0.0) / 1e3
+        beta_s = float(opts.get("sim_ns_per_byte") or 0.0) / 1e9
         if alpha_s > 0 or beta_s > 0:
             hook = simulated_network(alpha_s, beta_s, dist.get_world_size(),
                                      hook or default_hooks.allreduce_hook,
@@ -161,7 +173,7 @@ class DDPBackend:
         """dist.all_reduce of one fp32 buffer on the job's process group."""
         return allreduce_buffer(size_bytes, device)
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
 
@@ -169,9 +181,9 @@ class DDPBackend:
         """Barrier, garbage collected, the process group destroyed."""
         shutdown(device)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The DDP settings in effect (and the buckets per step a simulated network saw)."""
-        settings = {k: self.options[k] for k in _DDP_KEYS if k in self.options
+        settings: dict[str, Value] = {k: self.options[k] for k in _DDP_KEYS if k in self.options
                     and not (k.startswith("sim_") and not self.options[k])}  # only when set
         if self._buckets[0]:
             settings["buckets"] = self._buckets[0]
@@ -180,7 +192,7 @@ class DDPBackend:
 
 _DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook",
              "sim_latency_ms", "sim_ns_per_byte")
-_COMM_HOOKS: dict[str, Any] = {
+_COMM_HOOKS: dict[str, Hook] = {
     "fp16": default_hooks.fp16_compress_hook,
     "bf16": default_hooks.bf16_compress_hook,
 }
@@ -192,9 +204,9 @@ def simulated_delay(alpha_s: float, beta_s: float, world: int, nbytes: int) -> f
     return alpha_s * math.log2(world) + beta_s * 2 * (world - 1) / world * nbytes
 
 
-def simulated_network(alpha_s: float, beta_s: float, world: int, inner: Any,
+def simulated_network(alpha_s: float, beta_s: float, world: int, inner: Hook,
                       wire_item_bytes: int | None = None,
-                      buckets: list[int] | None = None) -> Any:
+                      buckets: list[int] | None = None) -> Hook:
     """A DDP comm hook: wait `simulated_delay` for this bucket, then allreduce it with
     `inner` (the plain allreduce or a compression hook). The wait is in the backward
     pass, not hidden behind compute, so a fit of the step times meets alpha and beta
@@ -202,7 +214,8 @@ def simulated_network(alpha_s: float, beta_s: float, world: int, inner: Any,
     the buckets of a step: alpha is paid once per bucket."""
     buckets = buckets if buckets is not None else [0]
 
-    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    def hook(state: dist.ProcessGroup, bucket: dist.GradBucket
+             ) -> torch.futures.Future[torch.Tensor]:
         buffer = bucket.buffer()
         nbytes = buffer.numel() * (wire_item_bytes or buffer.element_size())
         time.sleep(simulated_delay(alpha_s, beta_s, world, nbytes))
@@ -210,7 +223,7 @@ def simulated_network(alpha_s: float, beta_s: float, world: int, inner: Any,
         return inner(state, bucket)
 
     # DDP checks the annotations as objects; this module's are strings (future import)
-    hook.__annotations__ = {"state": Any, "bucket": dist.GradBucket,
+    hook.__annotations__ = {"state": dist.ProcessGroup, "bucket": dist.GradBucket,
                             "return": torch.futures.Future[torch.Tensor]}
     return hook
 
@@ -222,11 +235,11 @@ def allreduce_buffer(size_bytes: int, device: torch.device) -> Callable[[], obje
     return lambda: dist.all_reduce(buf)
 
 
-def gather(obj: Any) -> list[Any]:
+def gather(obj: T) -> list[T]:
     """Every rank's ``obj``, in rank order (all_gather_object)."""
-    out: list[Any] = [None] * dist.get_world_size()
+    out: list[T | None] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
-    return out
+    return cast("list[T]", out)
 
 
 def shutdown(device: torch.device) -> None:

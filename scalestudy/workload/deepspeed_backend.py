@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import torch
 from torch import nn
@@ -21,7 +20,8 @@ from torch import nn
 from .ddp import allreduce_buffer, gather
 from .ddp import shutdown as ddp_shutdown
 from .env import DistEnv
-from .train import AMP_DTYPES, Batch, TrainConfig, WorkloadError, make_optimizer, make_scheduler
+from .options import Value
+from .train import AMP_DTYPES, Batch, T, TrainConfig, WorkloadError, make_optimizer, make_scheduler
 
 CONFIG_FILE = "deepspeed_config.json"
 #: A torch-extensions build lock older than this is left over from a killed build:
@@ -71,7 +71,7 @@ def export_rank_environment(env: DistEnv, environ: MutableMapping[str, str]) -> 
         environ.setdefault(name, str(value))
 
 
-def config(cfg: TrainConfig, world_size: int, zero_stage: int) -> dict[str, Any]:
+def config(cfg: TrainConfig, world_size: int, zero_stage: int) -> dict[str, object]:
     """The DeepSpeed config of a run (written next to its metrics for provenance)."""
     return {
         "train_micro_batch_size_per_gpu": cfg.batch_size,
@@ -97,14 +97,14 @@ class DeepSpeedBackend:
     bare_compute = True  # ZeRO partitions the model: time compute before initialize
     wire = "none"
 
-    def __init__(self, deepspeed: ModuleType, options: Mapping[str, Any],
+    def __init__(self, deepspeed: ModuleType, options: Mapping[str, Value],
                  run_dir: Path | None, world_size: int, lead: bool) -> None:
         self.deepspeed = deepspeed
-        self.zero_stage = int(options.get("zero_stage", 0))
+        self.zero_stage = int(options.get("zero_stage") or 0)
         self.run_dir = run_dir
         self.world_size = world_size
         self.lead = lead
-        self.config: dict[str, Any] = {}
+        self.config: dict[str, object] = {}
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
              batch: Batch) -> Callable[[], torch.Tensor]:
@@ -138,7 +138,7 @@ class DeepSpeedBackend:
         """dist.all_reduce of one fp32 buffer on the process group the engine uses."""
         return allreduce_buffer(size_bytes, device)
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
 
@@ -146,7 +146,7 @@ class DeepSpeedBackend:
         """Barrier, garbage collected, the process group destroyed (as DDP's)."""
         ddp_shutdown(device)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """DeepSpeed's version and the config it ran with."""
         return {"deepspeed": {"version": self.deepspeed.__version__,
                               "zero_stage": self.zero_stage, "config": self.config}}

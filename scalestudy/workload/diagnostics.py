@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from .timing import mean
 
@@ -85,7 +84,7 @@ def time_allreduces(
 
 
 def probe_table(sizes: Sequence[int], seconds: Sequence[float],
-                world_size: int) -> dict[str, list[Any]]:
+                world_size: int) -> dict[str, list[float]]:
     """The probe's table from the slowest rank's mean time per size."""
     pairs = list(zip(sizes, seconds, strict=True))
     return {
@@ -98,7 +97,7 @@ def probe_table(sizes: Sequence[int], seconds: Sequence[float],
 
 def comm_summary(
     step_times: Sequence[float], compute_times: Sequence[float], global_batch: float
-) -> dict[str, Any]:
+) -> dict[str, float]:
     """From each rank's mean seconds per step with and without gradient sync: the
     compute-only throughput over all ranks and comm_overhead = 1 - t_compute / t_step."""
     t_step, t_compute = mean(step_times), mean(compute_times)

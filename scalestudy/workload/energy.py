@@ -39,7 +39,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+#: One rank's reading: {"device", "mj"[, "raw_mj", "updates"]} or {"unavailable": why}.
+Reading = dict[str, str | int]
 
 #: Reads one GPU's counter: millijoules since the driver loaded.
 Counter = Callable[[], int]
@@ -128,7 +134,7 @@ class Meter:
                 self._watcher = _Watcher(self.counter, self._before)
                 self._watcher.start()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> Reading:
         """This rank's reading: {"device", "mj"}, or {"unavailable": why}."""
         try:
             if self.counter is None or self._before is None:
@@ -152,9 +158,11 @@ class Meter:
             self.close()
 
 
-def combine(readings: Sequence[dict[str, Any]], samples: int) -> dict[str, Any]:
-    """The record's energy fields from every rank's reading (in rank order): the sum
-    over distinct GPUs, or `energy_unavailable` with the first rank's reason."""
+def combine(taken: Sequence[Reading | None], samples: int) -> dict[str, object]:
+    """The record's energy fields from every rank's reading (in rank order; None: not
+    taken): the sum over distinct GPUs, or `energy_unavailable` with the first rank's
+    reason."""
+    readings = [r if r is not None else {"unavailable": "not measured"} for r in taken]
     reasons = [str(r["unavailable"]) for r in readings if "unavailable" in r]
     if reasons:
         if len(reasons) == len(readings) and len(set(reasons)) == 1:
@@ -163,9 +171,9 @@ def combine(readings: Sequence[dict[str, Any]], samples: int) -> dict[str, Any]:
         return {"energy_unavailable": f"rank {rank}: {readings[rank]['unavailable']}"}
     per_device: dict[str, int] = {}
     for reading in readings:
-        per_device.setdefault(reading["device"], int(reading["mj"]))
+        per_device.setdefault(str(reading["device"]), int(reading["mj"]))
     joules = sum(per_device.values()) / 1000
-    out: dict[str, Any] = {"energy_j": joules, "energy_source": "nvml",
+    out: dict[str, object] = {"energy_j": joules, "energy_source": "nvml",
                            "energy_gpus": len(per_device),
                            "energy_j_per_sample": joules / samples if samples > 0 else None}
     seen = [int(r["updates"]) for r in readings if "updates" in r]
@@ -174,13 +182,13 @@ def combine(readings: Sequence[dict[str, Any]], samples: int) -> dict[str, Any]:
     return out
 
 
-def _nvml_id(props: Any) -> str:
+def _nvml_id(props: object) -> str:
     """NVML's UUID string ("GPU-...") of a torch device's properties."""
     uuid = str(getattr(props, "uuid", ""))
     return uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
 
 
-def open_meter(device: Any) -> Meter:
+def open_meter(device: torch.device) -> Meter:
     """The NVML counter of `device` (a torch.device), or a Meter that says why not."""
     if device.type != "cuda":
         return Meter(None, reason=f"no NVIDIA GPU (the run is on {device.type})")

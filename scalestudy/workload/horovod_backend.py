@@ -15,14 +15,15 @@ import os
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import torch
 from torch import nn
 
 from .env import DistEnv
+from .options import Value
 from .train import (
     Batch,
+    T,
     TrainConfig,
     WorkloadError,
     autocast,
@@ -75,7 +76,7 @@ class HorovodBackend:
     name = "horovod"
     bare_compute = True  # its hooks sit on the parameters: time compute before wrapping
 
-    def __init__(self, hvd: ModuleType, options: Mapping[str, Any]) -> None:
+    def __init__(self, hvd: ModuleType, options: Mapping[str, Value]) -> None:
         self.hvd = hvd
         self.options = dict(options)
         self.wire = "fp16" if self.options.get("compression") == "fp16" else "none"
@@ -85,7 +86,7 @@ class HorovodBackend:
         """The Horovod training step; one optimizer step per backward_passes_per_step;
         returns the loss. Transformer models run data parallel only."""
         hvd = self.hvd
-        passes = int(self.options.get("backward_passes_per_step", 1))
+        passes = int(self.options.get("backward_passes_per_step") or 1)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         optimizer = hvd.DistributedOptimizer(
             make_optimizer(model.parameters(), cfg),
@@ -133,11 +134,11 @@ class HorovodBackend:
         name = f"scalestudy.probe.{size_bytes}"
         return lambda: self.hvd.allreduce_(buf, op=self.hvd.Sum, name=name)
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """Every rank's `obj`, in rank order."""
         return list(self.hvd.allgather_object(obj))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Horovod's version, controller and the optimizer settings in effect."""
         import horovod
 
@@ -147,11 +148,11 @@ class HorovodBackend:
             "controller": "mpi" if hvd.mpi_enabled() else "gloo",
             "nccl_built": bool(hvd.nccl_built()),
             "compression": self.options.get("compression", "none"),
-            "backward_passes_per_step": int(self.options.get("backward_passes_per_step", 1)),
+            "backward_passes_per_step": int(self.options.get("backward_passes_per_step") or 1),
             "adasum": bool(self.options.get("adasum", False)),
         }}
 
-    def shutdown(self, device: Any = None) -> None:
+    def shutdown(self, device: torch.device | None = None) -> None:
         """Wait for every rank, then shut Horovod down (before interpreter exit)."""
         self.hvd.join()
         gc.collect()

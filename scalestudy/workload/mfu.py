@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from .train import TrainConfig, TrainResult
 
 #: Matmul edge for the measured peak: large enough to reach the BLAS's/GPU's top speed
 #: (CPU: ~0.1-0.2 s per product on one core), small enough to take about a second.
@@ -28,11 +33,11 @@ MATMUL_TIMINGS = {"cuda": (5, 20), "cpu": (3, 1)}
 
 
 def lm_fields(*, throughput: float, world_size: int, seq_len: int, flops_per_token: int,
-              peak_tflops: float | None, peak_source: str | None) -> dict[str, Any]:
+              peak_tflops: float | None, peak_source: str | None) -> dict[str, object]:
     """The record's language-model fields from the measured tokens/s over all ranks."""
     per_gpu = throughput / world_size
     achieved = flops_per_token * per_gpu / 1e12
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "samples_per_s": throughput / seq_len,
         "tokens_per_s_per_gpu": per_gpu,
         "seq_len": seq_len,
@@ -45,9 +50,9 @@ def lm_fields(*, throughput: float, world_size: int, seq_len: int, flops_per_tok
     return out
 
 
-def transformer_fields(cfg: Any, results: Sequence[Any], throughput: float,
+def transformer_fields(cfg: TrainConfig, results: Sequence[TrainResult], throughput: float,
                        world_size: int, peak: tuple[float | None, str | None]
-                       ) -> dict[str, Any]:
+                       ) -> dict[str, object]:
     """All the record's transformer keys: layout, tokens/s, TFLOP/s, MFU, the loss.
 
     `results`: every rank's TrainResult. `final_loss` is the mean over the ranks that
@@ -75,8 +80,8 @@ def transformer_fields(cfg: Any, results: Sequence[Any], throughput: float,
     }
 
 
-def resolve_peak(value: float | str, precision: str, device: Any,
-                 gather: Callable[[Any], list[Any]]) -> tuple[float | None, str | None]:
+def resolve_peak(value: float | str, precision: str, device: torch.device,
+                 gather: Callable[[float], list[float]]) -> tuple[float | None, str | None]:
     """(peak TFLOP/s per GPU, where it came from) for `--peak-tflops` (0: none). Every
     rank must call this: "measure" times each rank's matmul and takes the mean."""
     if value == "measure":
@@ -85,7 +90,7 @@ def resolve_peak(value: float | str, precision: str, device: Any,
     return (float(value), "given") if float(value) > 0 else (None, None)
 
 
-def measure_matmul_tflops(device: Any, precision: str) -> float:
+def measure_matmul_tflops(device: torch.device, precision: str) -> float:
     """TFLOP/s of n x n x n matmuls in the run's precision on `device`, with this
     process's threads (a CPU rank: its share of the cores): the best of a few timings.
 

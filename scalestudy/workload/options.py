@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 BACKENDS: tuple[str, ...] = ("ddp", "fsdp", "horovod", "deepspeed")
 MODEL_PARALLEL: tuple[str, ...] = ("ddp", "fsdp")  # the backends tp and pp combine with
@@ -21,13 +20,17 @@ TIMING: dict[str, int] = {"warmup_iters": 2, "iters": 10, "batches_per_iter": 5}
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
 
 
+#: An option's value, as the spec and the command line give it.
+Value = bool | int | float | str | None
+
+
 @dataclass(frozen=True)
 class Option:
     """One training option: its type, default, where it applies and what it does."""
 
     name: str
     kind: type  # bool, int, float or str
-    default: Any
+    default: Value
     help: str
     backends: tuple[str, ...] = BACKENDS
     choices: tuple[str, ...] | None = None
@@ -103,7 +106,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("mllog", bool, False, "print MLPerf-style :::MLLOG lines"),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-DEFAULTS: dict[str, Any] = {o.name: o.default for o in OPTIONS}
+DEFAULTS: dict[str, Value] = {o.name: o.default for o in OPTIONS}
 
 
 @cache
@@ -111,12 +114,12 @@ def _names_for(backend: str) -> tuple[str, ...]:
     return tuple(o.name for o in OPTIONS if o.applies(backend))
 
 
-def applicable(options: Mapping[str, Any], backend: str) -> dict[str, Any]:
+def applicable(options: Mapping[str, Value], backend: str) -> dict[str, Value]:
     """The options that mean something to `backend`, in table order."""
     return {name: options[name] for name in _names_for(backend) if name in options}
 
 
-def to_args(options: Mapping[str, Any], backend: str) -> list[str]:
+def to_args(options: Mapping[str, Value], backend: str) -> list[str]:
     """Workload arguments for the options of `backend` that differ from the default."""
     args: list[str] = []
     for name, value in applicable(options, backend).items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 #: Prefixes of the environment variables that tune communication; rank 0's values go
 #: into the record, so a tuning variant's settings are visible next to its numbers.
@@ -16,6 +16,9 @@ TUNING_PREFIXES: tuple[str, ...] = (
     "HOROVOD_", "NCCL_", "TORCH_NCCL_", "GLOO_", "OMPI_MCA_", "UCX_", "FI_", "MPICH_",
     "CCL_", "OMP_NUM_THREADS",
 )
+
+if TYPE_CHECKING:
+    from .record import MetricsRecord
 
 
 #: Variables with those prefixes that launchers set for their own bookkeeping (Open MPI's
@@ -47,8 +50,8 @@ def tf_cnn_line(total: float) -> str:
     return f"total images/sec: {total:.2f}"
 
 
-def mllog_line(key: str, value: Any, *, event_type: str = "POINT_IN_TIME",
-               metadata: Mapping[str, Any] | None = None, time_ms: int | None = None) -> str:
+def mllog_line(key: str, value: object, *, event_type: str = "POINT_IN_TIME",
+               metadata: Mapping[str, object] | None = None, time_ms: int | None = None) -> str:
     """One MLPerf-logging line: `:::MLLOG {json}`."""
     record = {
         "namespace": "",
@@ -61,7 +64,7 @@ def mllog_line(key: str, value: Any, *, event_type: str = "POINT_IN_TIME",
     return ":::MLLOG " + json.dumps(record, sort_keys=False)
 
 
-def mllog_summary(record: Mapping[str, Any]) -> list[str]:
+def mllog_summary(record: MetricsRecord) -> list[str]:
     """MLLOG lines for a finished run: scale, batch and measured throughput."""
     steps = int(record.get("iters", 0)) * int(record.get("batches_per_iter", 0))
     return [
@@ -77,7 +80,7 @@ def mllog_summary(record: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def diagnostics_lines(record: Mapping[str, Any]) -> list[str]:
+def diagnostics_lines(record: MetricsRecord) -> list[str]:
     """Human-readable summary of the communication diagnostics, when measured."""
     lines = []
     unit = str(record.get("throughput_unit", "img/s")).split("/")[0]
@@ -95,7 +98,7 @@ def diagnostics_lines(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def lm_lines(record: Mapping[str, Any]) -> list[str]:
+def lm_lines(record: MetricsRecord) -> list[str]:
     """A transformer run's model TFLOP/s, MFU with the peak it is relative to, and loss."""
     if "model_tflops_per_gpu" not in record:
         return []
@@ -109,7 +112,7 @@ def lm_lines(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def energy_line(record: Mapping[str, Any]) -> str:
+def energy_line(record: MetricsRecord) -> str:
     """Energy of the timed iterations, or why there is no figure."""
     if "energy_j" in record:
         per = record.get("energy_j_per_sample")

@@ -38,7 +38,6 @@ needed. Losses after 3 SGD steps equal a single rank's to ~1e-6 (see the tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -49,7 +48,8 @@ from .ddp import allreduce_buffer, gather
 from .ddp import shutdown as ddp_shutdown
 from .layout import Layout
 from .models import shard_units
-from .train import Batch, TrainConfig, make_optimizer, make_scheduler, plain_step
+from .options import Value
+from .train import Batch, LRScheduler, T, TrainConfig, make_optimizer, make_scheduler, plain_step
 from .transformer import GPT
 
 
@@ -76,11 +76,12 @@ def apply_tp(model: GPT, mesh: DeviceMesh) -> None:
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
+        ParallelStyle,
         RowwiseParallel,
         parallelize_module,
     )
 
-    plan: dict[str, Any] = {}
+    plan: dict[str, ParallelStyle] = {}
     if model.tok_emb is not None:
         plan["tok_emb"] = RowwiseParallel(input_layouts=Replicate(),
                                           output_layouts=Replicate())
@@ -168,7 +169,7 @@ class ParallelBackend:
 
     wire = "none"
 
-    def __init__(self, name: str, options: Mapping[str, Any], layout: Layout,
+    def __init__(self, name: str, options: Mapping[str, Value], layout: Layout,
                  rank: int) -> None:
         self.name = name
         self.options = dict(options)
@@ -219,7 +220,7 @@ class ParallelBackend:
             apply_tp(model, mesh["tp"])
         dp_mesh = sub_mesh(mesh, "dp")
         if dp_mesh is not None and self.dp_wrapper == "fully_shard":
-            apply_fsdp(model, dp_mesh, self.options.get("reshard_after_forward", True),
+            apply_fsdp(model, dp_mesh, bool(self.options.get("reshard_after_forward", True)),
                        self.param_dtype(cfg))
         elif dp_mesh is not None and self.dp_wrapper == "replicate":
             apply_replicate(model, dp_mesh)
@@ -232,7 +233,7 @@ class ParallelBackend:
                                    first, last)
 
     def _pipeline_step(self, model: GPT, mesh: DeviceMesh, optimizer: torch.optim.Optimizer,
-                       scheduler: Any, cfg: TrainConfig, batch: Batch, first: bool,
+                       scheduler: LRScheduler, cfg: TrainConfig, batch: Batch, first: bool,
                        last: bool) -> Callable[[], torch.Tensor | None]:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
@@ -275,7 +276,7 @@ class ParallelBackend:
         """dist.all_reduce of one fp32 buffer over all ranks (the probe)."""
         return allreduce_buffer(size_bytes, device)
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """Every rank's `obj`, in rank order."""
         return gather(obj)
 
@@ -283,9 +284,9 @@ class ParallelBackend:
         """Barrier, garbage collected, the process group destroyed (as DDP's)."""
         ddp_shutdown(device)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The data-parallel wrapper and its settings."""
-        out: dict[str, Any] = {"dp_wrapper": self.dp_wrapper}
+        out: dict[str, object] = {"dp_wrapper": self.dp_wrapper}
         if self.name == "fsdp":
             out["reshard_after_forward"] = self.options.get("reshard_after_forward", True)
             out["param_dtype"] = self.options.get("param_dtype", "fp32")

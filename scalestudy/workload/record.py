@@ -11,7 +11,12 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .timing import Stats
+    from .train import TrainConfig, TrainResult
 
 #: The record's format. Version 2: `throughput` is work over time (each rank's units
 #: over its summed iteration seconds, summed over ranks); version 1 summed each rank's
@@ -68,10 +73,10 @@ class MetricsRecord(TypedDict, total=False):
     allreduce_probe: dict[str, list[float]]
     allreduce_busbw_GBps: float
     allreduce_latency_s: float
-    ddp: dict[str, Any]
-    horovod: dict[str, Any]
-    deepspeed: dict[str, Any]
-    fsdp: dict[str, Any]
+    ddp: dict[str, object]
+    horovod: dict[str, object]
+    deepspeed: dict[str, object]
+    fsdp: dict[str, object]
     dp: int
     tp: int
     pp: int
@@ -105,11 +110,11 @@ class MetricsRecord(TypedDict, total=False):
     rank_compute_s: list[float]
     torch_version: str
     python_version: str
-    provenance: dict[str, dict[str, Any]]  # versions and hardware (workload.stack)
+    provenance: dict[str, dict[str, object]]  # versions and hardware (workload.stack)
     elapsed_s: float
 
 
-def command_record(throughput: float, params: Mapping[str, Any]) -> MetricsRecord:
+def command_record(throughput: float, params: Mapping[str, int]) -> MetricsRecord:
     """A user program's record: the throughput its pattern found, and the run's size
     from its parameters (run.json)."""
     return MetricsRecord(schema=SCHEMA, source="command", throughput=throughput,
@@ -123,7 +128,7 @@ def parse(obj: object) -> MetricsRecord | None:
     return obj if isinstance(obj, dict) else None  # type: ignore[return-value]
 
 
-def problem(record: Mapping[str, Any]) -> str | None:
+def problem(record: Mapping[str, object]) -> str | None:
     """Why a record of a known shape cannot be read by this release (None when it can):
     a format newer than it reads."""
     schema = record.get("schema")
@@ -133,7 +138,7 @@ def problem(record: Mapping[str, Any]) -> str | None:
             f"(it reads {', '.join(READS)}): upgrade scalestudy")
 
 
-def build(cfg: Any, session: Any, stats: Mapping[str, Any], results: Sequence[Any],
+def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[TrainResult],
           hosts: list[str], peak: tuple[float | None, str | None], elapsed_s: float,
           environ: Mapping[str, str], rank_hosts: Sequence[str] = ()) -> MetricsRecord:
     """The record of one run: the throughput statistics (timing.aggregate), what ran

@@ -11,11 +11,17 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import ddp
 from .env import DistEnv, discover
 from .layout import Layout
+from .options import Value
+
+if TYPE_CHECKING:
+    import torch
+
+    from .train import Backend
 
 PROG = "scalestudy.workload"
 
@@ -24,13 +30,13 @@ PROG = "scalestudy.workload"
 class Session:
     """A joined job: its backend, ranks, device and process group's backend."""
 
-    backend: Any
+    backend: Backend
     env: DistEnv
-    device: Any
+    device: torch.device
     dist_backend: str
 
 
-Starter = Callable[[argparse.Namespace, Mapping[str, Any], Layout, Path], Session]
+Starter = Callable[[argparse.Namespace, Mapping[str, Value], Layout, Path], Session]
 _STARTERS: dict[str, Starter] = {}
 
 
@@ -44,7 +50,7 @@ def starter(name: str) -> Callable[[Starter], Starter]:
     return add
 
 
-def start(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
+def start(args: argparse.Namespace, options: Mapping[str, Value], layout: Layout,
           run_dir: Path) -> Session:
     """Join the job's ranks with the chosen backend (FSDP2, or tp/pp with DDP, go through
     the parallel one). WorkloadError/ValueError for settings this machine cannot run."""
@@ -52,7 +58,7 @@ def start(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
     return _STARTERS[name](args, options, layout, run_dir)
 
 
-def _joined(args: argparse.Namespace) -> tuple[DistEnv, Any, str]:
+def _joined(args: argparse.Namespace) -> tuple[DistEnv, torch.device, str]:
     """The ranks from the launcher's variables, the device, the process group's backend."""
     env = discover(os.environ)
     device = ddp.select_device(env, args.device)
@@ -62,7 +68,7 @@ def _joined(args: argparse.Namespace) -> tuple[DistEnv, Any, str]:
 
 
 @starter("ddp")
-def _ddp(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
+def _ddp(args: argparse.Namespace, options: Mapping[str, Value], layout: Layout,
          run_dir: Path) -> Session:
     env, device, dist_backend = _joined(args)
     ddp.check_comm_hook(args.comm_hook, device)
@@ -71,7 +77,7 @@ def _ddp(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
 
 
 @starter("parallel")
-def _parallel(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
+def _parallel(args: argparse.Namespace, options: Mapping[str, Value], layout: Layout,
               run_dir: Path) -> Session:
     from .parallel import ParallelBackend
 
@@ -84,7 +90,7 @@ def _parallel(args: argparse.Namespace, options: Mapping[str, Any], layout: Layo
 
 
 @starter("deepspeed")
-def _deepspeed(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
+def _deepspeed(args: argparse.Namespace, options: Mapping[str, Value], layout: Layout,
                run_dir: Path) -> Session:
     from . import deepspeed_backend as ds
 
@@ -101,7 +107,7 @@ def _deepspeed(args: argparse.Namespace, options: Mapping[str, Any], layout: Lay
 
 
 @starter("horovod")
-def _horovod(args: argparse.Namespace, options: Mapping[str, Any], layout: Layout,
+def _horovod(args: argparse.Namespace, options: Mapping[str, Value], layout: Layout,
              run_dir: Path) -> Session:
     from . import horovod_backend as hvd_backend
 

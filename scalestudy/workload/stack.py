@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 #: Variables an MPI sets in each rank's environment, and its name.
 MPI_MARKERS: tuple[tuple[str, str], ...] = (
@@ -15,14 +18,16 @@ MPI_MARKERS: tuple[tuple[str, str], ...] = (
     ("I_MPI_ROOT", "Intel MPI"))
 
 
-def describe(device: Any, environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def describe(device: torch.device, environ: Mapping[str, str]
+             ) -> dict[str, dict[str, str | int]]:
     """{"versions": {...}, "hardware": {...}}: what could be read here (never guessed)."""
     import torch
 
-    versions: dict[str, Any] = {}
-    hardware: dict[str, Any] = {}
+    versions: dict[str, str | int] = {}
+    hardware: dict[str, str | int] = {}
     if device.type == "cuda":
-        versions["cuda_runtime"] = torch.version.cuda
+        if torch.version.cuda:
+            versions["cuda_runtime"] = torch.version.cuda
         if torch.distributed.is_nccl_available():
             versions["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
         driver = _driver_version()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
 CI_Z = 1.96  # 95 % half-width = 1.96 x std, as Horovod's synthetic benchmarks print it
 
@@ -61,9 +61,26 @@ def time_iterations(
     return times
 
 
+
+class Stats(TypedDict):
+    """Throughput statistics over ranks (`aggregate`): the record's headline fields."""
+
+    throughput: float
+    throughput_ci: float
+    throughput_mean_of_rates: float
+    throughput_estimator: str
+    throughput_per_rank_min: float
+    throughput_per_rank_mean: float
+    throughput_per_rank_max: float
+    iter_time_mean: float
+    iter_time_std: float
+    rank_seconds: list[float]
+    units_per_rank: float
+
+
 def aggregate(
     per_rank_times: Sequence[Sequence[float]], batch_size: float, batches_per_iter: int
-) -> dict[str, Any]:
+) -> Stats:
     """Throughput statistics over ranks from each rank's iteration times (seconds).
 
     ``batch_size``: what one rank trains per step, in the throughput's unit (images, or

@@ -14,9 +14,9 @@ does the rest in the same way for all of them, so their numbers compare.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Protocol, TypeVar, cast
 
 import torch
 from torch import nn
@@ -25,7 +25,12 @@ from . import diagnostics, energy, transformer
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
+from .options import Value
 from .timing import mean, time_iterations
+
+#: The learning-rate schedule stepped once per optimizer step.
+LRScheduler = torch.optim.lr_scheduler.LRScheduler
+T = TypeVar("T")
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 COMPRESSED_BYTES = {"fp16": 2, "bf16": 2}  # bytes per gradient element on the wire
@@ -54,7 +59,7 @@ class TrainConfig:
     lr: float = 0.01
     base_lr: float | None = None  # warm-up starts here (default: lr)
     lr_warmup_iters: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # backend-specific options
+    options: dict[str, Value] = field(default_factory=dict)  # backend-specific options
     seq_len: int = 1024  # transformer models: tokens per sequence
     activation_checkpointing: bool = False
     layout: Layout = field(default_factory=Layout)
@@ -95,12 +100,12 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     return start + (1.0 - start) * step / cfg.lr_warmup_iters
 
 
-def make_optimizer(params: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
     """SGD with momentum at the run's learning rate."""
     return torch.optim.SGD(params, lr=cfg.lr, momentum=0.9)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> Any:
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> LRScheduler:
     """The warm-up schedule, stepped once per optimizer step."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
 
@@ -134,15 +139,15 @@ def grad_bytes(model: nn.Module, wire: str = "none") -> int:
     return sum(p.numel() * p.element_size() for p in params)
 
 
-def autocast(cfg: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+def autocast(cfg: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager[object]:
     """Autocast in bf16/fp16, nothing in fp32."""
     dtype = AMP_DTYPES.get(cfg.precision)
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+def plain_step(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: LRScheduler,
                cfg: TrainConfig, device: torch.device, batch: Batch,
-               context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+               context: Callable[[], contextlib.AbstractContextManager[object]] | None = None,
                ) -> Callable[[], torch.Tensor]:
     """One training step: forward (autocast), backward (GradScaler in fp16), step; it
     returns the (detached) loss.
@@ -196,11 +201,11 @@ class Backend(Protocol):
         """A function that allreduces one prepared buffer of `size_bytes`."""
         ...
 
-    def gather(self, obj: Any) -> list[Any]:
+    def gather(self, obj: T) -> list[T]:
         """Every rank's `obj`, in rank order."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What the record says about this backend (versions, settings in effect)."""
         ...
 
@@ -221,7 +226,7 @@ class TrainResult:
     grad_bytes: int
     final_loss: float | None = None  # the last step's loss (None: not on this rank)
     local_params: int | None = None  # parameters this rank holds after wrapping
-    energy: dict[str, Any] | None = None  # energy.Reading of the timed iterations
+    energy: energy.Reading | None = None  # energy.Reading of the timed iterations
 
 
 def local_parameters(model: nn.Module) -> int:
@@ -321,10 +326,10 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
 
 
 def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
-              ) -> dict[str, Any]:
+              ) -> dict[str, object]:
     """The diagnostics part of the record, from every rank's measurements."""
     first = results[0]
-    out: dict[str, Any] = {"num_params": first.num_params, "grad_bytes": first.grad_bytes,
+    out: dict[str, object] = {"num_params": first.num_params, "grad_bytes": first.grad_bytes,
                            "diagnostics": cfg.diagnostics}
     if first.compute_iter_times is not None:
         steps = [mean(r.iter_times) / cfg.batches_per_iter for r in results]
