@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -98,11 +99,11 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
 def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
     from scalestudy.results.history.store import campaign_of
 
-    by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    by: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         if _value(r) is None:
             continue
-        key = (_point_name(r), r["directory"], campaign_of(r), ",".join(r["tags"] or []))
+        key = (_point_name(r), str(r["directory"]), campaign_of(r), ",".join(r["tags"] or []))
         by.setdefault(key, []).append(r)
     table = []
     for (point, _, campaign, tags), items in by.items():
@@ -138,8 +139,8 @@ def _point_name(row: dict[str, Any]) -> str:
     return " ".join(f"{k} {v}" for k, v in params.items()) or str(row["run_id"])
 
 
-def _when(moment: Any) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M") if hasattr(moment, "strftime") else str(moment)
+def _when(moment: object) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M") if isinstance(moment, datetime) else str(moment)
 
 
 @history_app.command("check")
@@ -355,13 +356,10 @@ def import_(
               "them)", highlight=False)
 
 
-def _date(text: str | None) -> Any:
+def _date(text: str | None) -> datetime | None:
     """--date as an aware datetime (UTC where it names no zone)."""
     if text is None:
         return None
-    from datetime import datetime, timezone
-
-
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

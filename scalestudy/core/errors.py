@@ -12,7 +12,6 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -99,7 +98,7 @@ def where(source: str | Path, loc: Sequence[str | int], lines: Mapping[Loc, int]
     return f"{prefix}: {format_loc(loc)}"
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def _models_in(annotation: object) -> list[type[BaseModel]]:
     """The Pydantic models an annotation can hold (through Optional, Union, list, dict)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]

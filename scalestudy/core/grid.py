@@ -189,7 +189,7 @@ def _excluded(study: Study, point: dict[str, Any], used: set[int] | None = None)
     return bool(hits)
 
 
-def _order(value: Any) -> tuple[int, Any]:
+def _order(value: object) -> tuple[int, Any]:
     """Numbers in numeric order, then everything else as text."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (0, value)
@@ -313,7 +313,7 @@ FILTER_KEYS = ("run_id", "nodes", "ranks_per_node", "world_size", "batch_size",
 _NUMERIC_KEYS = ("nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "repeat")
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """An option value as `--only` spells it: true/false, 50, 50.0 -> "50"."""
     if isinstance(value, bool):
         return str(value).lower()

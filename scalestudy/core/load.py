@@ -73,7 +73,7 @@ def parse_study(text: str, source: str | Path = "<study>") -> Study:
     return study
 
 
-def _bad_text(value: Any, loc: Loc = ()) -> list[tuple[Loc, str]]:
+def _bad_text(value: object, loc: Loc = ()) -> list[tuple[Loc, str]]:
     """Strings no file or script can hold: NUL bytes (a YAML "\\0" escape) and lone
     UTF-16 surrogates (a "\\ud800" escape), anywhere in the document."""
     if isinstance(value, str):

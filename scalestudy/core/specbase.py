@@ -25,7 +25,7 @@ from scalestudy.workload.options import OPTIONS, Option
 PosInt = Annotated[int, Field(ge=1)]
 
 
-def as_list(value: Any) -> Any:
+def as_list(value: object) -> Any:
     """Let a grid axis be written as one value: `nodes: 4` means `nodes: [4]`."""
     return value if isinstance(value, list) else [value]
 

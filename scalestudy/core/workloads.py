@@ -207,7 +207,7 @@ class CommandWorkload(Model):
 
     @field_validator("command", mode="before")
     @classmethod
-    def _split(cls, value: Any) -> Any:
+    def _split(cls, value: object) -> Any:
         if isinstance(value, str):
             try:
                 return shlex.split(value)
@@ -244,7 +244,7 @@ class CommandWorkload(Model):
         return value
 
 
-def _default_kind(value: Any) -> Any:
+def _default_kind(value: object) -> Any:
     """A workload without `kind` is the bundled benchmark."""
     if isinstance(value, dict) and "kind" not in value:
         return {"kind": "synthetic", **value}

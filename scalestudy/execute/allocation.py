@@ -26,9 +26,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from scalestudy.execute.nested import FluxEngine
 from scalestudy.execute.steplog import (
@@ -184,12 +185,18 @@ def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(proc.pid, signum)
 
 
+class Engine(Protocol):
+    """What runs an allocation's steps: `run()` to the end, its exit status."""
+
+    def run(self) -> int: ...
+
+
 #: The engines that can run an allocation's steps, by the name allocation.json gives
 #: (`engine`, default "steps"). An engine takes the allocation directory and the job id,
 #: runs the steps of allocation.json on the nodes of `nodefile`, and writes the events
 #: above to steps.jsonl: the submitting side reads nothing else. "flux": a Flux instance
 #: nested in the allocation runs each step as a Flux job (execute.nested).
-ENGINES: dict[str, Any] = {"steps": Runner, "flux": FluxEngine}
+ENGINES: dict[str, Callable[[Path, str], Engine]] = {"steps": Runner, "flux": FluxEngine}
 
 
 def main(argv: list[str]) -> int:

@@ -36,7 +36,7 @@ class Intent:
     at: str | None = None
     allocation: str | None = None  # packed: the allocation it is a step of
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The line's JSON object (`allocation` only for a packed run)."""
         out = {"schema": SCHEMA, "run_id": self.run_id, "intent": True,
                "attempt": self.attempt, "at": self.at}
@@ -58,7 +58,7 @@ class Job:
     #: `job_id` is then the allocation's job
     allocation: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The line's JSON object (`adopted` and `allocation` only where set)."""
         out: dict[str, Any] = {"schema": SCHEMA, "run_id": self.run_id,
                                "job_id": self.job_id, "attempt": self.attempt,
@@ -76,7 +76,7 @@ class Resolved:
     run_id: str
     at: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The line's JSON object."""
         return {"schema": SCHEMA, "run_id": self.run_id, "resolved": True, "at": self.at}
 
@@ -99,11 +99,11 @@ def append_line(path: Path, data: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -43,7 +43,7 @@ def expand(nodelist: str) -> list[str]:
     return expand_hostlist(nodelist)
 
 
-def _at(stamp: Any) -> str:
+def _at(stamp: object) -> str:
     """A Flux timestamp (seconds since the epoch) as the journal writes times."""
     if isinstance(stamp, (int, float)):
         return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")

@@ -60,7 +60,7 @@ class RunStatus:
     job_elapsed_s: float | None = None
     record: MetricsRecord | None = field(default=None, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """What status.json holds: the schema, the state and every field that is set."""
         out: dict[str, Any] = {"schema": SCHEMA, "state": self.state.value}
         for name in _FIELDS:
@@ -69,7 +69,7 @@ class RunStatus:
                 out[name] = value
         return out
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The status columns of runs.csv."""
         return {"state": self.state.value, "reason": self.reason, "exit_code": self.exit_code,
                 "elapsed_s": self.elapsed_s, "failure": self.failure,
@@ -91,7 +91,7 @@ def _read_json_object(path: Path) -> tuple[bool, dict[str, Any] | None]:
     return True, obj if isinstance(obj, dict) else None
 
 
-def _as_int(value: Any) -> int | None:
+def _as_int(value: object) -> int | None:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -101,13 +101,13 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _as_float(value: Any) -> float | None:
+def _as_float(value: object) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
 
 
-def _as_text(value: Any) -> str | None:
+def _as_text(value: object) -> str | None:
     return None if value is None else str(value)
 
 

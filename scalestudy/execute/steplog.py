@@ -58,7 +58,7 @@ class StepEvent:
     #: Anything else the line holds (an engine's own words: flux_id, flux_result, engine).
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def line(self) -> dict[str, Any]:
+    def line(self) -> dict[str, object]:
         """The journal line (fields left at their defaults are not written)."""
         values = {k: v for k, v in asdict(self).items() if k != "extra"}
         written = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()

@@ -10,6 +10,7 @@ columns (groups, variants, reasons) wrap instead.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -166,10 +167,12 @@ def fit_table(title: str, columns: Sequence[Column], width: int | None,
     return table
 
 
-def _num(value: Any, fmt: str) -> str:
+def _num(value: object, fmt: str) -> str:
+    if not isinstance(value, (numbers.Real, str)):
+        return "n/a"
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return "n/a"
     return format(number, fmt) if math.isfinite(number) else "n/a"
 

@@ -4,7 +4,6 @@ scheduler parses its own commands' answers into it). Pure: execute.preflight run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def hms(seconds: int) -> str:
     return f"{days}-{text}" if days else text
 
 
-def to_int(text: Any) -> int | None:
+def to_int(text: object) -> int | None:
     """An integer, from a number or its text; None for anything else."""
     try:
         return int(str(text).strip())

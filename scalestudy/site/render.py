@@ -39,7 +39,7 @@ RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
 STEP_HOSTFILE = '"$SCALESTUDY_STEP_HOSTFILE"'
 
 
-def env_text(value: Any) -> str:
+def env_text(value: object) -> str:
     """An environment value as text (booleans as 1/0, as NCCL and Horovod read them)."""
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -50,7 +50,7 @@ def env_text(value: Any) -> str:
 _UNUSUAL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
-def quote(value: Any) -> str:
+def quote(value: object) -> str:
     """Shell-quote one value (numbers and booleans as their text).
 
     A value with control characters (a newline, ESC, ...) is written as bash's $'...'
@@ -285,12 +285,14 @@ def _swap(first: tuple[str, str, int], run: Run) -> str:
                                                     f"(repeat {run.repeat})")
 
 
+#: What makes two runs' scripts the same point (`script`'s key).
+_Key = tuple[object, ...]
 #: The studies whose points' scripts are remembered (the most recent few).
-_STUDIES: dict[tuple[int, int], tuple[Study, SystemProfile, dict[Any, _Repeats]]] = {}
+_STUDIES: dict[tuple[int, int], tuple[Study, SystemProfile, dict[_Key, _Repeats]]] = {}
 MAX_STUDIES = 4
 
 
-def _points(study: Study, system: SystemProfile) -> dict[Any, _Repeats]:
+def _points(study: Study, system: SystemProfile) -> dict[_Key, _Repeats]:
     """The points of a (study, system) pair, kept while the objects are (by identity:
     the entry holds them, so an id is never reused for another study)."""
     held = _STUDIES.get((id(study), id(system)))

@@ -24,7 +24,7 @@ class Value:
     origin: str
     where: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """What `plan --json` lists under `values`."""
         return {"value": self.value, "from": self.origin, "where": self.where}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, node_hours
@@ -19,6 +19,9 @@ from scalestudy.results.analysis.adaptive import RULE, Decision, Point, decide
 from scalestudy.site.plan import Plan
 from scalestudy.study.outcomes import grid_points, measured_points, report
 from scalestudy.study.planning import check_selection, job_limit, lock, preflight_gate
+
+if TYPE_CHECKING:
+    from scalestudy.site.preflight import Preflight
 from scalestudy.study.running import (
     Queued,
     RunOutcome,
@@ -139,7 +142,7 @@ def run_adaptive(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
 
 
 def _round(plan: Plan, todo: list[Run], request: RunRequest, screen: Screen,
-           found: Any, number: int) -> dict[str, RunState]:
+           found: Preflight | None, number: int) -> dict[str, RunState]:
     """Run one round's runs (those not done yet) to their end; their end states."""
     sub = dataclasses.replace(plan, runs=todo)
     if not plan.scheduler.queued:

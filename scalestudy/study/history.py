@@ -19,6 +19,9 @@ from scalestudy.site.plan import Plan, make_plan
 from scalestudy.study.imports import kept, reimport
 
 if TYPE_CHECKING:
+    from scalestudy.results.history.changes import ChangePoint
+    from scalestudy.results.history.ledger import Score
+    from scalestudy.results.history.regression import Verdict
     from scalestudy.results.history.store import Store
 
 #: `--since` durations: 30d, 12h, 2w.
@@ -117,17 +120,17 @@ class Checked:
     newest: int  # completed attempts on the newest side
     baseline: int
     against: str  # what the baseline is, in words
-    verdicts: list[Any]  # results.history.regression.Verdict
-    #: the recent change points of its points' series (results.history.changes.ChangePoint)
-    changes: list[Any] = field(default_factory=list)
+    verdicts: list[Verdict]
+    #: the recent change points of its points' series
+    changes: list[ChangePoint] = field(default_factory=list)
 
     @property
-    def regressions(self) -> list[Any]:
+    def regressions(self) -> list[Verdict]:
         """The verdicts that are regressions."""
         return [v for v in self.verdicts if v.regressed]
 
     @property
-    def alarms(self) -> list[Any]:
+    def alarms(self) -> list[ChangePoint]:
         """The recent change points that are confirmed drops."""
         return [c for c in self.changes if c.alarm]
 
@@ -197,7 +200,7 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
 
 
 def changes(url: str | None = None, *, system: str | None = None, model: str | None = None,
-            since_text: str | None = None) -> list[Any]:
+            since_text: str | None = None) -> list[ChangePoint]:
     """The change points of every stored point's series of campaigns
     (results.history.changes.ChangePoint), oldest first."""
     from scalestudy.results.history.changes import changes as find
@@ -205,7 +208,7 @@ def changes(url: str | None = None, *, system: str | None = None, model: str | N
     return find(history(url, system=system, model=model, since_text=since_text))
 
 
-def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -> list[Any]:
+def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -> list[ChangePoint]:
     """The change points of the checked study's points that are recent: among their
     series' last RECENT campaigns (what `history check` also gates on)."""
     from scalestudy.results.history.changes import RECENT
@@ -249,7 +252,7 @@ def junit(checked: Checked) -> str:
 
 
 def predictions(url: str | None = None, *, system: str | None = None
-                ) -> tuple[list[Any], list[dict[str, Any]]]:
+                ) -> tuple[list[Score], list[dict[str, object]]]:
     """The ledger's forecasts scored against the stored attempts; per system totals."""
 
     store = open_store(url)

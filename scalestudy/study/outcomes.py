@@ -4,6 +4,7 @@ batch-size probe and the comparison of two studies."""
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
     from scalestudy.report.build import Report
     from scalestudy.results.analysis.adaptive import Point
-    from scalestudy.results.analysis.study import AnalysisOptions
+    from scalestudy.results.analysis.spend import Spend
+    from scalestudy.results.analysis.study import AnalysisOptions, RefSet
 
 
 def status(plan: Plan) -> list[dict[str, Any]]:
@@ -122,7 +124,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
 
     study = plan.study
     _refuse_an_empty_report(plan)
-    refs: list[Any] = [(study.references, study.line_of)]
+    refs: list[RefSet] = [(study.references, study.line_of)]
     if references_file is not None:
         refs.append(load_references(references_file))
 
@@ -185,24 +187,25 @@ def measured_points(plan: Plan, points: Sequence[Point], runs: pd.DataFrame | No
     return measured, failed
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
+    if not isinstance(value, (numbers.Real, str)):
+        return False
     try:
         return float(value) > 0
-    except (TypeError, ValueError):
+    except ValueError:
         return False
 
 
-def _world_sizes(runs: Any) -> set[int]:
+def _world_sizes(runs: pd.DataFrame) -> set[int]:
     """The world sizes the study's completed runs measured."""
     done = runs[runs["state"] == "completed"] if "state" in runs else runs
     return {int(w) for w in done["world_size"].dropna()} if "world_size" in done else set()
 
 
-def _spend(plan: Plan) -> Any:
+def _spend(plan: Plan) -> Spend | None:
     """A packed study's spend, with the results store's one-job-per-run queue waits on
     its system beside it (where the store has any)."""
     import statistics
-
 
     spend = spend_of(plan.directory)
     if spend is None:

@@ -223,7 +223,6 @@ def pack_summary(plan: Plan) -> dict[str, Any]:
     as lines."""
     import shutil
 
-
     if not plan.scheduler.queued:
 
         raise ScalestudyError(

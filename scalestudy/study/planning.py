@@ -16,7 +16,7 @@ from scalestudy.execute import workspace as ws
 from scalestudy.execute.commands import estimate_start
 from scalestudy.execute.preflight import preflight as ask
 from scalestudy.execute.status import read_status
-from scalestudy.results.analysis.waits import expected, from_scheduler, waits_by_nodes
+from scalestudy.results.analysis.waits import Wait, expected, from_scheduler, waits_by_nodes
 from scalestudy.site import resolve
 from scalestudy.site.plan import Plan
 from scalestudy.site.preflight import offline, profile_job_limits
@@ -62,8 +62,8 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def expected_waits(plan: Plan) -> list[Any]:
-    """The expected queue wait of each node count of the study (results.analysis.waits.Wait):
+def expected_waits(plan: Plan) -> list[Wait]:
+    """The expected queue wait of each node count of the study:
     the scheduler's own estimate where it gives one (Slurm: `sbatch --test-only`, when
     sbatch is here), else the median of this system's earlier jobs in the results
     store; [] for a system without a queue."""
@@ -74,14 +74,13 @@ def expected_waits(plan: Plan) -> list[Any]:
     return [live.get(w.nodes, w) for w in stored] if stored else list(live.values())
 
 
-def _scheduler_waits(plan: Plan) -> dict[int, Any]:
+def _scheduler_waits(plan: Plan) -> dict[int, Wait]:
     """Per node count, the wait the scheduler's estimate gives (one command each; none
     where the scheduler has no estimate or its command is not on PATH)."""
     import shutil
     from datetime import datetime
 
-
-    out: dict[int, Any] = {}
+    out: dict[int, Wait] = {}
     for run in plan.runs:
         if run.nodes in out:
             continue
@@ -96,7 +95,7 @@ def _scheduler_waits(plan: Plan) -> dict[int, Any]:
     return out
 
 
-def _stored_waits(plan: Plan) -> list[Any]:
+def _stored_waits(plan: Plan) -> list[Wait]:
     """The store's estimate of each node count ([] where the store cannot be read: it
     only costs the estimate)."""
     import sqlalchemy.exc
@@ -188,7 +187,6 @@ def expected_node_hours(plan: Plan, statuses: dict[str, Any]) -> tuple[float, in
     """(node-hours, runs whose time is measured): each run's measured elapsed time, else
     the median of measured runs of the same shape (nodes, ranks, batch), else its walltime."""
     import statistics
-
 
     by_shape: dict[tuple[int, int, int], list[float]] = {}
     for run in plan.runs:

@@ -142,7 +142,6 @@ def _point_of(first: pd.Series) -> dict[str, Any]:
     """A ledger point (the work and the way it ran) from a scaling table's row."""
     import pandas as pd
 
-
     return {k: int(first[k]) if k in ("batch_size", "image_size") else first[k]
             for k in (*POINT_COLUMNS, *POINT_PARAMS) if k in first and pd.notna(first[k])}
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import ScalestudyError
@@ -35,6 +35,7 @@ from scalestudy.study.planning import (
 )
 
 if TYPE_CHECKING:
+    from scalestudy.execute.packing import Queued as QueuedAllocation
     from scalestudy.execute.submit import JobLimit
     from scalestudy.execute.tracking import RunView
     from scalestudy.report.build import Report
@@ -139,7 +140,7 @@ class Queued:
     active: int
     waiting: list[Run]
     selection: Selection
-    allocations: list[Any] = field(default_factory=list)  # execute.packing.Queued
+    allocations: list[QueuedAllocation] = field(default_factory=list)
 
 
 def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempts: int,

@@ -41,7 +41,7 @@ METRIC_PREFIX = "metric_"
 _SCALARS = frozenset({str, int, float, bool})
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> Any:
     """A value fit for one table cell: scalars as they are, anything else as JSON."""
     if value is None or type(value) in _SCALARS or isinstance(value, (str, int, float)):
         return value

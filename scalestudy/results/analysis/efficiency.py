@@ -16,7 +16,6 @@ results.analysis.quality (stragglers, too few iterations, noise), never silently
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -99,7 +98,7 @@ def group_keys(runs: pd.DataFrame, scaling: str) -> list[str]:
     return [c for c in param_columns(runs) if c not in drop]
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """A parameter value for people: 16.0 -> "16", NaN/None -> "none"."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "none"

@@ -84,7 +84,7 @@ class Prediction:
     extrapolation: float  # asked GPUs / the largest measured
     model_throughput: float  # the fitted model's own value, before the backtest's lean
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The prediction as `predict --json` prints it."""
         return {"gpus": self.gpus, "nodes": self.nodes, "throughput": self.throughput,
                 "low": self.low, "high": self.high, "level": self.level, "unit": self.unit,

@@ -10,9 +10,9 @@ measured point fails, so a CI check cannot pass on a run that never happened.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
@@ -72,13 +72,15 @@ def load_references(path: Path) -> tuple[list[Reference], Locate]:
     return list(refs), lambda loc: where(path, loc, lines)
 
 
-def _same(wanted: Any, value: Any) -> bool:
+def _same(wanted: object, value: object) -> bool:
     if isinstance(wanted, bool) or isinstance(value, bool):
         return str(wanted).lower() == str(value).lower()
     if isinstance(wanted, (int, float)):
+        if not isinstance(value, (numbers.Real, str)):
+            return False
         try:
             return math.isclose(float(wanted), float(value))
-        except (TypeError, ValueError):
+        except ValueError:
             return False
     return format_value(value) == str(wanted)
 

@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from scalestudy.execute.journal import Journal
 from scalestudy.execute.steplog import Event, StepEvent, read_events
@@ -79,7 +78,7 @@ class Spend:
                        "their time is counted to their last recorded event.")
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """summary.json's `spend`."""
         return {"allocations": [{**a.__dict__, "run_ids": list(a.run_ids)}
                                 for a in self.allocations],
@@ -91,7 +90,7 @@ class Spend:
                 "node_hours_idle": round(self.idle_node_h, 4)}
 
 
-def _at(text: Any) -> datetime | None:
+def _at(text: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text))
     except ValueError:

@@ -124,7 +124,7 @@ class Analysis:
         return measured_on(self.where, self.runs)
 
     @cached_property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The analysis serialised (summary.json, `report --json`): plain JSON values."""
         return _summary(self)
 

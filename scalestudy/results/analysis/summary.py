@@ -168,7 +168,7 @@ def headline(table: pd.DataFrame, scaling: str, fits: pd.DataFrame, points: pd.D
             next_line(table, scaling, loss, preds, outcomes)]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """numpy / pandas scalars -> JSON values; NaN -> None."""
     if isinstance(value, (np.bool_, bool)):
         return bool(value)

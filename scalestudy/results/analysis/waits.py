@@ -25,7 +25,7 @@ class Wait:
     source: str  # in words
     start: str | None = None  # the scheduler's expected start (ISO 8601), where it said
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """For `plan --json`."""
         return {"nodes": self.nodes, "seconds": self.seconds, "jobs": self.jobs,
                 "source": self.source, **({"start": self.start} if self.start else {})}

@@ -38,6 +38,7 @@ from typing import Any
 from scalestudy.results.history.regression import (
     GROUP_KEYS,
     POINT_KEYS,
+    Point,
     describe_point,
     point_of,
     provenance_changes,
@@ -61,7 +62,7 @@ RECENT = 5
 class Campaign:
     """One campaign's measurements of one point."""
 
-    key: tuple[Any, ...]
+    key: Point
     when: datetime
     values: tuple[float, ...]  # per-GPU throughputs, the repeats
     rows: tuple[Mapping[str, Any], ...]
@@ -92,7 +93,7 @@ class ChangePoint:
     system: str
     point: str
     world_size: int
-    group: tuple[Any, ...]
+    group: Point
     when: datetime
     campaign: str
     before: int
@@ -103,7 +104,7 @@ class ChangePoint:
     z: float
     cause: str = ""
     changed: tuple[str, ...] = ()
-    key: tuple[Any, ...] = ()  # the point's (results.history.regression.point_of)
+    key: Point = ()  # the point's (results.history.regression.point_of)
     series: str = ""  # its group's label on `history plot` (results.history.timeline)
 
     @property
@@ -115,7 +116,7 @@ class ChangePoint:
         """A confirmed drop: what fails a nightly gate."""
         return self.confirmed and self.high < 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"system": self.system, "point": self.point, "world_size": self.world_size,
                 "when": self.when.isoformat(), "campaign": self.campaign,
                 "campaigns_before": self.before, "campaigns_after": self.after,
@@ -136,9 +137,9 @@ class ChangePoint:
 
 
 def series(rows: Sequence[Mapping[str, Any]]
-           ) -> dict[tuple[str, tuple[Any, ...]], list[Campaign]]:
+           ) -> dict[tuple[str, Point], list[Campaign]]:
     """Each (system, point)'s campaigns, oldest first (completed attempts only)."""
-    grouped: dict[tuple[str, tuple[Any, ...]], dict[tuple[Any, ...], list[Mapping[str, Any]]]] = {}
+    grouped: dict[tuple[str, Point], dict[Point, list[Mapping[str, Any]]]] = {}
     for r in rows:
         if r.get("state") != "completed" or not r.get("throughput_per_gpu") \
                 or r.get("ended") is None:
@@ -244,14 +245,14 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
                 z=(m2 - m1) / se,
                 changed=tuple(provenance_changes(after[0].rows, before[-1].rows)
                               + _nodes_changed(after[0].rows, before[-1].rows))))
-    smallest: dict[tuple[str, tuple[Any, ...]], int] = {}
+    smallest: dict[tuple[str, Point], int] = {}
     for (system, key), campaigns in all_series.items():
         group, size = (system, _group_of(key)), int(campaigns[0].rows[0]["world_size"])
         smallest[group] = min(smallest.get(group, size), size)
     return sorted(_with_causes(found, smallest), key=lambda c: (c.when, c.point))
 
 
-def _group_of(key: tuple[Any, ...]) -> tuple[Any, ...]:
+def _group_of(key: Point) -> Point:
     """A point key's group: its keys but the scale, and its work."""
     fields = dict(zip(POINT_KEYS, key[:len(POINT_KEYS)], strict=True))
     return (*(fields[k] for k in GROUP_KEYS), key[-1])
@@ -271,7 +272,7 @@ def _nodes_changed(after: Sequence[Mapping[str, Any]], before: Sequence[Mapping[
     return [f"nodes {b} -> {a}"] if a and b and a != b else []
 
 
-def _with_causes(found: list[ChangePoint], smallest: Mapping[tuple[str, tuple[Any, ...]], int]
+def _with_causes(found: list[ChangePoint], smallest: Mapping[tuple[str, Point], int]
                  ) -> list[ChangePoint]:
     """Name each change as history check does: compute where the group's smallest
     measured scale changed too, within a day of it; communication where only larger

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -52,7 +51,7 @@ class Side:
 NOT_SETTINGS = ("name", "description", "grid", "exclude", "repeats", "references")
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+def _flatten(value: object, prefix: str = "") -> dict[str, str]:
     if isinstance(value, dict):
         out: dict[str, str] = {}
         for key, inner in value.items():

@@ -76,7 +76,7 @@ def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str
     return out
 
 
-def summary(scores: Sequence[Score]) -> list[dict[str, Any]]:
+def summary(scores: Sequence[Score]) -> list[dict[str, object]]:
     """Per system: forecasts made, scored, how often the interval held, median |error|."""
     out = []
     for system in dict.fromkeys(s.forecast["system"] for s in scores):
@@ -96,7 +96,7 @@ def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
         params.get(k) == point[k] for k in POINT_PARAMS if k in point)
 
 
-def _moment(value: Any) -> datetime:
+def _moment(value: object) -> datetime:
     """A stored time as an aware UTC datetime (SQLite gives them back without a zone)."""
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

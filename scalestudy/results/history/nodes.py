@@ -61,7 +61,7 @@ class SlowNode:
     studies: tuple[str, ...]
     where: str = "compute"  # the compute-only step time, measured without gradient sync
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"system": self.system, "host": self.host, "slower": self.slower,
                 "low": self.low, "high": self.high, "z": self.z, "runs": self.runs,
                 "studies": list(self.studies), "where": self.where}
@@ -86,7 +86,7 @@ class Evidence:
     untestable: dict[str, int] = field(default_factory=dict)  # why -> runs
     noise: dict[str, float] = field(default_factory=dict)  # system -> sigma
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """`history nodes --json`'s object, and a report's `stragglers`."""
         return {"slow": [n.as_dict() for n in self.slow], "hosts": self.hosts,
                 "testable_runs": self.testable_runs, "untestable": dict(self.untestable),
@@ -162,7 +162,7 @@ def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any
     return slow_nodes(rows).as_dict()
 
 
-def _items(value: Any, number: bool) -> list[Any] | None:
+def _items(value: object, number: bool) -> list[Any] | None:
     """A per-rank cell of runs.csv, which holds a list joined with "," (results.analysis.collect;
     one rank: a lone value), as the list; None when empty or unreadable."""
     if isinstance(value, list):

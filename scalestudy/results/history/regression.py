@@ -100,6 +100,10 @@ class Verdict:
                 f"{statistics.median(self.baseline):,.4g}; {test}){need}{changed}")
 
 
+#: A point's key (`point_of`): what it ran and everything that changes the work.
+Point = tuple[object, ...]
+
+
 def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters beyond POINT_KEYS that change the work (from the stored params):
     image size, precision, workload kind, training options, system."""
@@ -108,7 +112,7 @@ def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
             and isinstance(v, (str, int, float, bool))}
 
 
-def point_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
+def point_of(row: Mapping[str, Any]) -> Point:
     """A point's key: everything that changes the work (repeats of one key compare)."""
     return (*(row.get(k) for k in POINT_KEYS), tuple(sorted(work_of(row).items())))
 
@@ -137,7 +141,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
     shared = [k for k in ours if k in theirs]
     tested = sum(len(ours[k]) > 1 and len(theirs[k]) > 1 for k in shared)
     threshold = alpha / max(tested, 1)
-    verdicts: dict[tuple[Any, ...], Verdict] = {}
+    verdicts: dict[Point, Verdict] = {}
     for key in shared:
         a = [float(r["throughput_per_gpu"]) for r in ours[key]]
         b = [float(r["throughput_per_gpu"]) for r in theirs[key]]
@@ -162,8 +166,8 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
     return [*_with_causes(verdicts), *_unlike(ours, theirs)]
 
 
-def _unlike(ours: dict[tuple[Any, ...], list[Mapping[str, Any]]],
-            theirs: dict[tuple[Any, ...], list[Mapping[str, Any]]]) -> list[Verdict]:
+def _unlike(ours: dict[Point, list[Mapping[str, Any]]],
+            theirs: dict[Point, list[Mapping[str, Any]]]) -> list[Verdict]:
     """Newest points the baseline has only with other work at the same scale."""
     out = []
     for key, rows in ours.items():
@@ -199,21 +203,21 @@ def repeats_needed(a: Sequence[float], b: Sequence[float], threshold: float) -> 
     return None
 
 
-def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], list[Mapping[str, Any]]]:
-    out: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[Point, list[Mapping[str, Any]]]:
+    out: dict[Point, list[Mapping[str, Any]]] = {}
     for r in rows:
         if r.get("state") == "completed" and r.get("throughput_per_gpu"):
             out.setdefault(point_of(r), []).append(r)
     return out
 
 
-def _with_causes(verdicts: dict[tuple[Any, ...], Verdict]) -> list[Verdict]:
+def _with_causes(verdicts: dict[Point, Verdict]) -> list[Verdict]:
     """Name each regression. Compute: the group's smallest scale dropped beyond the noise
     too (whether or not its own test could call it), or the regressed point's own comm
     overhead did not grow (the runs measure it: the loss is in the work per GPU).
     Communication: only larger scales dropped, and the share of a step spent
     communicating grew (or was not measured)."""
-    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    groups: dict[Point, list[Point]] = {}
     for key in verdicts:
         fields_ = dict(zip(POINT_KEYS, key[:len(POINT_KEYS)], strict=True))
         groups.setdefault((*(fields_[k] for k in GROUP_KEYS), key[-1]), []).append(key)

@@ -298,7 +298,7 @@ def study_dirs(results: Path) -> list[Path]:
     return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
     """Foreign keys on, and a writer waits for another (two `run`s ending at once)."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
@@ -368,11 +368,11 @@ def _row(study_id: int, a: Attempt) -> dict[str, Any]:
     }
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _same(row: Any) -> tuple[Any, ...]:
+def _same(row: Any) -> tuple[object, ...]:
     """What makes two ledger rows the same forecast (the time it was made aside)."""
     return (row["system"], row["source"], row["gpus"], round(float(row["throughput"]), 6),
             round(float(row["low"]), 6), round(float(row["high"]), 6))

@@ -81,7 +81,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
     return out[list(COLUMNS)].reset_index(drop=True), changes
 
 
-def _campaign(row: Mapping[str, Any]) -> tuple[Any, ...]:
+def _campaign(row: Mapping[str, Any]) -> tuple[object, ...]:
     """One campaign's key: its study directory and campaign id (its attempt number for
     attempts stored before campaigns were)."""
     return (row["directory"], campaign_of(row))

@@ -4,6 +4,7 @@ layout read from the table's own header) or from the JSON that `-J` writes."""
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -153,7 +154,7 @@ def _json(text: str, gpus: int | None) -> list[Imported]:
     return out
 
 
-def _json_time(value: Any) -> datetime | None:
+def _json_time(value: object) -> datetime | None:
     """nccl-tests' `start_time`/`end_time` ("%Y-%m-%d %H:%M:%S", the node's local time:
     read as UTC)."""
     try:
@@ -162,10 +163,12 @@ def _json_time(value: Any) -> datetime | None:
         return None
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     """A number as nccl-tests writes it (NaN as the string "nan"): None where not one."""
+    if not isinstance(value, (numbers.Real, str)):
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return number if number == number else None

@@ -156,7 +156,7 @@ def job_state(job_id: str, attrs: Mapping[str, Any], torque: bool = False) -> Jo
     return JobState(job_id, state, raw, code, reason, failure=failure)
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     """A number qstat printed as a JSON number or as text (versions differ)."""
     if isinstance(value, bool):
         return None
@@ -166,7 +166,7 @@ def _int(value: Any) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 

@@ -77,7 +77,7 @@ _UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "w
           "kw": 8 << 10, "mw": 8 << 20, "gw": 8 << 30}
 
 
-def _amount(value: Any) -> float | None:
+def _amount(value: object) -> float | None:
     """A PBS duration (`[[HH:]MM:]SS`) in seconds or a size (`65536kb`) in bytes."""
     text = str(value or "").strip().lower()
     size = re.fullmatch(r"(\d+)([kmgt]?[bw])", text)

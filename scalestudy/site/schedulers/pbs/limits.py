@@ -10,7 +10,7 @@ from typing import Any
 from scalestudy.site.queues import QueueAnswer, QueueLimits, to_int
 
 
-def pbs_seconds(value: Any) -> int | None:
+def pbs_seconds(value: object) -> int | None:
     """A PBS walltime (`01:00:00`, `30:00`, `3600`, a JSON number) in seconds."""
     if isinstance(value, bool) or value is None:
         return None
@@ -46,7 +46,7 @@ def _pbs_queue(name: str, attrs: dict[str, Any], source: str) -> QueueLimits:
         max_running=_per_user(attrs.get("max_run")) or to_int(attrs.get("max_user_run")))
 
 
-def _per_user(value: Any) -> int | None:
+def _per_user(value: object) -> int | None:
     """PBS Pro's per-user limit in a limit attribute (`[u:PBS_GENERIC=1]`, the PBS
     Professional Administrator's Guide, "Setting limits"); None where there is none."""
     match = re.search(r"\[u:PBS_GENERIC=(\d+)\]", str(value or ""))
