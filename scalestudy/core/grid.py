@@ -12,13 +12,12 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
 
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.spec import Study, walltime_seconds
-from scalestudy.workload.options import BY_NAME, DEFAULTS, applicable
+from scalestudy.workload.options import BY_NAME, DEFAULTS, Value, applicable
 
 
 @dataclass(frozen=True)
@@ -43,11 +42,11 @@ class Run:
     precision: str | None
     # Grid axes over training options other than precision, as (name, value); None
     # where the option does not apply to this run's backend.
-    axes: tuple[tuple[str, Any], ...] = ()
+    axes: tuple[tuple[str, Value], ...] = ()
     # Data-parallel replicas: world_size / (tp x pp) (the world size without a split).
     dp: int | None = None
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Value]:
         """The run's parameters as written to run.json and the tables (axes as columns).
         Every field is a plain value, so no deep copy (asdict) is needed."""
         out = {name: getattr(self, name) for name in _PARAM_FIELDS}
@@ -92,12 +91,13 @@ def describe_run(study: Study, run: Run, short: bool = False) -> str:
     return f"{shape}; {batch}; backend {run.backend}, tuning {run.tuning}"
 
 
-def run_options(study: Study, run: Run) -> dict[str, Any]:
+def run_options(study: Study, run: Run) -> dict[str, Value]:
     """The training options in effect for a run (those its backend reads): the
     workload's values, the tuning variant's overrides, then the run's grid axes (made once
     per combination of a study's runs: many runs share one)."""
+    global _RUN_OPTIONS
     if _RUN_OPTIONS[0] is not study:
-        _RUN_OPTIONS[:] = [study, {}]
+        _RUN_OPTIONS = (study, {})
     key = (run.backend, run.tuning, run.axes, run.precision)
     held = _RUN_OPTIONS[1].get(key)
     if held is None:
@@ -107,14 +107,14 @@ def run_options(study: Study, run: Run) -> dict[str, Any]:
 
 
 #: The last study's run options by (backend, tuning, axes, precision).
-_RUN_OPTIONS: list[Any] = [None, {}]
+_RUN_OPTIONS: tuple[object, dict[tuple[object, ...], dict[str, Value]]] = (None, {})
 
 
 #: The last workload and its option values (the spec models are frozen: they cannot change).
-_BASE: tuple[object, dict[str, Any]] = (None, {})
+_BASE: tuple[object, dict[str, Value]] = (None, {})
 
 
-def _base_values(study: Study) -> dict[str, Any]:
+def _base_values(study: Study) -> dict[str, Value]:
     """Every option's value from the workload, else its default (once per workload: a
     model_dump per run was a tenth of planning 10,000 runs)."""
     global _BASE
@@ -125,8 +125,8 @@ def _base_values(study: Study) -> dict[str, Any]:
     return _BASE[1]
 
 
-def _options(study: Study, backend: str, tuning: str, axes: dict[str, Any],
-             precision: str | None) -> dict[str, Any]:
+def _options(study: Study, backend: str, tuning: str, axes: dict[str, Value],
+             precision: str | None) -> dict[str, Value]:
     values = dict(_base_values(study))
     variant = study.tuning.get(tuning)
     if variant is not None:
@@ -137,12 +137,13 @@ def _options(study: Study, backend: str, tuning: str, axes: dict[str, Any],
     return applicable(values, backend)
 
 
-def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Any], world: int,
+def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Value], world: int,
         batch: int) -> int:
     """Data-parallel replicas of a point: world / (tp x pp) for a transformer split over
     ranks (core of workload.layout, checked here so `plan` refuses an impossible split),
     else the world size. SpecError says why a split cannot work."""
-    precision = chosen.get("precision") or _base_precision(study, tuning)
+    asked = chosen.get("precision")
+    precision = str(asked) if asked else _base_precision(study, tuning)
     o = _options(study, backend, tuning, chosen, precision)
     try:
         return study.workload.data_parallel(backend, world, batch, o)
@@ -154,7 +155,7 @@ def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Any], world: 
             "the grid or add the point to `exclude`") from None
 
 
-def lr_values(study: Study, run: Run) -> dict[str, Any]:
+def lr_values(study: Study, run: Run) -> dict[str, float | None]:
     """{lr, base_lr, lr_warmup_iters} of the run's learning-rate policy ({} without one)."""
     policy = study.workload.lr
     if policy is None:
@@ -163,8 +164,8 @@ def lr_values(study: Study, run: Run) -> dict[str, Any]:
             "lr_warmup_iters": policy.warmup_iters}
 
 
-def _run_id(study: Study, point: dict[str, Any], repeat: int) -> str:
-    tuning = study.tuning.get(point["tuning"])
+def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
+    tuning = study.tuning.get(str(point["tuning"]))
     identity = {
         "system": study.system,
         # Defaults left out: an option added later does not change existing runs' ids.
@@ -180,7 +181,7 @@ def _run_id(study: Study, point: dict[str, Any], repeat: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
-def _excluded(study: Study, point: dict[str, Any], used: set[int] | None = None) -> bool:
+def _excluded(study: Study, point: dict[str, Value], used: set[int] | None = None) -> bool:
     """Whether an `exclude` rule matches the point (the rules that do are added to `used`)."""
     hits = [i for i, rule in enumerate(study.exclude)
             if all(point.get(key) in values for key, values in rule.items())]
@@ -189,14 +190,14 @@ def _excluded(study: Study, point: dict[str, Any], used: set[int] | None = None)
     return bool(hits)
 
 
-def _order(value: object) -> tuple[int, Any]:
+def _order(value: object) -> tuple[int, float | str]:
     """Numbers in numeric order, then everything else as text."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (0, value)
     return (1, str(value))
 
 
-def _unused_rules(study: Study, used: set[int], points: list[dict[str, Any]]) -> None:
+def _unused_rules(study: Study, used: set[int], points: list[dict[str, Value]]) -> None:
     """An exclude rule that matches no grid point is a mistake, never silent."""
     problems = []
     for i, rule in enumerate(study.exclude):
@@ -222,7 +223,7 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
     axes = g.option_axes()
     seen: set[str] = set()
     used: set[int] = set()
-    points: list[dict[str, Any]] = []
+    points: list[dict[str, Value]] = []
     strong = study.scaling == "strong"
     batches = (g.global_batch if strong else g.batch_size) or [DEFAULT_BATCH]
     for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
@@ -273,7 +274,8 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
                 axes=tuple(chosen.items()),
                 dp=dp,
                 **recorded,
-                **_point(nodes, rpn, per_gpu, global_batch, backend, tuning),
+                nodes=nodes, ranks_per_node=rpn, world_size=world, batch_size=per_gpu,
+                global_batch=global_batch, backend=backend, tuning=tuning,
             ))
     _unused_rules(study, used, points)
     if not runs:
@@ -289,11 +291,12 @@ def _base_precision(study: Study, tuning: str) -> str | None:
     unless its tuning variant sets one)."""
     variant = study.tuning.get(tuning)
     override = variant.option_values().get("precision") if variant else None
-    return override or study.workload.option_values().get("precision")
+    chosen = override or study.workload.option_values().get("precision")
+    return str(chosen) if chosen else None
 
 
 def _point(nodes: int, rpn: int, per_gpu: int | None, global_batch: int | None,
-           backend: str, tuning: str) -> dict[str, Any]:
+           backend: str, tuning: str) -> dict[str, Value]:
     return {
         "nodes": nodes, "ranks_per_node": rpn, "world_size": nodes * rpn,
         "batch_size": per_gpu, "global_batch": global_batch,
@@ -335,7 +338,7 @@ def select(runs: Iterable[Run], expr: str | None) -> list[Run]:
     return [r for r in runs if all(test(r) for test in tests)]
 
 
-def _parse_condition(term: str) -> Any:
+def _parse_condition(term: str) -> Callable[[Run], bool]:
     match = _CONDITION.match(term)
     if not match:
         raise ScalestudyError(

@@ -12,14 +12,14 @@ import shlex
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Literal, Protocol, TypedDict
 
 from pydantic import BeforeValidator, Field, field_validator
 
 from scalestudy.core.specbase import LRPolicy, Model, TrainOptions
 from scalestudy.workload import layout
 from scalestudy.workload.names import MODEL_NAMES, is_transformer
-from scalestudy.workload.options import DEFAULTS, OPTIONS, TIMING, to_args
+from scalestudy.workload.options import DEFAULTS, OPTIONS, TIMING, Value, to_args
 
 LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
@@ -37,6 +37,15 @@ DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.
 Peaks = Mapping[Literal["fp32", "bf16", "fp16"], float | Literal["measure"]]
 
 
+
+class RunFields(TypedDict):
+    """What a Run records of its workload."""
+
+    workload: str
+    model: str | None
+    image_size: int | None
+
+
 class RunValues(Protocol):
     """What a workload reads of a run (core.grid.Run, which imports this module's kinds)."""
 
@@ -50,7 +59,7 @@ class RunValues(Protocol):
         """The training backend."""
         ...
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Value]:
         """The run's parameters by name."""
         ...
 
@@ -86,11 +95,11 @@ class SyntheticWorkload(TrainOptions):
         """Whether the model is a transformer (dp x tp x pp, batches of sequences)."""
         return is_transformer(self.model)
 
-    def option_values(self) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Value]:
         """The training options this workload sets (every one: it has a field for each)."""
         return {o.name: getattr(self, o.name) for o in OPTIONS}
 
-    def run_fields(self) -> dict[str, Any]:
+    def run_fields(self) -> RunFields:
         """What a Run records of its workload."""
         return {"workload": self.kind, "model": self.model, "image_size": self.image_size}
 
@@ -99,37 +108,39 @@ class SyntheticWorkload(TrainOptions):
         return set()
 
     def data_parallel(self, backend: str, world: int, batch: int,
-                      options: Mapping[str, Any]) -> int:
+                      options: Mapping[str, Value]) -> int:
         """Data-parallel replicas at `world` ranks: world / (tp x pp) for a transformer
         split over ranks (workload.layout's rules); ValueError says why a split cannot work."""
         return layout.plan(model=self.model, backend=backend, world_size=world,
-                           batch_size=batch, tp=options.get("tp", 1), pp=options.get("pp", 1),
-                           microbatches=options.get("microbatches", 0),
-                           pp_schedule=options.get("pp_schedule", "1f1b"),
-                           precision=options.get("precision", "fp32"),
-                           activation_checkpointing=options.get("activation_checkpointing",
-                                                                False),
-                           compile=options.get("compile", False),
-                           channels_last=options.get("channels_last", False)).dp
+                           batch_size=batch, tp=int(options.get("tp") or 1),
+                           pp=int(options.get("pp") or 1),
+                           microbatches=int(options.get("microbatches") or 0),
+                           pp_schedule=str(options.get("pp_schedule") or "1f1b"),
+                           precision=str(options.get("precision") or "fp32"),
+                           activation_checkpointing=bool(
+                               options.get("activation_checkpointing", False)),
+                           compile=bool(options.get("compile", False)),
+                           channels_last=bool(options.get("channels_last", False))).dp
 
-    def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
-                     run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
-                     peaks: Peaks | None = None) -> list[str]:
+    def program_args(self, run: RunValues, options: Mapping[str, Value],
+                     lr: Mapping[str, float | None], run_dir: Path, gpus: bool = False,
+                     extra: Sequence[str] = (), peaks: Peaks | None = None) -> list[str]:
         """The arguments of `-m scalestudy.workload` for a run: `options` its training
         options, `lr` its learning-rate values; on a GPU system (`gpus`) the benchmark must
         find a GPU rather than fall back to CPU; `extra`: more arguments (the batch-size
         probe's); `peaks`: the system's peak TFLOP/s per precision (MFU's denominator)."""
         lm = is_transformer(self.model)
+        precision = str(options["precision"])
         rest = {k: v for k, v in options.items() if k != "precision"}
         if lm and not options.get("peak_tflops"):
-            peak = peaks.get(options["precision"]) if peaks else None
+            peak = next((v for k, v in (peaks or {}).items() if k == precision), None)
             if peak is not None:
                 rest["peak_tflops"] = peak
         images = [] if lm else [  # a GPT reads tokens, not images
             "--image-size", str(self.image_size), "--num-classes", str(self.num_classes)]
         return [
             "--model", self.model, *images, "--batch-size", str(run.batch_size),
-            "--precision", options["precision"], "--warmup-iters", str(self.warmup_iters),
+            "--precision", precision, "--warmup-iters", str(self.warmup_iters),
             "--iters", str(self.iters), "--batches-per-iter", str(self.batches_per_iter),
             "--backend", run.backend, "--metrics", str(run_dir / "metrics.jsonl"),
             *to_args(rest, run.backend),
@@ -180,11 +191,11 @@ class CommandWorkload(Model):
         """False: scalestudy knows no model of a command (no dp x tp x pp split)."""
         return False
 
-    def option_values(self) -> dict[str, Any]:
+    def option_values(self) -> dict[str, Value]:
         """None set here (the defaults apply; tuning variants and axes may set them)."""
         return {}
 
-    def run_fields(self) -> dict[str, Any]:
+    def run_fields(self) -> RunFields:
         """What a Run records of its workload (no model scalestudy knows)."""
         return {"workload": self.kind, "model": None, "image_size": None}
 
@@ -193,13 +204,13 @@ class CommandWorkload(Model):
         return {f for arg in self.command for _, f, _, _ in string.Formatter().parse(arg) if f}
 
     def data_parallel(self, backend: str, world: int, batch: int,
-                      options: Mapping[str, Any]) -> int:
+                      options: Mapping[str, Value]) -> int:
         """Every rank is a data-parallel replica (scalestudy splits no model of a command)."""
         return world
 
-    def program_args(self, run: RunValues, options: Mapping[str, Any], lr: Mapping[str, Any],
-                     run_dir: Path, gpus: bool = False, extra: Sequence[str] = (),
-                     peaks: Peaks | None = None) -> list[str]:
+    def program_args(self, run: RunValues, options: Mapping[str, Value],
+                     lr: Mapping[str, float | None], run_dir: Path, gpus: bool = False,
+                     extra: Sequence[str] = (), peaks: Peaks | None = None) -> list[str]:
         """The command's argv, its `{placeholders}` filled with the run's values (`gpus`,
         `extra` and `peaks` are the bundled benchmark's: a command reads none)."""
         values = {**DEFAULTS, **options, **lr, **run.params(), "run_dir": str(run_dir)}
@@ -207,7 +218,7 @@ class CommandWorkload(Model):
 
     @field_validator("command", mode="before")
     @classmethod
-    def _split(cls, value: object) -> Any:
+    def _split(cls, value: object) -> object:
         if isinstance(value, str):
             try:
                 return shlex.split(value)
@@ -244,7 +255,7 @@ class CommandWorkload(Model):
         return value
 
 
-def _default_kind(value: object) -> Any:
+def _default_kind(value: object) -> object:
     """A workload without `kind` is the bundled benchmark."""
     if isinstance(value, dict) and "kind" not in value:
         return {"kind": "synthetic", **value}

@@ -47,7 +47,7 @@ def probe_run(plan: Plan, min_batch: int) -> Run:
     return Run(run_id="probe", study=study.name, system=study.system, scaling=study.scaling,
                nodes=1, ranks_per_node=1, world_size=1, batch_size=min_batch,
                global_batch=min_batch, backend="ddp", tuning="default", repeat=0,
-               precision=w.option_values()["precision"], **w.run_fields())
+               precision=str(w.option_values()["precision"]), **w.run_fields())
 
 
 def prepare(plan: Plan, min_batch: int, max_batch: int,
