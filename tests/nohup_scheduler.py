@@ -49,9 +49,7 @@ exec > {{ (run_dir ~ "/stdout.log") | q }} 2> {{ (run_dir ~ "/stderr.log") | q }
 {% block hosts %}
 hostname > {{ (run_dir ~ "/hosts.txt") | q }}
 {% endblock %}
-{% block port %}
-MASTER_PORT=$(( 20000 + $$ % 10000 ))
-{% endblock %}
+{% block job_number_value %}$${% endblock %}
 """
 
     def directives(self, job: JobRequest) -> list[str]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from scalestudy.execute.nested import FluxEngine
+from scalestudy.site import ports
 from scalestudy.execute.steplog import (
     POLL_S,
     Event,
@@ -86,8 +87,6 @@ class Runner:
         self.journal = directory / "steps.jsonl"
         self.running: list[Running] = []
         self.stopping = False
-        digits = "".join(c for c in job_id.split(".")[0] if c.isdigit()) or "0"
-        self.port_base = 20000 + (int(digits) % 10) * 1000
         self.started = 0
 
     def ended_before(self) -> set[str]:
@@ -103,7 +102,7 @@ class Runner:
         hostfile = self.dir / f"hosts-{step['run_id']}"
         slots = step["ranks_per_node"] if self.slots_lines else None
         hostfile.write_text(step_hostfile(self.nodefile, hosts, slots), encoding="utf-8")
-        port = self.port_base + self.started % 1000
+        port = ports.step_port(self.job_id, self.started)
         self.started += 1
         append(self.journal, StepEvent(Event.STARTED, now(), step["run_id"], tuple(hosts),
                                        port=port))

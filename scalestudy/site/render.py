@@ -24,7 +24,7 @@ from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
-from scalestudy.site import envrecord, schedulers
+from scalestudy.site import envrecord, ports, schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
@@ -189,6 +189,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
                        if scheduler.queued and not step else []),
         "step": step,
         "nodes_command": scheduler.nodes_command,  # prints the job's hosts (its block)
+        "port_base": ports.BASE, "port_span": ports.SPAN,
         "launch": launch_words(launch),
         "env": env,
         # env.txt: the allowlist, the spec's variables and job.record_env (site.envrecord)
