@@ -12,6 +12,7 @@ import typer
 from scalestudy.cli.app import JsonOpt, app, err, out, print_json
 from scalestudy.core.errors import RegressionFound, ScalestudyError
 from scalestudy.execute.workspace import write_text_atomic
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.regression import work_of
 
 history_app = typer.Typer(help="The results store: every study's runs over time "
@@ -82,17 +83,17 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
 
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by.setdefault(str(r["directory"]), []).append(r)
+        by.setdefault(str(r[col.DIRECTORY]), []).append(r)
     table = []
     for items in by.values():
-        tags = sorted({t for r in items for t in r["tags"] or []})
-        ended = [r["ended"] for r in items if r["ended"] is not None]
-        table.append([str(items[0]["study"]), str(items[0].get("source") or "scalestudy"),
-                      str(items[0]["system"] or "?"), ",".join(tags) or "-",
+        tags = sorted({t for r in items for t in r[col.TAGS] or []})
+        ended = [r[col.ENDED] for r in items if r[col.ENDED] is not None]
+        table.append([str(items[0][col.STUDY]), str(items[0].get(col.SOURCE) or "scalestudy"),
+                      str(items[0][col.SYSTEM] or "?"), ",".join(tags) or "-",
                       str(len({campaign_of(r) for r in items})),
                       _when(max(ended)) if ended else "?",
-                      str(sum(r["state"] == "completed" for r in items)),
-                      str(sum(r["state"] == "failed" for r in items))])
+                      str(sum(r[col.STATE] == "completed" for r in items)),
+                      str(sum(r[col.STATE] == "failed" for r in items))])
     return table
 
 
@@ -103,40 +104,40 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
     for r in rows:
         if _value(r) is None:
             continue
-        key = (_point_name(r), str(r["directory"]), campaign_of(r), ",".join(r["tags"] or []))
+        key = (_point_name(r), str(r[col.DIRECTORY]), campaign_of(r), ",".join(r[col.TAGS] or []))
         by.setdefault(key, []).append(r)
     table = []
     for (point, _, campaign, tags), items in by.items():
-        ends = [r["ended"] for r in items if r["ended"] is not None]
+        ends = [r[col.ENDED] for r in items if r[col.ENDED] is not None]
         ended = max(ends) if ends else "?"
         value = statistics.median(v for v in map(_value, items) if v is not None)
-        unit = str(items[0]["unit"]) + ("" if items[0]["throughput_per_gpu"] is None
+        unit = str(items[0][col.UNIT]) + ("" if items[0][col.THROUGHPUT_PER_GPU] is None
                                         else " per GPU")
-        table.append([point, str(items[0]["study"]) + (f" [{tags}]" if tags else ""),
+        table.append([point, str(items[0][col.STUDY]) + (f" [{tags}]" if tags else ""),
                       campaign, _when(ended), str(len(items)), f"{value:,.4g}", unit])
     return table
 
 
 def _value(row: dict[str, Any]) -> float | None:
     """Per-GPU throughput; for an imported measurement that is not one, its value."""
-    if row["throughput_per_gpu"] is not None:
-        return float(row["throughput_per_gpu"])
-    metrics = row.get("metrics") or {}
-    return float(metrics["value"]) if row.get("source", "scalestudy") != "scalestudy" \
+    if row[col.THROUGHPUT_PER_GPU] is not None:
+        return float(row[col.THROUGHPUT_PER_GPU])
+    metrics = row.get(col.METRICS) or {}
+    return float(metrics["value"]) if row.get(col.SOURCE, "scalestudy") != "scalestudy" \
         and metrics.get("value") is not None else None
 
 
 def _point_name(row: dict[str, Any]) -> str:
-    if row.get("source", "scalestudy") == "scalestudy":
+    if row.get(col.SOURCE, "scalestudy") == "scalestudy":
 
         work = " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())
                         if k not in ("system", "workload"))
-        model = row["model"] or (row.get("params") or {}).get("workload") or "program"
+        model = row[col.MODEL] or (row.get(col.PARAMS) or {}).get("workload") or "program"
         return (f"{model} {row['nodes']}x{row['ranks_per_node']} "
                 f"b{row['batch_size']} {row['backend']}/{row['tuning']}"
                 + (f" {work}" if work else ""))
-    params = row.get("params") or {}
-    return " ".join(f"{k} {v}" for k, v in params.items()) or str(row["run_id"])
+    params = row.get(col.PARAMS) or {}
+    return " ".join(f"{k} {v}" for k, v in params.items()) or str(row[col.RUN_ID])
 
 
 def _when(moment: object) -> str:
@@ -270,7 +271,7 @@ def best(
 
     for work, part in frame.groupby("work", sort=False):
         front = part[part["front"]]
-        unit = str(part["unit"].iloc[0]).removesuffix("/s")
+        unit = str(part[col.UNIT].iloc[0]).removesuffix("/s")
         rows = [[f"{r.nodes} nodes ({r.world_size} GPUs), batch {r.batch_size}, "
                  f"{r.backend}/{r.tuning}", str(r.study), _when(r.ended), str(r.repeats),
                  hours(r.time_s), f"{r.node_hours:,.3g}"] for r in front.itertuples()]

@@ -13,6 +13,7 @@ from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, pri
 from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
 from scalestudy.core.errors import ReferenceFailed
 from scalestudy.core.load import study_schema
+from scalestudy.results.analysis import columns as col
 from scalestudy.site.profiles import available, load_system
 
 
@@ -24,7 +25,7 @@ def collect(study: StudyArg, as_json: JsonOpt = False,
 
     plan = uc.make_plan(study, results)
     runs = uc.collect(plan)
-    counts = {str(k): int(v) for k, v in runs["state"].value_counts().items()}
+    counts = {str(k): int(v) for k, v in runs[col.STATE].value_counts().items()}
     if as_json:
         print_json({"runs_csv": str(plan.directory / "runs.csv"), "runs": len(runs), **counts})
         return
@@ -232,7 +233,7 @@ def predict(
                     "model": got.model, "fitted_on": got.fitted_on, "costs": got.costs})
         return
     unit = got.predictions[0].unit if got.predictions else ""
-    costs = {c["gpus"]: c for c in got.costs}
+    costs = {c[col.GPUS]: c for c in got.costs}
     rows = [[f"{p.gpus:,}", f"{p.nodes:,}" if p.nodes else "?",
              f"{num(p.throughput)} [{num(p.low)}–{num(p.high)}]", f"{p.efficiency:.1%}",
              f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}",
@@ -247,7 +248,7 @@ def predict(
          *([f"time, node-hours{of}"] if costs else [])], rows,
         f"model: {got.model['form']} ({got.model['terms']}); chosen: "
         f"{got.model['chosen_by']}; interval: {got.model['interval']}; fitted on "
-        + ", ".join(str(p["gpus"]) for p in got.fitted_on) + " GPUs", out.width))
+        + ", ".join(str(p[col.GPUS]) for p in got.fitted_on) + " GPUs", out.width))
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
 
 

@@ -11,6 +11,7 @@ from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, pri
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
 from scalestudy.core.grid import describe_run
+from scalestudy.results.analysis import columns as col
 from scalestudy.site.queues import hms
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
         by_queue: dict[str, set[int]] = {}
         for r in summary["runs"]:
             if r.get("queue"):
-                by_queue.setdefault(r["queue"], set()).add(int(r["nodes"]))
+                by_queue.setdefault(r["queue"], set()).add(int(r[col.NODES]))
         if len(by_queue) > 1:  # the runs go to several queues: say which to which
             out.print("queues: " + "; ".join(
                 f"{q}: {', '.join(map(str, sorted(n)))} node(s)" for q, n in by_queue.items()),

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from scalestudy.execute.nested import FluxEngine
-from scalestudy.site import ports
 from scalestudy.execute.steplog import (
     POLL_S,
     Event,
@@ -43,6 +42,7 @@ from scalestudy.execute.steplog import (
     now,
     read_events,
 )
+from scalestudy.site import ports
 
 __all__ = ["ENGINES", "Event", "Runner", "StepEvent", "append", "hosts_of", "main", "now",
            "read_events"]

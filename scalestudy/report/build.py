@@ -59,6 +59,7 @@ from scalestudy.report.tables import (
     reference_table,
     residual_table,
 )
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import STATES
 from scalestudy.results.analysis.commmodel import PREDICTION_RULE
 from scalestudy.results.analysis.efficiency import failures
@@ -80,7 +81,7 @@ class Report:
 
 def run_counts(runs: pd.DataFrame) -> str:
     """A summary like `12 runs planned: 10 completed, 1 failed, 1 pending`."""
-    states = runs["state"].astype(str) if "state" in runs.columns else pd.Series(dtype=str)
+    states = runs[col.STATE].astype(str) if col.STATE in runs.columns else pd.Series(dtype=str)
     counts = states.value_counts()
     names = [*[s for s in STATES if s in counts], *[s for s in counts.index if s not in STATES]]
     parts = ", ".join(f"{counts[s]} {s}" for s in names)
@@ -134,17 +135,17 @@ def _plots(a: Analysis) -> list[Plot]:
          "scaling.csv")]
     if table.empty:
         return out
-    if table["batch_size"].nunique() > 1:
+    if table[col.BATCH_SIZE].nunique() > 1:
         out.append(("per_gpu_batch.png", "Per-GPU throughput vs per-GPU batch",
                     plot_per_gpu_vs_batch, table, "scaling.csv"))
-    if table["group"].nunique() > 1:
+    if table[col.GROUP].nunique() > 1:
         out.append(("variants.png", "Throughput per configuration at each scale",
                     plot_variants, table, "scaling.csv"))
     heat = heatmap_data(table)
     if heat.shape[0] > 1 and heat.shape[1] > 1:
         out.append(("heatmap.png", "Efficiency by nodes and batch", plot_heatmap,
                     table, "heatmap.csv"))
-    if table["comm_overhead"].notna().any():
+    if table[col.COMM_OVERHEAD].notna().any():
         out.append(("comm_overhead.png", "Communication overhead vs GPUs", plot_comm_overhead,
                     table, "scaling.csv"))
     if (fits["status"] == "fitted").any():
@@ -220,7 +221,7 @@ CPU_WORDS: tuple[tuple[str, str], ...] = (
 
 def cpu_only(runs: pd.DataFrame) -> bool:
     """Every run that says its device ran on CPUs (the tables then count ranks)."""
-    devices = set(runs["device"].dropna().astype(str)) if "device" in runs else set()
+    devices = set(runs[col.DEVICE].dropna().astype(str)) if "device" in runs else set()
     return devices == {"cpu"}
 
 

@@ -29,6 +29,7 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis import fork_pool
 from scalestudy.results.analysis.efficiency import format_value, groups, unit_of
 
@@ -105,7 +106,7 @@ def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
     """Log-log throughput vs GPUs per group, min–max band over repeats, dashed ideal."""
     ax.set_title(title or "Throughput vs GPUs")
     ax.set_ylabel(f"Throughput ({unit_of(table)}, all GPUs)")
-    gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
+    gpu_axis(ax, table[col.WORLD_SIZE] if not table.empty else pd.Series(dtype=int))
     if table.empty:
         _no_data(ax)
         ax.set_yticks([])
@@ -113,15 +114,15 @@ def plot_throughput(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
     log_y(ax)
     for i, (group, rows) in enumerate(groups(table)):
         color = CMAP(i % 10)
-        med = rows["throughput_median"].to_numpy(float)
-        err = _nonnegative([med - rows["throughput_min"].to_numpy(float),
-                            rows["throughput_max"].to_numpy(float) - med])
-        ax.errorbar(rows["world_size"], med, yerr=err, fmt="o-", color=color, capsize=3,
+        med = rows[col.THROUGHPUT_MEDIAN].to_numpy(float)
+        err = _nonnegative([med - rows[col.THROUGHPUT_MIN].to_numpy(float),
+                            rows[col.THROUGHPUT_MAX].to_numpy(float) - med])
+        ax.errorbar(rows[col.WORLD_SIZE], med, yerr=err, fmt="o-", color=color, capsize=3,
                     label=group)
         if len(rows) > 1:
-            ax.fill_between(rows["world_size"], rows["throughput_min"], rows["throughput_max"],
-                            color=color, alpha=0.15, lw=0)
-        ax.plot(rows["world_size"], rows["ideal_throughput"], "--", color=color, alpha=0.6)
+            ax.fill_between(rows[col.WORLD_SIZE], rows[col.THROUGHPUT_MIN],
+                            rows[col.THROUGHPUT_MAX], color=color, alpha=0.15, lw=0)
+        ax.plot(rows[col.WORLD_SIZE], rows["ideal_throughput"], "--", color=color, alpha=0.6)
     _legend(ax, Line2D([], [], ls="--", color="0.4", label="ideal (linear from baseline)"))
 
 
@@ -129,7 +130,7 @@ def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
     """Efficiency vs GPUs (x log2, y from 0) per group with a 100 % reference line."""
     ax.set_title(title or "Parallel efficiency vs GPUs")
     ax.set_ylabel(f"Parallel efficiency (per-GPU {unit_of(table)} vs baseline)")
-    gpu_axis(ax, table["world_size"] if not table.empty else pd.Series(dtype=int))
+    gpu_axis(ax, table[col.WORLD_SIZE] if not table.empty else pd.Series(dtype=int))
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     top = 1.1
     if table.empty:
@@ -138,15 +139,15 @@ def plot_efficiency(table: pd.DataFrame, ax: Axes, title: str | None = None) -> 
         annotate = len(table) <= 24
         for i, (group, rows) in enumerate(groups(table)):
             color = CMAP(i % 10)
-            eff = rows["efficiency"].to_numpy(float)
-            scale = eff / rows["throughput_median"].to_numpy(float)
-            err = _nonnegative([eff - rows["throughput_min"].to_numpy(float) * scale,
-                                rows["throughput_max"].to_numpy(float) * scale - eff])
-            ax.errorbar(rows["world_size"], eff, yerr=err, fmt="o-", color=color, capsize=3,
+            eff = rows[col.EFFICIENCY].to_numpy(float)
+            scale = eff / rows[col.THROUGHPUT_MEDIAN].to_numpy(float)
+            err = _nonnegative([eff - rows[col.THROUGHPUT_MIN].to_numpy(float) * scale,
+                                rows[col.THROUGHPUT_MAX].to_numpy(float) * scale - eff])
+            ax.errorbar(rows[col.WORLD_SIZE], eff, yerr=err, fmt="o-", color=color, capsize=3,
                         label=group)
             if annotate:
-                base = rows["baseline"].to_numpy(bool)
-                for x, y in zip(rows["world_size"][~base], eff[~base], strict=True):
+                base = rows[col.BASELINE].to_numpy(bool)
+                for x, y in zip(rows[col.WORLD_SIZE][~base], eff[~base], strict=True):
                     ax.annotate(f"{y:.0%}", (x, y), textcoords="offset points", xytext=(7, 0),
                                 ha="left", va="center", fontsize=7, color=color,
                                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
@@ -172,12 +173,12 @@ def plot_per_gpu_vs_batch(table: pd.DataFrame, ax: Axes, title: str | None = Non
         return
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
-    keys = table["group"].map(_without_batch)
+    keys = table[col.GROUP].map(_without_batch)
     lines = table.assign(_key=keys).groupby(["_key", "world_size"], sort=False)
     for i, ((key, size), rows) in enumerate(lines):
         rows = rows.sort_values("batch_size")
         label = f"{key + ', ' if key else ''}{size} GPU{'s' if size != 1 else ''}"
-        ax.plot(rows["batch_size"], rows["throughput_per_gpu"], "o-", color=CMAP(i % 10),
+        ax.plot(rows[col.BATCH_SIZE], rows[col.THROUGHPUT_PER_GPU], "o-", color=CMAP(i % 10),
                 label=label)
     ax.set_ylim(bottom=0)
     _legend(ax)
@@ -193,12 +194,12 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
         _no_data(ax)
         return
     parts = groups(table)[:MAX_LEGEND]
-    if len(parts) < table["group"].nunique():
+    if len(parts) < table[col.GROUP].nunique():
         ax.set_title(f"{ax.get_title()} (first {len(parts)} of {table['group'].nunique()})")
-    sizes = sorted({s for _, rows in parts for s in rows["world_size"]})
+    sizes = sorted({s for _, rows in parts for s in rows[col.WORLD_SIZE]})
     width = 0.8 / len(parts)
     for i, (group, rows) in enumerate(parts):
-        at = {int(s): r for s, r in zip(rows["world_size"], rows.itertuples(), strict=True)}
+        at = {int(s): r for s, r in zip(rows[col.WORLD_SIZE], rows.itertuples(), strict=True)}
         xs = [j + (i - (len(parts) - 1) / 2) * width for j, s in enumerate(sizes) if s in at]
         got = [at[int(s)] for s in sizes if s in at]
         med = np.array([r.throughput_median for r in got])
@@ -213,7 +214,7 @@ def plot_variants(table: pd.DataFrame, ax: Axes, title: str | None = None) -> No
 def heatmap_batch(table: pd.DataFrame) -> str:
     """The batch that defines a curve: the per-GPU batch in weak scaling, the global
     batch in strong scaling (where the per-GPU batch changes along each curve)."""
-    varies = table.groupby("group", sort=False)["batch_size"].nunique().max() > 1
+    varies = table.groupby("group", sort=False)[col.BATCH_SIZE].nunique().max() > 1
     return "global_batch" if varies else "batch_size"
 
 
@@ -223,8 +224,8 @@ def heatmap_data(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
     batch = heatmap_batch(table)
-    most = table.groupby([batch, "nodes"])["ranks_per_node"].transform("max")
-    full = table[table["ranks_per_node"] == most]
+    most = table.groupby([batch, "nodes"])[col.RANKS_PER_NODE].transform("max")
+    full = table[table[col.RANKS_PER_NODE] == most]
     return full.pivot_table(index=batch, columns="nodes", values="efficiency",
                             aggfunc="median").sort_index()
 
@@ -256,17 +257,17 @@ def plot_comm_overhead(table: pd.DataFrame, ax: Axes, title: str | None = None) 
     """Measured share of step time spent in gradient sync vs GPUs, per group."""
     ax.set_title(title or "Communication overhead vs GPUs")
     ax.set_ylabel("Comm overhead (1 − compute time / step time)")
-    rows_all = table.dropna(subset=["comm_overhead"]) if "comm_overhead" in table else table[:0]
-    gpu_axis(ax, rows_all["world_size"])
+    rows_all = table.dropna(subset=[col.COMM_OVERHEAD]) if "comm_overhead" in table else table[:0]
+    gpu_axis(ax, rows_all[col.WORLD_SIZE])
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     if rows_all.empty:
         _no_data(ax, "The runs carry no comm_overhead")
         return
     for i, (group, rows) in enumerate(groups(rows_all)):
-        ax.plot(rows["world_size"], rows["comm_overhead"], "o-", color=CMAP(i % 10),
+        ax.plot(rows[col.WORLD_SIZE], rows[col.COMM_OVERHEAD], "o-", color=CMAP(i % 10),
                 label=group)
-    low = float(rows_all["comm_overhead"].min())  # below 0: timing noise, shown as is
-    ax.set_ylim(min(0.0, low * 1.15), max(0.1, float(rows_all["comm_overhead"].max()) * 1.15))
+    low = float(rows_all[col.COMM_OVERHEAD].min())  # below 0: timing noise, shown as is
+    ax.set_ylim(min(0.0, low * 1.15), max(0.1, float(rows_all[col.COMM_OVERHEAD].max()) * 1.15))
     ax.axhline(0.0, color="0.4", lw=0.8)
     _legend(ax)
 
@@ -276,7 +277,7 @@ def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None
     (`frames`: commmodel points and predictions stacked, `kind` = measured/predicted)."""
     ax.set_title(title or "Step time: measured, model fit and prediction")
     ax.set_ylabel("Step time (s)")
-    gpu_axis(ax, frames["world_size"] if not frames.empty else pd.Series(dtype=int))
+    gpu_axis(ax, frames[col.WORLD_SIZE] if not frames.empty else pd.Series(dtype=int))
     if frames.empty:
         _no_data(ax, "No group has enough points for a fit")
         return
@@ -285,12 +286,12 @@ def plot_model(frames: pd.DataFrame, ax: Axes, title: str | None = None) -> None
         color = CMAP(i % 10)
         meas = rows[rows["kind"] == "measured"]
         pred = rows[rows["kind"] == "predicted"]
-        ax.plot(meas["world_size"], meas["step_time_measured"], "o", color=color,
+        ax.plot(meas[col.WORLD_SIZE], meas["step_time_measured"], "o", color=color,
                 label=f"{group} (measured)")
         fitted = pd.concat([meas[["world_size", "step_time_fitted"]],
                             pred[["world_size", "step_time_fitted"]]])
-        ax.plot(fitted["world_size"], fitted["step_time_fitted"], "-", color=color, alpha=0.7)
-        ax.plot(pred["world_size"], pred["step_time_fitted"], "x", color=color)
+        ax.plot(fitted[col.WORLD_SIZE], fitted["step_time_fitted"], "-", color=color, alpha=0.7)
+        ax.plot(pred[col.WORLD_SIZE], pred["step_time_fitted"], "x", color=color)
     predicted = bool((frames["kind"] == "predicted").any())
     _legend(ax, Line2D([], [], ls="-", marker="x" if predicted else "", color="0.4",
                        label="model fit, then predicted (x)" if predicted else
@@ -306,13 +307,13 @@ def plot_compare(frame: pd.DataFrame, axes: tuple[Axes, Axes], names: tuple[str,
     right.set_title(textwrap.fill(f"Throughput ratio {names[1]} / {names[0]}", HALF_WIDTH))
     right.set_ylabel("ratio (B / A)")
     for ax in axes:
-        gpu_axis(ax, frame["world_size"])
+        gpu_axis(ax, frame[col.WORLD_SIZE])
     log_y(left)
     for i, (group, rows) in enumerate(frame.groupby("group_a", sort=False)):
         color = CMAP(i % 10)
-        left.plot(rows["world_size"], rows["throughput_a"], "o-", color=color, label=group)
-        left.plot(rows["world_size"], rows["throughput_b"], "s--", color=color)
-        right.plot(rows["world_size"], rows["throughput_ratio"], "o-", color=color,
+        left.plot(rows[col.WORLD_SIZE], rows["throughput_a"], "o-", color=color, label=group)
+        left.plot(rows[col.WORLD_SIZE], rows["throughput_b"], "s--", color=color)
+        right.plot(rows[col.WORLD_SIZE], rows["throughput_ratio"], "o-", color=color,
                    label=group)
     right.axhline(1.0, ls="--", color="0.4", lw=1)
     for ax in axes:
@@ -342,26 +343,26 @@ def plot_cost(costs: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     log_plain(ax.xaxis)
     log_plain(ax.yaxis)
     ax.margins(x=0.15, y=0.1)  # room for the points' labels inside the axes
-    by_gpus = any(rows["nodes"].duplicated().any() for _, rows in costs.groupby("group"))
+    by_gpus = any(rows[col.NODES].duplicated().any() for _, rows in costs.groupby("group"))
     every_label = len(costs) <= LABEL_EVERY_POINT  # beyond, labels would be an ink blot
     for _, rows in costs.groupby("work", sort=False):
-        front = rows[rows["pareto"]].sort_values("time_s")
-        ax.plot(front["time_s"] / 3600, front["node_hours"], "-", color="black", lw=2,
+        front = rows[rows[col.PARETO]].sort_values("time_s")
+        ax.plot(front["time_s"] / 3600, front[col.NODE_HOURS], "-", color="black", lw=2,
                 alpha=0.8, zorder=1, label="front (every alternative)")
     for i, (group, rows) in enumerate(costs.groupby("group", sort=False)):
         color = CMAP(i % 10)
         own = rows[rows["pareto_group"]].sort_values("time_s")
-        ax.plot(own["time_s"] / 3600, own["node_hours"], "--", color=color, lw=1, alpha=0.6,
+        ax.plot(own["time_s"] / 3600, own[col.NODE_HOURS], "--", color=color, lw=1, alpha=0.6,
                 label=f"{group} (its own front)")
-        x, y = rows["time_s"] / 3600, rows["node_hours"]
-        predicted, on_front = rows["predicted"].astype(bool), rows["pareto"].astype(bool)
+        x, y = rows["time_s"] / 3600, rows[col.NODE_HOURS]
+        predicted, on_front = rows["predicted"].astype(bool), rows[col.PARETO].astype(bool)
         # a dominated point: grey, ringed in its group's colour; one line per kind
         for face, kind in (("none", predicted), (color, ~predicted & on_front),
                            ("0.75", ~predicted & ~on_front)):
             if kind.any():
                 ax.plot(x[kind], y[kind], "o", ls="none", mfc=face, mec=color, ms=7,
                         mew=1.5, zorder=2)
-        counts = rows["world_size"] if by_gpus else rows["nodes"]
+        counts = rows[col.WORLD_SIZE] if by_gpus else rows[col.NODES]
         what = "GPU" if by_gpus else "node"
         shown = slice(None) if every_label else on_front.to_numpy()
         for xi, yi, count in zip(x[shown], y[shown], counts.astype(int)[shown],
@@ -381,7 +382,7 @@ def _cost_basis(costs: pd.DataFrame) -> str:
     """What one cost is of: a million samples (tokens), or the study's target."""
     if costs.empty or "units" not in costs:
         return "per million samples"
-    unit = str(costs["unit"].iloc[0]) if "unit" in costs else "samples"
+    unit = str(costs[col.UNIT].iloc[0]) if "unit" in costs else "samples"
     return f"per million {unit}" if (costs["units"].round() == 1e6).all() else "to the target"
 
 

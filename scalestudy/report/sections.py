@@ -17,6 +17,7 @@ import pandas as pd
 from scalestudy.core.target import Target
 from scalestudy.report.page import Block, Heading, Image, Items, Link, Note, Para, Table
 from scalestudy.report.tables import Cells, num, pct
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.cost import hours, node_hours_text, point_name
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.parallelism import factorisation_findings, layout_label, why
@@ -31,9 +32,9 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
     what it costs more, and which points are dominated."""
     out = []
     for work, rows in costs.groupby("work", sort=False):
-        front = rows[rows["pareto"]].sort_values("node_hours")
+        front = rows[rows[col.PARETO]].sort_values("node_hours")
         left_out = rows[rows["doubt"].map(lambda d: any(c in str(d) for c in IMPLAUSIBLE))]
-        several = rows["group"].nunique() > 1
+        several = rows[col.GROUP].nunique() > 1
 
         def name(row: pd.Series, several: bool = several) -> str:
             label = point_name(row) + (f" ({row['group']})" if several else "")
@@ -56,14 +57,14 @@ def front_sentences(costs: pd.DataFrame) -> list[str]:
             parts.append(f"{name(row)} saves {hours(previous['time_s'] - row['time_s'])} for "
                          f"{row['node_hours'] - previous['node_hours']:,.3g} more node-hours")
             previous = row
-        dominated = rows[~rows["pareto"] & ~rows.index.isin(left_out.index)]
+        dominated = rows[~rows[col.PARETO] & ~rows.index.isin(left_out.index)]
         if len(dominated):
             names = ", ".join(name(r) for _, r in dominated.iterrows())
             parts.append(f"{names} {'is' if len(dominated) == 1 else 'are'} dominated "
                          "(another point is both faster and cheaper)")
-        energy = rows.dropna(subset=["energy_kwh"])
+        energy = rows.dropna(subset=[col.ENERGY_KWH])
         if len(energy):
-            low = energy.loc[energy["energy_kwh"].idxmin()]
+            low = energy.loc[energy[col.ENERGY_KWH].idxmin()]
             parts.append(f"the least energy is {low['energy_kwh']:,.3g} kWh at {name(low)}")
         head = (f"One front across the {rows['group'].nunique()} groups"
                 + (f" of {work}" if work else "") + ": ") if several else (
@@ -83,9 +84,9 @@ def _why_doubted(codes: str) -> str:
 
 def cost_cells(costs: pd.DataFrame) -> Cells:
     """The cost table as text cells."""
-    energy = costs["energy_kwh"].notna().any() if len(costs) else False
-    units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
-    waits = "queue_wait_s" in costs and costs["queue_wait_s"].notna().any()
+    energy = costs[col.ENERGY_KWH].notna().any() if len(costs) else False
+    units = "tokens" if len(costs) and (costs[col.UNIT] == "tokens").any() else "samples"
+    waits = "queue_wait_s" in costs and costs[col.QUEUE_WAIT_S].notna().any()
     headers = ["group", "nodes", "GPUs", "global batch", units, "time [band]",
                *(["queue wait"] if waits else []),
                "node-hours [band]", "GPU-hours", *(["energy kWh"] if energy else []),
@@ -111,7 +112,7 @@ def cost_cells(costs: pd.DataFrame) -> Cells:
 
 def energy_note(runs: pd.DataFrame, costs: pd.DataFrame) -> str:
     """Where energy comes from, or why the study has none."""
-    if len(costs) and costs["energy_kwh"].notna().any():
+    if len(costs) and costs[col.ENERGY_KWH].notna().any():
         sources = sorted({str(s) for s in costs["energy_source"].dropna()})
         return ("Energy is measured (" + "; ".join(sources) + ") and priced over the time to "
                 "solution; points without a measurement show n/a.")
@@ -125,7 +126,7 @@ def energy_note(runs: pd.DataFrame, costs: pd.DataFrame) -> str:
 def cost_blocks(costs: pd.DataFrame, runs: pd.DataFrame, target: Target | None,
                 picks: Sequence[str], waits: Sequence[Wait] = ()) -> list[Block]:
     """The Cost section."""
-    units = "tokens" if len(costs) and (costs["unit"] == "tokens").any() else "samples"
+    units = "tokens" if len(costs) and (costs[col.UNIT] == "tokens").any() else "samples"
     what = (f"one training run to the target: {target.describe()}" if target is not None
             else f"a million {units} (add `target:` to the spec to price one training run)")
     blocks: list[Block] = [Heading("Cost"), Note(
@@ -157,8 +158,8 @@ def not_measured_blocks(points: Sequence[dict[str, object]]) -> list[Block]:
         return []
     from scalestudy.results.analysis.adaptive import RULE
 
-    rows = [[str(p["alternative"]), str(p["nodes"]), node_hours_text(float(str(p["node_hours"]))),
-             str(p["why"])] for p in points]
+    rows = [[str(p["alternative"]), str(p[col.NODES]),
+             node_hours_text(float(str(p[col.NODE_HOURS]))), str(p["why"])] for p in points]
     return [Heading("What was not measured, and why", 3),
             Note(f"An adaptive study (run --adaptive). {RULE} Node-hours: what the point's "
                  "runs could have used (nodes x walltime)."),
@@ -205,14 +206,14 @@ def parallelism_blocks(table: pd.DataFrame) -> list[Block]:
                "model TFLOP/s per GPU", "MFU", "what it pays"]
     cells = []
     for _, r in rows.iterrows():
-        mfu = r.get("mfu")
-        cells.append([layout_label(r), str(int(r["world_size"])),
-                      format_value(r["global_batch"]), num(r["throughput_median"]),
+        mfu = r.get(col.MFU)
+        cells.append([layout_label(r), str(int(r[col.WORLD_SIZE])),
+                      format_value(r[col.GLOBAL_BATCH]), num(r[col.THROUGHPUT_MEDIAN]),
                       num(r["tokens_per_s_per_gpu"]), f"{r.get('model_tflops_per_gpu'):.3g}"
                       if pd.notna(r.get("model_tflops_per_gpu")) else "n/a",
                       pct(mfu) if pd.notna(mfu) else "n/a", why(r)])
-    peak = rows["peak_tflops"].dropna() if "peak_tflops" in rows else pd.Series(dtype=float)
-    seq = rows["seq_len"].dropna() if "seq_len" in rows else pd.Series(dtype=float)
+    peak = rows[col.PEAK_TFLOPS].dropna() if "peak_tflops" in rows else pd.Series(dtype=float)
+    seq = rows[col.SEQ_LEN].dropna() if "seq_len" in rows else pd.Series(dtype=float)
     share = (rows["attention_flops_share"].dropna() if "attention_flops_share" in rows
              else pd.Series(dtype=float))
     note = ("MFU = achieved model TFLOP/s per GPU / one peak per GPU for the whole study, "

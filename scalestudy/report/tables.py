@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import failures, format_value, groups, unit_of
 
 #: A table's text: (headers, rows of cells).
@@ -72,19 +73,19 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
     the group oversubscribed its host."""
     out = []
     for group, rows in groups(table):
-        comm = "comm_overhead" in rows and rows["comm_overhead"].notna().any()
-        hosts = "flags" in rows and rows["flags"].fillna("").str.contains(
+        comm = "comm_overhead" in rows and rows[col.COMM_OVERHEAD].notna().any()
+        hosts = "flags" in rows and rows[col.FLAGS].fillna("").str.contains(
             "oversubscribed").any()
-        flags = "flags" in rows and (rows["flags"].fillna("") != "").any()
-        compute = "compute_time_s" in rows and rows["compute_time_s"].notna().any()
-        lr = "lr" in rows and rows["lr"].notna().any()
+        flags = "flags" in rows and (rows[col.FLAGS].fillna("") != "").any()
+        compute = "compute_time_s" in rows and rows[col.COMPUTE_TIME_S].notna().any()
+        lr = "lr" in rows and rows[col.LR].notna().any()
         headers = [*(h.format(unit=unit_of(rows), batch=batch_header(unit_of(rows)))
                      for h in TABLE_HEADERS),
                    *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
                    *(["ranks per host / cores"] if hosts else []),
                    *(["lr (warm-up iters)"] if lr else []),
-                   *(["flags"] if flags else [])]
+                   *([col.FLAGS] if flags else [])]
         body = []
         for r in rows.itertuples(index=False):
             spread = f"{num(r.throughput_median)} [{num(r.throughput_min)}–" \
@@ -99,8 +100,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
             cells += [f"{r.lr:.4g} ({format_value(r.lr_warmup_iters)})"] if lr else []
             cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
-        base = rows[rows["baseline"].astype(bool)].iloc[0]
-        rule = base.get("baseline_rule", "smallest world size")
+        base = rows[rows[col.BASELINE].astype(bool)].iloc[0]
+        rule = base.get(col.BASELINE_RULE, "smallest world size")
         note = (f"Baseline ({rule}): {base.world_size} GPU{'s' if base.world_size != 1 else ''} "
                 f"({base.nodes} × {base.ranks_per_node}), "
                 f"{num(base.throughput_median)} {unit_of(rows)} at global batch "
@@ -112,8 +113,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
 def own_baseline_note(table: pd.DataFrame, rows: pd.DataFrame) -> str:
     """For a group whose baseline is not the study's smallest scale: that its efficiency
     is against that baseline, so not on one scale with the other groups'."""
-    base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
-    smallest = int(table["world_size"].min())
+    base = int(rows.loc[rows[col.BASELINE].astype(bool), "world_size"].iloc[0])
+    smallest = int(table[col.WORLD_SIZE].min())
     if base <= smallest:
         return ""
     return (f" Its baseline is not the study's smallest scale ({smallest} "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.markup import escape
 from rich.table import Table
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import unit_of
 from scalestudy.workload.names import is_transformer
 from scalestudy.workload.options import OPTIONS
@@ -59,9 +60,9 @@ class Column:
     room: int = MIN_TEXT
 
 
-def _breaks(col: Column, stage: int) -> re.Pattern[str] | None:
+def _breaks(column: Column, stage: int) -> re.Pattern[str] | None:
     """Where the column's cells may break at a stage of narrowing."""
-    if not col.split or stage < _SPACES:
+    if not column.split or stage < _SPACES:
         return None
     return _DASH if stage >= _DASHES else _SPACE
 
@@ -87,13 +88,13 @@ def _longest(texts: Sequence[str], pattern: re.Pattern[str] | None = None) -> in
                default=0)
 
 
-def _width(col: Column, stage: int) -> int:
+def _width(column: Column, stage: int) -> int:
     """The width a column needs at a stage of narrowing (a text column: what it keeps
     at least; it wraps into whatever more the table leaves it)."""
-    header = _longest([col.name], _SPACE if stage >= _HEADERS else None)
-    if col.wrap:
-        return min(max(header, _longest(col.cells)), max(col.room, header))
-    return max(header, _longest(col.cells, _breaks(col, stage)))
+    header = _longest([column.name], _SPACE if stage >= _HEADERS else None)
+    if column.wrap:
+        return min(max(header, _longest(column.cells)), max(column.room, header))
+    return max(header, _longest(column.cells, _breaks(column, stage)))
 
 
 def _table_width(columns: Sequence[Column], stage: int) -> int:
@@ -122,10 +123,10 @@ def _choose(columns: Sequence[Column], limit: int) -> tuple[list[Column], int]:
         if stage is not None:
             break
     stage = _DASHES if stage is None else stage  # narrower than the essential columns
-    for col in sorted((c for c in columns if c not in shown), key=lambda c: c.priority):
-        shown.append(col)
+    for column in sorted((c for c in columns if c not in shown), key=lambda c: c.priority):
+        shown.append(column)
         if _table_width(shown, stage) > limit:
-            shown.remove(col)
+            shown.remove(column)
     shown.sort(key=list(columns).index)
     return shown, stage
 
@@ -143,16 +144,16 @@ def fit_table(title: str, columns: Sequence[Column], width: int | None,
         for c in shown if c.wrap))
     table = Table(title=title, title_justify="left", caption_justify="left")
     sizes: list[int] = []
-    for col in shown:
-        justify: Literal["left", "right"] = "right" if col.right else "left"
-        size = _width(col, stage)
-        if col.wrap:
-            table.add_column(escape(col.name), justify=justify, overflow="fold")
+    for column in shown:
+        justify: Literal["left", "right"] = "right" if column.right else "left"
+        size = _width(column, stage)
+        if column.wrap:
+            table.add_column(escape(column.name), justify=justify, overflow="fold")
         else:
-            if col.split and stage >= _SPACES:  # spare room lets numbers share a line
-                grow = min(spare, _width(col, stage - 1) - size)
+            if column.split and stage >= _SPACES:  # spare room lets numbers share a line
+                grow = min(spare, _width(column, stage - 1) - size)
                 size, spare = size + grow, spare - grow
-            table.add_column(escape(_pack(col.name, size, _SPACE if stage else None)),
+            table.add_column(escape(_pack(column.name, size, _SPACE if stage else None)),
                              justify=justify, no_wrap=True, overflow="fold", width=size)
         sizes.append(size)
     for i in range(len(columns[0].cells) if columns else 0):
@@ -194,8 +195,8 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
                Column("world size", cells("world_size")),
                *([Column("dp x tp x pp", [f"{r['dp']} x {r.get('tp') or 1} x "
                                           f"{r.get('pp') or 1}" for r in runs], 1)]
-                 if any(r.get("dp") not in (None, r["world_size"]) for r in runs) else []),
-               Column("batch/replica (seqs)" if any(is_transformer(r.get("model"))
+                 if any(r.get(col.DP) not in (None, r[col.WORLD_SIZE]) for r in runs) else []),
+               Column("batch/replica (seqs)" if any(is_transformer(r.get(col.MODEL))
                                                     for r in runs) else "per-GPU batch",
                       cells("batch_size")),
                Column("global batch", cells("global_batch")),
@@ -217,8 +218,8 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
 def scaling_rich_table(table: pd.DataFrame, study: str, width: int | None = None) -> Table:
     """The scaling table (a DataFrame from results.analysis.efficiency.scaling_table)."""
     rows = list(table.itertuples(index=False))
-    comm = "comm_overhead" in table and table["comm_overhead"].notna().any()
-    flags = "flags" in table and (table["flags"].fillna("") != "").any()
+    comm = "comm_overhead" in table and table[col.COMM_OVERHEAD].notna().any()
+    flags = "flags" in table and (table[col.FLAGS].fillna("") != "").any()
     unit = unit_of(table)
     columns = [
         Column("group", [str(r.group) for r in rows], wrap=True, right=False),
@@ -236,7 +237,7 @@ def scaling_rich_table(table: pd.DataFrame, study: str, width: int | None = None
     ]
     if comm:
         columns.append(Column("comm", [_num(r.comm_overhead, ".1%") for r in rows], 4))
-    mfu = "mfu" in table and table["mfu"].notna().any()
+    mfu = "mfu" in table and table[col.MFU].notna().any()
     if mfu:
         columns.append(Column("MFU", [_num(r.mfu, ".1%") for r in rows], 3))
     if flags:
@@ -244,8 +245,8 @@ def scaling_rich_table(table: pd.DataFrame, study: str, width: int | None = None
                               1, wrap=True, right=False))
     caption = "" if rows else "no completed runs yet"
     if mfu:
-        peak = table["peak_tflops"].dropna()
-        seq = table["seq_len"].dropna() if "seq_len" in table else peak[:0]
+        peak = table[col.PEAK_TFLOPS].dropna()
+        seq = table[col.SEQ_LEN].dropna() if "seq_len" in table else peak[:0]
         caption = (f"MFU against {peak.max():.4g} TFLOP/s per GPU (one peak for the study)"
                    + (f", sequence length {int(seq.max())}" if len(seq) else "")
                    + "; attention counted in full")
@@ -262,20 +263,20 @@ def status_table(study: str, rows: list[dict[str, Any]], width: int | None = Non
         text = f"{r['failure']}: {r.get('reason') or ''}"
         return text + (f" | {line}" if line and line != r.get("reason") else "")
 
-    jobs = [Column("job id", [r.get("job_id") or "" for r in rows], 3, right=False)
-            ] if any(r.get("job_id") for r in rows) else []  # none here: a local study
-    columns = [Column("run id", [r["run_id"] for r in rows], right=False), *jobs,
+    jobs = [Column("job id", [r.get(col.JOB_ID) or "" for r in rows], 3, right=False)
+            ] if any(r.get(col.JOB_ID) for r in rows) else []  # none here: a local study
+    columns = [Column("run id", [r[col.RUN_ID] for r in rows], right=False), *jobs,
                Column("nodes x ranks", [f"{r['nodes']} x {r['ranks_per_node']}" for r in rows]),
-               Column("batch/GPU", [str(r["batch_size"]) for r in rows], 2),
-               Column("global batch", [str(r["global_batch"]) for r in rows], 4),
-               Column("tuning", [r["tuning"] for r in rows], 3, wrap=True, right=False),
+               Column("batch/GPU", [str(r[col.BATCH_SIZE]) for r in rows], 2),
+               Column("global batch", [str(r[col.GLOBAL_BATCH]) for r in rows], 4),
+               Column("tuning", [r[col.TUNING] for r in rows], 3, wrap=True, right=False),
                Column("repeat", [str(r["repeat"]) for r in rows], 4),
-               Column("state", [r["state"] for r in rows], right=False),
+               Column("state", [r[col.STATE] for r in rows], right=False),
                Column("reason", [reason(r) for r in rows], wrap=True, right=False,
                       room=STATUS_REASON)]
     counts: dict[str, int] = {}
     for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
+        counts[r[col.STATE]] = counts.get(r[col.STATE], 0) + 1
     return fit_table(f"{study}: run states", columns, width,
                      ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 

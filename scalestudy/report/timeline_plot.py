@@ -17,6 +17,7 @@ from matplotlib.ticker import PercentFormatter
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.report.plots import CMAP, HALF_WIDTH
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.changes import ChangePoint
 from scalestudy.results.history.timeline import Change
 
@@ -29,20 +30,20 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
     """Write the PNG; the groups left out (beyond MAX_GROUPS). `change_points`
     (results.history.changes) are marked on their series: a down or up triangle at the first
     campaign after the change, a filled one when it is confirmed."""
-    groups = list(dict.fromkeys(points["group"]))
+    groups = list(dict.fromkeys(points[col.GROUP]))
     shown, left = groups[:MAX_GROUPS], groups[MAX_GROUPS:]
     fig = Figure(figsize=(12, 3.2 * len(shown) + 0.8), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(shown), 2, squeeze=False, sharex=True)
     for (left_ax, right_ax), group in zip(axes, shown, strict=True):
-        rows = points[points["group"] == group]
+        rows = points[points[col.GROUP] == group]
         for i, (world, line) in enumerate(rows.groupby("world_size")):
             color = CMAP(i % 10)
             label = f"{world} GPU{'s' if world != 1 else ''}"
             left_ax.plot(line["when"], line["per_gpu"], "o-", color=color, label=label)
             left_ax.fill_between(line["when"], line["per_gpu_min"], line["per_gpu_max"],
                                  color=color, alpha=0.2, lw=0)
-            right_ax.plot(line["when"], line["efficiency"], "o-", color=color, label=label)
+            right_ax.plot(line["when"], line[col.EFFICIENCY], "o-", color=color, label=label)
             for c in (c for c in change_points
                       if c.series == group and c.world_size == world):
                 when = pd.Timestamp(c.when)
@@ -52,14 +53,14 @@ def draw_timeline(points: pd.DataFrame, changes: Sequence[Change], title: str,
                     left_ax.plot(at["when"], at["per_gpu"], "v" if c.size < 0 else "^",
                                  ms=13, color=color if c.confirmed else "white",
                                  mec="black", mew=1.2, zorder=5)
-        unit = str(rows["unit"].iloc[0])
+        unit = str(rows[col.UNIT].iloc[0])
         left_ax.set_title(textwrap.fill(f"{group}: per-GPU throughput", HALF_WIDTH),
                           fontsize=10)
         left_ax.set_ylabel(f"{unit} per GPU (median, band: repeats)")
         right_ax.set_title(textwrap.fill(f"{group}: efficiency vs its smallest scale",
                                          HALF_WIDTH), fontsize=10)
         right_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-        top = rows["efficiency"].max()
+        top = rows[col.EFFICIENCY].max()
         right_ax.set_ylim(0, max(1.1, float(top) * 1.05 if top == top else 1.1))
         mine = [c for c in changes if group.startswith(f"{c.system}: ")]
         for ax in (left_ax, right_ax):

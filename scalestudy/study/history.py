@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import read_run
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import score, summary
 from scalestudy.results.history.regression import check as compare
 from scalestudy.results.history.regression import point_of
@@ -149,7 +150,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     if not rows:
         raise ScalestudyError(f"the store holds no runs of study {name!r}; run it, or "
                               "`scalestudy history ingest results/` first")
-    places = sorted({str(r["directory"]) for r in rows})
+    places = sorted({str(r[col.DIRECTORY]) for r in rows})
     if len(places) > 1:
         raise ScalestudyError(
             f"{len(places)} studies named {name!r} are in the store, in "
@@ -157,8 +158,8 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
             + ": give the one to check by its spec or its results directory "
             f"(`scalestudy history check {places[0]}`)")
     newest = latest_attempts(rows)
-    picked = {(r["directory"], r["run_id"], r["attempt"]) for r in newest}
-    systems = {r["system"] for r in newest}
+    picked = {(r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) for r in newest}
+    systems = {r[col.SYSTEM] for r in newest}
     if baseline_study:
         pool, against = history(url, study=baseline_study), f"study {baseline_study}"
     elif baseline_tag:
@@ -167,15 +168,15 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
         pool = history(url, study=name, directory=places[0], since_text=since_text)
         against = (f"its attempts of the last {since_text}" if since_text
                    else "its earlier attempts")
-    base = [r for r in pool if r["system"] in systems
-            and (r["directory"], r["run_id"], r["attempt"]) not in picked]
-    if not any(r["state"] == "completed" for r in base):
+    base = [r for r in pool if r[col.SYSTEM] in systems
+            and (r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) not in picked]
+    if not any(r[col.STATE] == "completed" for r in base):
         raise ScalestudyError(f"no completed baseline runs ({against}) of the system(s) "
                               f"{', '.join(sorted(map(str, systems)))} in the store: "
                               "name another with --baseline-tag, --baseline-study or --since")
     verdicts = compare(newest, base, alpha, min_drop)
-    return Checked(name, sum(r["state"] == "completed" for r in newest),
-                   sum(r["state"] == "completed" for r in base), against, verdicts,
+    return Checked(name, sum(r[col.STATE] == "completed" for r in newest),
+                   sum(r[col.STATE] == "completed" for r in base), against, verdicts,
                    recent_changes(newest, url))
 
 
@@ -195,7 +196,7 @@ def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str |
 
         first = next((read_run(d) for d in sorted((path / "runs").iterdir())
                       if read_run(d)), None)
-        return str((first or {}).get("study") or path.name), str(path.resolve())
+        return str((first or {}).get(col.STUDY) or path.name), str(path.resolve())
     return target, None
 
 
@@ -214,8 +215,8 @@ def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -
     from scalestudy.results.history.changes import RECENT
     from scalestudy.results.history.changes import changes as find
 
-    points = {point_of(r) for r in checked_rows if r.get("state") == "completed"}
-    systems = {r["system"] for r in checked_rows}
+    points = {point_of(r) for r in checked_rows if r.get(col.STATE) == "completed"}
+    systems = {r[col.SYSTEM] for r in checked_rows}
     found = [c for system in systems for c in find(history(url, system=system))]
     return [c for c in found if c.key in points and c.after <= RECENT]
 
@@ -275,7 +276,7 @@ def scored_here(system: str, world_sizes: set[int], url: str | None = None) -> l
     except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError):
         return []
     here = [s for s in scores if s.measured is not None
-            and int(s.forecast["gpus"]) in world_sizes]
+            and int(s.forecast[col.GPUS]) in world_sizes]
     if not here:
         return []
     inside = sum(1 for s in here if s.inside)

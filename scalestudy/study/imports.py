@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.imports import parse
 
 #: Where a results directory keeps its imports (one folder per file, by its hash).
@@ -98,9 +99,9 @@ def reimport(folder: Path, url: str | None = None) -> ImportedFile:
         raise ScalestudyError(f"{folder}/import.json: version {version} is newer than this "
                               f"scalestudy reads ({RECORD_VERSION}): upgrade scalestudy")
     date = opts.get("date") or record.get("dated")
-    options = Options(opts["format"], opts.get("system"), opts.get("name") or
-                      Path(record.get("file", source.name)).stem, tuple(opts.get("tags", ())),
-                      opts.get("gpus"), opts.get("nodes"),
+    options = Options(opts["format"], opts.get(col.SYSTEM), opts.get("name") or
+                      Path(record.get("file", source.name)).stem, tuple(opts.get(col.TAGS, ())),
+                      opts.get(col.GPUS), opts.get(col.NODES),
                       datetime.fromisoformat(date) if date else None)
     [done] = import_results([source], options, url, results=None)
     return done
@@ -162,7 +163,7 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
     the file does not say (the ranks per node follow, where they divide evenly)."""
     nodes = options.nodes
     point = {**item.point, **({"nodes": nodes} if nodes else {})}
-    world = point.get("world_size")
+    world = point.get(col.WORLD_SIZE)
     if nodes and world and world % nodes:
         raise ScalestudyError(f"--nodes {nodes}: the {world} GPUs of the results do not "
                               "divide evenly over them")
@@ -175,10 +176,10 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
     return {
         "run_id": f"{index:05d}", "attempt": 1,
         "state": "completed" if result else "failed",
-        "nodes": point.get("nodes"), "world_size": world,
-        "ranks_per_node": world // point["nodes"] if world and point.get("nodes") else None,
-        "batch_size": point.get("batch_size"), "global_batch": point.get("global_batch"),
-        "backend": None, "tuning": None, "model": point.get("model"), "repeat": 0,
+        "nodes": point.get(col.NODES), "world_size": world,
+        "ranks_per_node": world // point[col.NODES] if world and point.get(col.NODES) else None,
+        "batch_size": point.get(col.BATCH_SIZE), "global_batch": point.get(col.GLOBAL_BATCH),
+        "backend": None, "tuning": None, "model": point.get(col.MODEL), "repeat": 0,
         "throughput": item.value if rate else None,
         "throughput_per_gpu": item.value / world if rate and world else None,
         "unit": item.unit, "started": None, "ended": when,

@@ -21,6 +21,7 @@ from scalestudy.execute.status import read_state, read_status
 from scalestudy.execute.steplog import Event
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, refresh
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.spend import spend_of
 from scalestudy.results.history.nodes import study_stragglers
 from scalestudy.site.plan import Plan
@@ -65,7 +66,7 @@ def allocation_lines(plan: Plan, rows: list[dict[str, Any]]) -> list[str]:
     """`status` of a packed study: each allocation's job, and its steps from its own
     journal: ended, running, waiting, cut off by the allocation's end, never started."""
 
-    state = {r["run_id"]: r["state"] for r in rows}
+    state = {r[col.RUN_ID]: r[col.STATE] for r in rows}
     now_in = {k: e.allocation for k, e in journal(plan).latest().items()}
     lines = []
     for a in allocation_summary(plan):
@@ -171,18 +172,18 @@ def measured_points(plan: Plan, points: Sequence[Point], runs: pd.DataFrame | No
     failed for good (`runs`: runs.csv's rows when the caller collected them already;
     else read from the runs' files, on a scheduler settled first)."""
     runs = collect(plan) if runs is None else runs
-    by_id = {str(r): row for r, row in zip(runs["run_id"], runs.to_dict("records"),
+    by_id = {str(r): row for r, row in zip(runs[col.RUN_ID], runs.to_dict("records"),
                                           strict=True)}
     measured: dict[tuple[str, int], list[float]] = {}
     failed: set[tuple[str, int]] = set()
     for p in points:
         rows = [by_id[r] for r in p.runs if r in by_id]
-        values = [float(row["throughput"]) for row in rows
-                  if row.get("state") == RunState.COMPLETED.value
-                  and _number(row.get("throughput"))]
+        values = [float(row[col.THROUGHPUT]) for row in rows
+                  if row.get(col.STATE) == RunState.COMPLETED.value
+                  and _number(row.get(col.THROUGHPUT))]
         if values:
             measured[p.key] = values
-        elif rows and all(row.get("state") == RunState.FAILED.value for row in rows):
+        elif rows and all(row.get(col.STATE) == RunState.FAILED.value for row in rows):
             failed.add(p.key)
     return measured, failed
 
@@ -198,8 +199,8 @@ def _number(value: object) -> bool:
 
 def _world_sizes(runs: pd.DataFrame) -> set[int]:
     """The world sizes the study's completed runs measured."""
-    done = runs[runs["state"] == "completed"] if "state" in runs else runs
-    return {int(w) for w in done["world_size"].dropna()} if "world_size" in done else set()
+    done = runs[runs[col.STATE] == "completed"] if "state" in runs else runs
+    return {int(w) for w in done[col.WORLD_SIZE].dropna()} if "world_size" in done else set()
 
 
 def _spend(plan: Plan) -> Spend | None:
@@ -219,9 +220,9 @@ def _spend(plan: Plan) -> Spend | None:
             store.dispose()
     except Exception:  # a store that cannot be read only costs the comparison
         return spend
-    waits = [p["queue_wait_s"] for r in rows
-             if isinstance(p := (r.get("provenance") or {}).get("placement") or {}, dict)
-             and not p.get("allocation") and isinstance(p.get("queue_wait_s"), (int, float))]
+    waits = [p[col.QUEUE_WAIT_S] for r in rows
+             if isinstance(p := (r.get(col.PROVENANCE) or {}).get("placement") or {}, dict)
+             and not p.get("allocation") and isinstance(p.get(col.QUEUE_WAIT_S), (int, float))]
     if not waits:
         return spend
     return replace(spend, per_run_wait=(statistics.median(waits), len(waits)))
@@ -239,7 +240,7 @@ def _refuse_an_empty_report(plan: Plan) -> None:
     for run_json in sorted((plan.directory / "runs").glob("*/run.json")):
         if run_json.parent.name in planned:
             continue
-        system = str((ws.read_run(run_json.parent) or {}).get("system", "?"))
+        system = str((ws.read_run(run_json.parent) or {}).get(col.SYSTEM, "?"))
         key = (Path(system).stem, read_state(run_json.parent).value)
         held[key] = held.get(key, 0) + 1
     if not held:  # only this spec's runs (all failed so far): report them as they are

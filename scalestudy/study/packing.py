@@ -18,6 +18,7 @@ from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
 from scalestudy.execute.preflight import preflight
 from scalestudy.execute.status import read_status
+from scalestudy.results.analysis import columns as col
 from scalestudy.site.packing import Allocation, pack
 from scalestudy.site.plan import Plan
 from scalestudy.site.preflight import profile_queue_limits
@@ -98,8 +99,8 @@ def _stored(plan: Plan, url: str | None) -> dict[Shape, list[float]]:
         return {}
     out: dict[Shape, list[float]] = {}
     for row in rows:
-        if row.get("state") == "completed" and row.get("started") and row.get("ended"):
-            seconds = (row["ended"] - row["started"]).total_seconds()
+        if row.get(col.STATE) == "completed" and row.get(col.STARTED) and row.get(col.ENDED):
+            seconds = (row[col.ENDED] - row[col.STARTED]).total_seconds()
             if seconds > 0:
                 out.setdefault(_shape(row), []).append(seconds)
     return out

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, entries
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     rows, spec = found_in[5:]
     found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit,
                      probe=probe_of(rows) if rows is not None else None)
-    found.model["source"] = name
+    found.model[col.SOURCE] = name
     if rows is not None:
         found.costs.extend(_costs(found, rows, spec))
     found.model["ledger"] = (_keep(found, where, name, store) if record and where else
@@ -61,7 +62,7 @@ def _keep(found: Forecast, where: dict[str, Any], name: str, store: str | None) 
     """Put the forecasts in the ledger; what was done, in words."""
     from scalestudy.results.history.store import Store
 
-    rows = entries(found.predictions, system=str(where["system"]), source=name,
+    rows = entries(found.predictions, system=str(where[col.SYSTEM]), source=name,
                    point=where["point"], model={k: v for k, v in found.model.items()
                                                 if k != "ledger"})
     ledger = Store(store)
@@ -84,7 +85,7 @@ def keep_report_forecasts(system: str, study: str, table: pd.DataFrame,
 
     rows = []
     for group, shown in preds.groupby("group", sort=False):
-        first = table[table["group"] == group].iloc[0]
+        first = table[table[col.GROUP] == group].iloc[0]
         asked = [SimpleNamespace(gpus=int(r.world_size), throughput=float(
             r.throughput_predicted), low=float(r.low), high=float(r.high),
             level=float(r.level), unit=unit) for r in shown.itertuples(index=False)]
@@ -114,16 +115,16 @@ def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[
 
     target = load_study(spec).target if spec is not None and spec.is_file() else None
     first = rows.iloc[0]
-    strong = rows["global_batch"].nunique() == 1 and rows["world_size"].nunique() > 1 \
-        and rows["batch_size"].nunique() > 1
+    strong = rows[col.GLOBAL_BATCH].nunique() == 1 and rows[col.WORLD_SIZE].nunique() > 1 \
+        and rows[col.BATCH_SIZE].nunique() > 1
     asked = [p for p in found.predictions if p.nodes]
     preds = pd.DataFrame([{
-        "group": first["group"], "factor": p.extrapolation, "nodes": p.nodes,
+        "group": first[col.GROUP], "factor": p.extrapolation, "nodes": p.nodes,
         "world_size": p.gpus,
-        "batch_size": (float(first["global_batch"]) / p.gpus if strong
-                       else float(first["batch_size"])),
-        "global_batch": (float(first["global_batch"]) if strong
-                         else float(first["batch_size"]) * p.gpus),
+        "batch_size": (float(first[col.GLOBAL_BATCH]) / p.gpus if strong
+                       else float(first[col.BATCH_SIZE])),
+        "global_batch": (float(first[col.GLOBAL_BATCH]) if strong
+                         else float(first[col.BATCH_SIZE]) * p.gpus),
         "throughput_predicted": p.throughput, "low": p.low, "high": p.high}
         for p in asked])
     if preds.empty:
@@ -166,7 +167,7 @@ def _points(source: str, group: str | None, results: Path
     table = side.table
     if table.empty:
         raise ScalestudyError(f"{source}: no completed runs to forecast from")
-    groups = list(dict.fromkeys(table["group"]))
+    groups = list(dict.fromkeys(table[col.GROUP]))
     if group is None and len(groups) > 1:
         raise ScalestudyError(f"{source} has {len(groups)} groups ({'; '.join(groups)}): "
                               "name the one to forecast with --group")
@@ -174,13 +175,13 @@ def _points(source: str, group: str | None, results: Path
     if chosen not in groups:
         raise ScalestudyError(f"--group {chosen!r}: {source}'s groups are "
                               f"{'; '.join(groups)}")
-    rows = table[table["group"] == chosen]
-    per_node = rows["ranks_per_node"].dropna().astype(int)
+    rows = table[table[col.GROUP] == chosen]
+    per_node = rows[col.RANKS_PER_NODE].dropna().astype(int)
     points, _ = study_points(rows, side.scaling)
-    unit = str(rows["throughput_unit"].iloc[0]) if "throughput_unit" in rows else "img/s"
+    unit = str(rows[col.THROUGHPUT_UNIT].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
-    where = ({"system": str(first["system"]), "point": _point_of(first)}
-             if "system" in rows and pd.notna(first["system"]) else None)
+    where = ({"system": str(first[col.SYSTEM]), "point": _point_of(first)}
+             if "system" in rows and pd.notna(first[col.SYSTEM]) else None)
     path = Path(source)
     spec = (None if source.startswith("history:") else
             path if path.suffix in (".yaml", ".yml") else path / "study.yaml")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.adaptive import Decision, Point
 
 SCHEMA = "scalestudy.adaptive/1"
@@ -71,7 +72,7 @@ def read(directory: Path) -> Journal:
         elif kind == "drop":
             journal.dropped[entry["alternative"]] = entry["evidence"]
         elif kind == "skip":
-            journal.skipped[(entry["alternative"], int(entry["nodes"]))] = entry["evidence"]
+            journal.skipped[(entry["alternative"], int(entry[col.NODES]))] = entry["evidence"]
         elif kind == "stop":
             journal.stopped = entry["why"]
     return journal

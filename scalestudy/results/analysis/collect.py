@@ -23,6 +23,7 @@ import pandas as pd
 from scalestudy.core.states import RunState
 from scalestudy.execute.status import read_status
 from scalestudy.execute.workspace import write_atomic
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis import fork_pool
 
 #: Columns that follow the parameter columns in runs.csv; `state` marks the boundary.
@@ -76,7 +77,7 @@ def _missing_ranks(params: Mapping[str, Any], record: Mapping[str, Any] | None) 
     a throughput summed over fewer ranks than the run had is not the run's throughput."""
     if record is None:
         return None
-    planned, reported = params.get("world_size"), record.get("world_size")
+    planned, reported = params.get(col.WORLD_SIZE), record.get(col.WORLD_SIZE)
     if isinstance(planned, bool) or isinstance(reported, bool):
         return None
     if isinstance(planned, int) and isinstance(reported, int) and reported != planned:
@@ -94,7 +95,7 @@ def _read_runs(study_dir: Path, planned: Sequence[Mapping[str, Any]]
     """How each run ended (status columns) and its flattened record (None: none)."""
     out = []
     for params in planned:
-        found = read_status(study_dir / "runs" / str(params["run_id"]), diagnose=True)
+        found = read_status(study_dir / "runs" / str(params[col.RUN_ID]), diagnose=True)
         status = found.columns()
         missing = (_missing_ranks(params, found.record)
                    if found.state is RunState.COMPLETED else None)
@@ -122,17 +123,17 @@ def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFra
         row = {k: _cell(params.get(k)) for k in param_cols}
         row.update(status)
         for key, value in (metrics or {}).items():
-            col = f"{METRIC_PREFIX}{key}" if key in reserved else key
-            if col not in metric_cols:
-                metric_cols.append(col)
-            row[col] = value
+            column = f"{METRIC_PREFIX}{key}" if key in reserved else key
+            if column not in metric_cols:
+                metric_cols.append(column)
+            row[column] = value
         rows.append(row)
     if "throughput" not in metric_cols:
         metric_cols.insert(0, "throughput")
 
     columns = [*param_cols, *STATUS_COLUMNS, *metric_cols]
     runs = pd.DataFrame(rows, columns=columns)
-    runs["throughput"] = pd.to_numeric(runs["throughput"], errors="coerce").astype(float)
+    runs[col.THROUGHPUT] = pd.to_numeric(runs[col.THROUGHPUT], errors="coerce").astype(float)
     runs["exit_code"] = runs["exit_code"].astype("Int64")
     runs["elapsed_s"] = pd.to_numeric(runs["elapsed_s"], errors="coerce").astype(float)
     write_csv_atomic(runs, study_dir / "runs.csv")

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.modelfit import fit_points, ring
 
 #: Largest number of nodes predictions go to, unless the user gives another limit.
@@ -94,7 +95,7 @@ def units_per_sample(rows: pd.DataFrame) -> float:
     runs counted tokens/s, else 1 (images, or a `command` workload's own unit)."""
     if "throughput_unit" not in rows or "seq_len" not in rows:
         return 1.0
-    tokens = rows["throughput_unit"].astype(str).eq("tokens/s")
+    tokens = rows[col.THROUGHPUT_UNIT].astype(str).eq("tokens/s")
     seq = pd.to_numeric(rows.loc[tokens, "seq_len"], errors="coerce").dropna()
     return float(seq.median()) if len(seq) and seq.median() > 0 else 1.0
 
@@ -117,11 +118,11 @@ def prediction_verdict(fit: Mapping[str, Any]) -> str:
 def _group_inputs(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                 float | None, float | None]:
     per = units_per_sample(rows)
-    p = rows["world_size"].to_numpy(float)
-    batch = rows["batch_size"].to_numpy(float) * per
-    t = rows["global_batch"].to_numpy(float) * per / rows["throughput_median"].to_numpy(float)
-    gb = rows["grad_bytes"].dropna() if "grad_bytes" in rows else pd.Series(dtype=float)
-    bw = (rows.loc[rows["world_size"] == rows["world_size"].max(), "allreduce_busbw_GBps"]
+    p = rows[col.WORLD_SIZE].to_numpy(float)
+    batch = rows[col.BATCH_SIZE].to_numpy(float) * per
+    t = rows[col.GLOBAL_BATCH].to_numpy(float) * per / rows[col.THROUGHPUT_MEDIAN].to_numpy(float)
+    gb = rows[col.GRAD_BYTES].dropna() if "grad_bytes" in rows else pd.Series(dtype=float)
+    bw = (rows.loc[rows[col.WORLD_SIZE] == rows[col.WORLD_SIZE].max(), "allreduce_busbw_GBps"]
           .dropna() if "allreduce_busbw_GBps" in rows else pd.Series(dtype=float))
     return (p, batch, t, float(gb.median()) if len(gb) else None,
             float(bw.median()) if len(bw) else None)
@@ -130,13 +131,13 @@ def _group_inputs(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _predict_scales(rows: pd.DataFrame, scaling: str, max_nodes: int
                     ) -> list[tuple[int, int, int, float]]:
     """(factor, nodes, world size, per-GPU batch) at 2x, 4x ... the largest measured."""
-    top = rows.loc[rows["world_size"].idxmax()]
-    nodes0 = int(top["nodes"])
+    top = rows.loc[rows[col.WORLD_SIZE].idxmax()]
+    nodes0 = int(top[col.NODES])
     out, factor = [], 2
     while nodes0 * factor <= max_nodes:
-        size = int(top["world_size"]) * factor
-        batch = float(top["batch_size"]) if scaling == "weak" else float(
-            top["global_batch"]) / size
+        size = int(top[col.WORLD_SIZE]) * factor
+        batch = float(top[col.BATCH_SIZE]) if scaling == "weak" else float(
+            top[col.GLOBAL_BATCH]) / size
         if batch < 1:
             break
         out.append((factor, nodes0 * factor, size, batch))
@@ -155,7 +156,7 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         params, terms = fit_points(p, batch, t, gbytes, latency, bandwidth, busbw)
         fit: dict[str, object] = dict.fromkeys(FIT_COLUMNS, float("nan"))
         fit.update(group=group, points=len(np.unique(p)), grad_bytes=gbytes,
-                   node_counts=int(rows["nodes"].nunique()),
+                   node_counts=int(rows[col.NODES].nunique()),
                    probe_busbw_GBps=busbw, bandwidth_from=bandwidth,
                    latency_term="log2 P" if latency == "log" else "P - 1")
         if params is None:
@@ -178,9 +179,9 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
         for i, r in enumerate(rows.itertuples(index=False)):
             points.append((group, r.nodes, r.world_size, r.batch_size, r.global_batch,
                            t[i], fitted[i], resid[i], comm[i]))
-        base = rows[rows["baseline"].astype(bool)].iloc[0]
-        per_gpu0 = float(base["throughput_median"]) / float(base["world_size"])
-        last = float(rows["efficiency"].iloc[-1])
+        base = rows[rows[col.BASELINE].astype(bool)].iloc[0]
+        per_gpu0 = float(base[col.THROUGHPUT_MEDIAN]) / float(base[col.WORLD_SIZE])
+        last = float(rows[col.EFFICIENCY].iloc[-1])
         per = units_per_sample(rows)
         for factor, nodes, size, b in _predict_scales(rows, scaling, max_nodes):
             tp = params.step_time(np.array([size]), np.array([b * per]))[0]
@@ -197,7 +198,7 @@ def model_study(table: pd.DataFrame, scaling: str, latency: str = "log",
 def qualified(fits: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """The predictions of the groups whose fit passes the rule (what the report shows)."""
     ok = fits.loc[fits["withheld"].fillna("") == "", "group"]
-    return preds[preds["group"].isin(ok)].reset_index(drop=True)
+    return preds[preds[col.GROUP].isin(ok)].reset_index(drop=True)
 
 
 def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray,
@@ -209,7 +210,7 @@ def _holdout(rows: pd.DataFrame, p: np.ndarray, batch: np.ndarray, t: np.ndarray
     if params is None:
         return {}
     last = ~keep
-    measured = float(rows["throughput_median"].to_numpy(float)[last][0])
+    measured = float(rows[col.THROUGHPUT_MEDIAN].to_numpy(float)[last][0])
     size, b = float(p[last][0]), float(batch[last][0])
     predicted = b * size / float(params.step_time(np.array([size]), np.array([b]))[0])
     return {"holdout_world_size": size, "holdout_predicted": predicted,
@@ -256,11 +257,11 @@ class Loss:
     @property
     def oversubscribed(self) -> bool:
         """Did the largest scale put more ranks on a host than it has cores?"""
-        return "oversubscribed" in str(self.top.get("flags") or "")
+        return "oversubscribed" in str(self.top.get(col.FLAGS) or "")
 
     def cause(self) -> Cause:
         """The largest factor of the loss."""
-        eff = float(self.top["efficiency"])
+        eff = float(self.top[col.EFFICIENCY])
         if eff >= GOOD_EFFICIENCY:
             return Cause.NONE
         comm = 1 / (1 - self.overhead) if self.overhead < 1 else math.nan
@@ -281,15 +282,15 @@ def losses(table: pd.DataFrame, points: pd.DataFrame, fits: pd.DataFrame) -> lis
     for group, rows in table.groupby("group", sort=False):
         if len(rows) < 2:
             continue
-        top = rows.loc[rows["world_size"].idxmax()]
-        base = rows[rows["baseline"].astype(bool)].iloc[0]
-        slow = ((_col(top, "compute_time_s") / float(top["batch_size"]))
-                / (_col(base, "compute_time_s") / float(base["batch_size"])))
-        share = points.loc[(points["group"] == group)
-                           & (points["world_size"] == top["world_size"]), "comm_share"]
+        top = rows.loc[rows[col.WORLD_SIZE].idxmax()]
+        base = rows[rows[col.BASELINE].astype(bool)].iloc[0]
+        slow = ((_col(top, "compute_time_s") / float(top[col.BATCH_SIZE]))
+                / (_col(base, "compute_time_s") / float(base[col.BATCH_SIZE])))
+        share = points.loc[(points[col.GROUP] == group)
+                           & (points[col.WORLD_SIZE] == top[col.WORLD_SIZE]), "comm_share"]
         model = float(share.iloc[0]) if group in good and len(share) else math.nan
         out.append(Loss(str(group), top, base, slow, _col(top, "comm_overhead"), model))
-    return sorted(out, key=lambda x: float(x.top["efficiency"]))
+    return sorted(out, key=lambda x: float(x.top[col.EFFICIENCY]))
 
 
 BOUND_COLUMNS: tuple[str, ...] = (
@@ -304,21 +305,21 @@ def ring_bounds(table: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
     sync, else the model's), and the efficiency that allows when communication does not
     overlap compute: t_compute / (t_compute + t_ring)."""
     rows = []
-    a = dict(zip(fits["group"], fits["sec_per_image"], strict=True)) if len(fits) else {}
+    a = dict(zip(fits[col.GROUP], fits["sec_per_image"], strict=True)) if len(fits) else {}
     for group, pts in table.groupby("group", sort=False):
-        top = pts.loc[pts["world_size"].idxmax()]
-        s, bw = top.get("grad_bytes"), top.get("allreduce_busbw_GBps")
-        if not (pd.notna(s) and pd.notna(bw) and bw > 0 and top["world_size"] > 1):
+        top = pts.loc[pts[col.WORLD_SIZE].idxmax()]
+        s, bw = top.get(col.GRAD_BYTES), top.get("allreduce_busbw_GBps")
+        if not (pd.notna(s) and pd.notna(bw) and bw > 0 and top[col.WORLD_SIZE] > 1):
             continue
-        p = float(top["world_size"])
+        p = float(top[col.WORLD_SIZE])
         ring_s = float(ring(np.array([p]))[0]) * float(s) / (float(bw) * 1e9)
-        if pd.notna(top.get("compute_time_s")):
-            compute, source = float(top["compute_time_s"]), "measured"
+        if pd.notna(top.get(col.COMPUTE_TIME_S)):
+            compute, source = float(top[col.COMPUTE_TIME_S]), "measured"
         elif pd.notna(a.get(group)):  # a: seconds per unit (image or token)
-            compute, source = (float(a[group]) * float(top["batch_size"])
+            compute, source = (float(a[group]) * float(top[col.BATCH_SIZE])
                                * units_per_sample(pts), "model")
         else:
             continue
         rows.append((group, int(p), float(s), float(bw), ring_s, compute, source,
-                     compute / (compute + ring_s), float(top["efficiency"])))
+                     compute / (compute + ring_s), float(top[col.EFFICIENCY])))
     return pd.DataFrame(rows, columns=list(BOUND_COLUMNS))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.target import Target
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.quality import IMPLAUSIBLE
 
@@ -72,20 +73,20 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
     works = {}
     for point in table.itertuples(index=False):
         fields = point._asdict()
-        works[fields["group"]] = _work(fields)
-        rows.append(_row({**fields, "work": works[fields["group"]]}, basis, predicted=False))
+        works[fields[col.GROUP]] = _work(fields)
+        rows.append(_row({**fields, "work": works[fields[col.GROUP]]}, basis, predicted=False))
     if predictions is not None and len(predictions):
         for pred in predictions.itertuples(index=False):
             p = pred._asdict()
             thr = float(p["throughput_predicted"])
-            nodes, size = int(p["nodes"]), int(p["world_size"])
-            point = {"group": p["group"], "nodes": nodes, "world_size": size,
-                     "ranks_per_node": size // max(nodes, 1), "batch_size": p["batch_size"],
-                     "global_batch": p["global_batch"], "throughput_median": thr,
+            nodes, size = int(p[col.NODES]), int(p[col.WORLD_SIZE])
+            point = {"group": p[col.GROUP], "nodes": nodes, "world_size": size,
+                     "ranks_per_node": size // max(nodes, 1), "batch_size": p[col.BATCH_SIZE],
+                     "global_batch": p[col.GLOBAL_BATCH], "throughput_median": thr,
                      # the forecast's interval is the prediction's band
                      "throughput_min": _band(p.get("low"), thr),
                      "throughput_max": _band(p.get("high"), thr),
-                     "work": works.get(p["group"], "")}
+                     "work": works.get(p[col.GROUP], "")}
             rows.append(_row(point, basis, predicted=True))
     frame = pd.DataFrame([r for r in rows if r is not None], columns=list(COST_COLUMNS))
     if frame.empty:
@@ -96,7 +97,7 @@ def cost_table(table: pd.DataFrame, basis: CostBasis,
         for _, idx in frame[~implausible].groupby(by, sort=False).groups.items():
             sub = frame.loc[idx]
             front = pareto_front(sub["time_s"].to_numpy(float),
-                                 sub["node_hours"].to_numpy(float))
+                                 sub[col.NODE_HOURS].to_numpy(float))
             frame.loc[sub.index[front], column] = True
     return frame
 
@@ -119,28 +120,28 @@ def _work(point: dict[str, object]) -> str:
 
 def _point_per_sample(point: dict[str, object]) -> float:
     """Units per sample of one point: its sequence length where it counted tokens/s."""
-    seq = _number(point.get("seq_len"))
-    return seq if point.get("throughput_unit") == "tokens/s" and seq and seq > 0 else 1.0
+    seq = _number(point.get(col.SEQ_LEN))
+    return seq if point.get(col.THROUGHPUT_UNIT) == "tokens/s" and seq and seq > 0 else 1.0
 
 
 def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
-    global_batch = float(point["global_batch"])  # type: ignore[arg-type]
+    global_batch = float(point[col.GLOBAL_BATCH])  # type: ignore[arg-type]
     per = _point_per_sample(point)
     samples = basis.samples(global_batch, per)
-    rate = (_number(point.get("throughput_median")) or 0.0) / per
+    rate = (_number(point.get(col.THROUGHPUT_MEDIAN)) or 0.0) / per
     if samples is None or not rate > 0:
         return None
-    fast = (_number(point.get("throughput_max")) or rate * per) / per
-    slow = (_number(point.get("throughput_min")) or rate * per) / per
-    nodes, gpus = float(point["nodes"]), float(point["world_size"])  # type: ignore[arg-type]
+    fast = (_number(point.get(col.THROUGHPUT_MAX)) or rate * per) / per
+    slow = (_number(point.get(col.THROUGHPUT_MIN)) or rate * per) / per
+    nodes, gpus = float(point[col.NODES]), float(point[col.WORLD_SIZE])  # type: ignore[arg-type]
     time_s = samples / rate
     low = samples / fast if fast > 0 else time_s
     high = samples / slow if slow > 0 else time_s
     energy, source = _energy(point, samples, time_s)
     return {
-        "group": point["group"], "nodes": int(nodes),
-        "ranks_per_node": int(point.get("ranks_per_node") or gpus / nodes),  # type: ignore[call-overload]
-        "world_size": int(gpus), "batch_size": point["batch_size"],
+        "group": point[col.GROUP], "nodes": int(nodes),
+        "ranks_per_node": int(point.get(col.RANKS_PER_NODE) or gpus / nodes),  # type: ignore[call-overload]
+        "world_size": int(gpus), "batch_size": point[col.BATCH_SIZE],
         "global_batch": global_batch, "samples": samples, "samples_per_s": rate,
         "time_s": time_s, "time_s_low": low, "time_s_high": high,
         "node_hours": nodes * time_s / 3600, "node_hours_low": nodes * low / 3600,
@@ -148,9 +149,9 @@ def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | 
         "energy_kwh": energy, "energy_source": source, "predicted": predicted,
         "pareto": False, "pareto_group": False, "work": point.get("work", ""),
         "unit": "tokens" if per != 1 else "samples", "units": samples * per,
-        "doubt": ",".join([*(c for c in str(point.get("flags") or "").split(",")
+        "doubt": ",".join([*(c for c in str(point.get(col.FLAGS) or "").split(",")
                              if c in IMPLAUSIBLE),
-                           *(["measured-once"] if point.get("n_repeats") == 1 else [])]),
+                           *(["measured-once"] if point.get(col.N_REPEATS) == 1 else [])]),
     }
 
 
@@ -200,7 +201,7 @@ def cheapest_within(costs: pd.DataFrame, deadline_s: float) -> pd.Series | None:
     """The measured point with the fewest node-hours that finishes within the deadline,
     its expected queue wait counted."""
     ok = costs[(_finish(costs) <= deadline_s) & ~costs["predicted"].astype(bool)]
-    return None if ok.empty else ok.loc[ok["node_hours"].idxmin()]
+    return None if ok.empty else ok.loc[ok[col.NODE_HOURS].idxmin()]
 
 
 def first_to_finish(costs: pd.DataFrame) -> pd.Series | None:
@@ -211,13 +212,13 @@ def first_to_finish(costs: pd.DataFrame) -> pd.Series | None:
 
 def _wait_words(row: pd.Series) -> str:
     """`after ~12 min in the queue` where the wait is known, else ""."""
-    wait = _number(row.get("queue_wait_s"))
+    wait = _number(row.get(col.QUEUE_WAIT_S))
     return f", after an expected {hours(wait)} in the queue" if wait is not None else ""
 
 
 def fastest_within(costs: pd.DataFrame, budget_node_hours: float) -> pd.Series | None:
     """The measured point that finishes soonest within the node-hour budget."""
-    ok = costs[(costs["node_hours"] <= budget_node_hours) & ~costs["predicted"].astype(bool)]
+    ok = costs[(costs[col.NODE_HOURS] <= budget_node_hours) & ~costs["predicted"].astype(bool)]
     return None if ok.empty else ok.loc[ok["time_s"].idxmin()]
 
 
@@ -267,7 +268,7 @@ def parse_duration(text: str) -> float:
 def cost_basis(table: pd.DataFrame, target: Target | None) -> CostBasis:
     """What a study's costs are of: its target, or a million of its throughput's units."""
     units = "tokens" if unit_of(table) == "tokens/s" else "samples"
-    smallest = float(pd.to_numeric(table["global_batch"], errors="coerce").min()) \
+    smallest = float(pd.to_numeric(table[col.GLOBAL_BATCH], errors="coerce").min()) \
         if not table.empty else 1.0
     return CostBasis(target, smallest, units)
 
@@ -279,16 +280,16 @@ def costs_of(table: pd.DataFrame, target: Target | None, predictions: pd.DataFra
     known) and its time to result, the wait plus the run (`finish_s`)."""
     costs = cost_table(table, cost_basis(table, target), None if table.empty else predictions)
     known = waits or {}
-    costs["queue_wait_s"] = [float(known.get(int(n), math.nan)) for n in costs["nodes"]] \
+    costs[col.QUEUE_WAIT_S] = [float(known.get(int(n), math.nan)) for n in costs[col.NODES]] \
         if len(costs) else []
-    costs["finish_s"] = costs["time_s"] + costs["queue_wait_s"].fillna(0.0) \
+    costs["finish_s"] = costs["time_s"] + costs[col.QUEUE_WAIT_S].fillna(0.0) \
         if len(costs) else []
     return costs
 
 
 def point_name(row: pd.Series) -> str:
     """`8 nodes (32 GPUs)`, or `4 GPUs on 1 node`."""
-    nodes, gpus = int(row["nodes"]), int(row["world_size"])
+    nodes, gpus = int(row[col.NODES]), int(row[col.WORLD_SIZE])
     if nodes == 1:
         return f"{gpus} GPU{'s' if gpus != 1 else ''} on 1 node"
     return f"{nodes} nodes ({gpus} GPUs)"
@@ -322,7 +323,7 @@ def pick_sentences(costs: pd.DataFrame, deadline_s: float | None,
     if budget_node_hours is not None and len(measured):
         got = fastest_within(costs, budget_node_hours)
         if got is None:
-            cheapest = measured.loc[measured["node_hours"].idxmin()]
+            cheapest = measured.loc[measured[col.NODE_HOURS].idxmin()]
             out.append(f"Budget {budget_node_hours:g} node-hours: no measured point fits; "
                        f"the cheapest, {point_name(cheapest)}, needs "
                        f"{node_hours_text(cheapest['node_hours'])}.")

@@ -20,6 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import STATUS_COLUMNS
 from scalestudy.results.analysis.quality import (
     Thresholds,
@@ -70,8 +71,8 @@ Baseline = str | int
 def unit_of(table: pd.DataFrame) -> str:
     """The throughput's unit: what the runs recorded (`tokens/s` for the transformers),
     img/s for records that say nothing (a `command` workload, older records)."""
-    if "throughput_unit" in table.columns:
-        units = table["throughput_unit"].dropna().astype(str).unique()
+    if col.THROUGHPUT_UNIT in table.columns:
+        units = table[col.THROUGHPUT_UNIT].dropna().astype(str).unique()
         if len(units):
             return " or ".join(sorted(units))
     return "img/s"
@@ -135,12 +136,12 @@ def _empty_table(keys: list[str]) -> pd.DataFrame:
 def _baseline_row(agg: pd.DataFrame, baseline: Baseline) -> tuple[int, str]:
     """Index of the baseline row in `agg` (sorted by world size) and how it was chosen."""
     if baseline == "node":
-        one = agg.index[agg["nodes"] == 1]
+        one = agg.index[agg[col.NODES] == 1]
         if len(one):
             return int(one[-1]), "one node"
         return 0, "no one-node run: smallest world size"
     if isinstance(baseline, int) and not isinstance(baseline, bool):
-        hit = agg.index[agg["world_size"] == baseline]
+        hit = agg.index[agg[col.WORLD_SIZE] == baseline]
         if len(hit):
             return int(hit[0]), f"world size {baseline}"
         return 0, f"world size {baseline} not measured: smallest world size"
@@ -155,22 +156,22 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     done = done.assign(**{c: pd.to_numeric(done[c], errors="coerce") for c in numeric})
     by = done.groupby(cols, dropna=False, sort=False)
     named = {"world_size": ("world_size", "first")}
-    if "dp" in done.columns:
-        named["dp"] = ("dp", "first")
+    if col.DP in done.columns:
+        named[col.DP] = ("dp", "first")
     named |= {c: (c, "first") for c in ("batch_size", "global_batch") if c not in keys}
     agg = by.agg(**named, n_repeats=("throughput", "size"),
                  throughput_median=("throughput", "median"),
                  throughput_min=("throughput", "min"), throughput_max=("throughput", "max"))
-    agg["throughput_cv"] = by["throughput"].agg(repeat_cv)
-    for col in DIAGNOSTIC_COLUMNS:
-        agg[col] = by[col].median() if col in done.columns else np.nan
-    for col in numeric:
-        agg[col] = by[col].median()
-    for col in ("throughput_unit", "peak_source"):
-        if col in done.columns:
-            agg[col] = by[col].first()
-    agg["rank_spread"] = by["rank_spread"].max()
-    agg["flags"] = by["flags"].agg(",".join)
+    agg["throughput_cv"] = by[col.THROUGHPUT].agg(repeat_cv)
+    for column in DIAGNOSTIC_COLUMNS:
+        agg[column] = by[column].median() if column in done.columns else np.nan
+    for column in numeric:
+        agg[column] = by[column].median()
+    for column in ("throughput_unit", "peak_source"):
+        if column in done.columns:
+            agg[column] = by[column].first()
+    agg[col.RANK_SPREAD] = by[col.RANK_SPREAD].max()
+    agg[col.FLAGS] = by[col.FLAGS].agg(",".join)
     return agg.reset_index()
 
 
@@ -180,36 +181,36 @@ def _curve(agg: pd.DataFrame, baseline: Baseline = "smallest") -> pd.DataFrame:
     b, rule = _baseline_row(agg, baseline)
     p0 = float(agg.loc[b, "world_size"])
     t0 = float(agg.loc[b, "throughput_median"])
-    size = agg["world_size"].astype(float)
-    agg["throughput_per_gpu"] = agg["throughput_median"] / size
+    size = agg[col.WORLD_SIZE].astype(float)
+    agg[col.THROUGHPUT_PER_GPU] = agg[col.THROUGHPUT_MEDIAN] / size
     agg["ideal_throughput"] = size / p0 * t0
-    agg["speedup"] = agg["throughput_median"] / t0
-    agg["efficiency"] = (agg["throughput_median"] / size) / (t0 / p0)
-    agg["baseline"] = False
+    agg["speedup"] = agg[col.THROUGHPUT_MEDIAN] / t0
+    agg[col.EFFICIENCY] = (agg[col.THROUGHPUT_MEDIAN] / size) / (t0 / p0)
+    agg[col.BASELINE] = False
     agg.loc[b, ["speedup", "efficiency", "baseline"]] = [1.0, 1.0, True]
-    agg["baseline_rule"] = rule
+    agg[col.BASELINE_RULE] = rule
     return agg
 
 
 def completed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Completed runs with a finite positive throughput; world_size = nodes x ranks_per_node."""
-    if "state" not in runs.columns or "throughput" not in runs.columns:
+    if col.STATE not in runs.columns or col.THROUGHPUT not in runs.columns:
         return runs.iloc[0:0].copy()
-    done = runs[runs["state"] == "completed"].copy()
-    done["throughput"] = pd.to_numeric(done["throughput"], errors="coerce").astype(float)
-    done = done[np.isfinite(done["throughput"]) & (done["throughput"] > 0)]
-    for col in ("nodes", "ranks_per_node"):
-        done[col] = pd.to_numeric(done[col], errors="coerce")
+    done = runs[runs[col.STATE] == "completed"].copy()
+    done[col.THROUGHPUT] = pd.to_numeric(done[col.THROUGHPUT], errors="coerce").astype(float)
+    done = done[np.isfinite(done[col.THROUGHPUT]) & (done[col.THROUGHPUT] > 0)]
+    for column in ("nodes", "ranks_per_node"):
+        done[column] = pd.to_numeric(done[column], errors="coerce")
     done = done.dropna(subset=["nodes", "ranks_per_node"])
-    done["nodes"] = done["nodes"].astype(int)
-    done["ranks_per_node"] = done["ranks_per_node"].astype(int)
-    done["world_size"] = done["nodes"] * done["ranks_per_node"]
-    for col in ("batch_size", "global_batch"):
-        if col not in done.columns:
-            done[col] = np.nan
-    for col in DIAGNOSTIC_COLUMNS:
-        if col in done.columns:
-            done[col] = pd.to_numeric(done[col], errors="coerce").astype(float)
+    done[col.NODES] = done[col.NODES].astype(int)
+    done[col.RANKS_PER_NODE] = done[col.RANKS_PER_NODE].astype(int)
+    done[col.WORLD_SIZE] = done[col.NODES] * done[col.RANKS_PER_NODE]
+    for column in ("batch_size", "global_batch"):
+        if column not in done.columns:
+            done[column] = np.nan
+    for column in DIAGNOSTIC_COLUMNS:
+        if column in done.columns:
+            done[column] = pd.to_numeric(done[column], errors="coerce").astype(float)
     return done
 
 
@@ -220,13 +221,13 @@ def one_peak(done: pd.DataFrame) -> pd.DataFrame:
     stays in runs.csv). A peak given by the profile or the spec is the same for all."""
     if "peak_tflops" not in done or "model_tflops_per_gpu" not in done:
         return done
-    peaks = pd.to_numeric(done["peak_tflops"], errors="coerce")
+    peaks = pd.to_numeric(done[col.PEAK_TFLOPS], errors="coerce")
     if peaks.dropna().nunique() < 2:
         return done
     peak = float(peaks.max())
     out = done.copy()
-    out["peak_tflops"] = peak
-    out["mfu"] = pd.to_numeric(out["model_tflops_per_gpu"], errors="coerce") / peak
+    out[col.PEAK_TFLOPS] = peak
+    out[col.MFU] = pd.to_numeric(out["model_tflops_per_gpu"], errors="coerce") / peak
     out["peak_source"] = (f"the highest of {int(peaks.notna().sum())} peaks measured by the "
                           "runs, one for the study")
     return out
@@ -247,8 +248,8 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
         return _empty_table(keys)
     done = one_peak(done)
     quality = run_quality(done, th)
-    done["rank_spread"] = quality["rank_spread"]
-    done["flags"] = quality["flags"]
+    done[col.RANK_SPREAD] = quality[col.RANK_SPREAD]
+    done[col.FLAGS] = quality[col.FLAGS]
     agg = _aggregate(done, keys)
     grouped = agg.groupby(keys, dropna=False, sort=False) if keys else [((), agg)]
     curves = [_curve(points, baseline) for _, points in grouped]
@@ -259,25 +260,25 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
         curve.insert(0, "group", _label(combo, shown, scaling))
     table = pd.concat(curves, ignore_index=True)
     noisy = table["throughput_cv"] > th.max_cv
-    table["flags"] = [merge_flags([f, "noisy-repeats" if n else "", p])
-                      for f, n, p in zip(table["flags"], noisy, point_flags(table),
+    table[col.FLAGS] = [merge_flags([f, "noisy-repeats" if n else "", p])
+                      for f, n, p in zip(table[col.FLAGS], noisy, point_flags(table),
                                          strict=True)]
     extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit", "peak_source")
              if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
              *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS, *extra]
     table = table[order]
-    for col in ("nodes", "ranks_per_node", "world_size", "n_repeats"):
-        table[col] = table[col].astype(int)
-    table["baseline"] = table["baseline"].astype(bool)
+    for column in ("nodes", "ranks_per_node", "world_size", "n_repeats"):
+        table[column] = table[column].astype(int)
+    table[col.BASELINE] = table[col.BASELINE].astype(bool)
     return table
 
 
 def failures(runs: pd.DataFrame) -> pd.DataFrame:
     """Failed runs with what identifies them (varying parameters) and the reason."""
-    if "state" not in runs.columns:
+    if col.STATE not in runs.columns:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in ("run_id", "reason")})
-    failed = runs[runs["state"] == "failed"]
+    failed = runs[runs[col.STATE] == "failed"]
     params = param_columns(runs)
     always = ["run_id", "nodes", "ranks_per_node", "world_size", "repeat"]
     varying = [c for c in params if c not in always and c != "study"

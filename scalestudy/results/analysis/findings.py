@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import GOOD_EFFICIENCY, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.phrases import (
@@ -48,8 +49,8 @@ def headline_loss(found: list[Loss]) -> Loss | None:
     """The group the headline explains: the least efficient at the largest scale."""
     if not found:
         return None
-    top = max(float(x.top["world_size"]) for x in found)
-    return next(x for x in found if float(x.top["world_size"]) == top)
+    top = max(float(x.top[col.WORLD_SIZE]) for x in found)
+    return next(x for x in found if float(x.top[col.WORLD_SIZE]) == top)
 
 
 def compute_clause(loss: Loss) -> str:
@@ -58,7 +59,7 @@ def compute_clause(loss: Loss) -> str:
     top, base = loss.top, loss.base
     hosts = (f"; {int(top['ranks_per_host'])} ranks on {int(top['host_cores'])} cores"
              if loss.oversubscribed else "")
-    sample = "sequence" if str(top.get("throughput_unit")) == "tokens/s" else "image"
+    sample = "sequence" if str(top.get(col.THROUGHPUT_UNIT)) == "tokens/s" else "image"
     return (f"compute alone (no gradient sync) takes {loss.slowdown:.2f}× as long per {sample} "
             f"as at {gpus_text(base['world_size'])} ({sec_text(top['compute_time_s'])} vs "
             f"{sec_text(base['compute_time_s'])} per step{hosts})")
@@ -76,29 +77,29 @@ def efficiency_findings(table: pd.DataFrame) -> list[str]:
     cross: dict[tuple[str, int, int, int], list[str]] = {}
     fine: list[str] = []
     single: list[str] = []
-    smallest = int(table["world_size"].min())
+    smallest = int(table[col.WORLD_SIZE].min())
     for group, rows in table.groupby("group", sort=False):
         rows = rows.sort_values("world_size")
         firsts: dict[int, list[float]] = {}  # row -> the levels it is the first below
         for level in LEVELS:
-            below = rows[rows["efficiency"] < level]
+            below = rows[rows[col.EFFICIENCY] < level]
             if len(below):
                 firsts.setdefault(below.index[0], []).append(level)
         for index, levels in firsts.items():
             r = rows.loc[index]
-            key = (" and ".join(f"{level:.0%}" for level in levels), int(r["world_size"]),
-                   int(r["nodes"]), int(r["ranks_per_node"]))
+            key = (" and ".join(f"{level:.0%}" for level in levels), int(r[col.WORLD_SIZE]),
+                   int(r[col.NODES]), int(r[col.RANKS_PER_NODE]))
             gb = f"global batch {format_value(r['global_batch'])}"
-            base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
+            base = int(rows.loc[rows[col.BASELINE].astype(bool), "world_size"].iloc[0])
             own = f", against its own baseline at {gpus_text(base)}" if base > smallest else ""
             cross.setdefault(key, []).append(
                 f"{r['efficiency']:.1%} in {group}" + (f" ({gb}{own})" if gb not in group
                                                        else (f" ({own[2:]})" if own else "")))
-        if rows["world_size"].nunique() < 2:  # one scale: 100 % by definition
+        if rows[col.WORLD_SIZE].nunique() < 2:  # one scale: 100 % by definition
             single.append(f"{group or 'the study'} ({gpus_text(rows['world_size'].iloc[0])})")
         elif not firsts:
-            low = rows.loc[rows["efficiency"].idxmin()]
-            base = int(rows.loc[rows["baseline"].astype(bool), "world_size"].iloc[0])
+            low = rows.loc[rows[col.EFFICIENCY].idxmin()]
+            base = int(rows.loc[rows[col.BASELINE].astype(bool), "world_size"].iloc[0])
             own = f", against its own baseline at {gpus_text(base)}" if base > smallest else ""
             fine.append(f"{group + ': ' if group else ''}up to "
                         f"{gpus_text(rows['world_size'].max())}, lowest "
@@ -118,7 +119,7 @@ def oversubscribed_findings(table: pd.DataFrame) -> list[str]:
     """Which points put more ranks on a host than it has cores, and what that does."""
     if "host_cores" not in table.columns:
         return []
-    over = table[table["flags"].fillna("").str.contains("oversubscribed")]
+    over = table[table[col.FLAGS].fillna("").str.contains("oversubscribed")]
     if over.empty:
         return []
     shapes = over.drop_duplicates(["world_size", "nodes", "ranks_per_node"])
@@ -136,7 +137,7 @@ def contrast(found: list[Loss]) -> list[Loss]:
     worst = headline_loss(found)
     if worst is None:
         return []
-    same = [x for x in found if float(x.top["world_size"]) == float(worst.top["world_size"])]
+    same = [x for x in found if float(x.top[col.WORLD_SIZE]) == float(worst.top[col.WORLD_SIZE])]
     return [worst] + ([same[-1]] if same[-1] is not worst else [])
 
 
@@ -161,7 +162,7 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
         return []
     loss = {x.group: x for x in contrast(found)} or {x.group: x for x in found}
     clauses, parts = [], []
-    for b in bounds[bounds["group"].isin(list(loss))].itertuples(index=False):
+    for b in bounds[bounds[col.GROUP].isin(list(loss))].itertuples(index=False):
         text = (f"{b.group + ' at ' if b.group else 'at '}{gpus_text(b.world_size)}: "
                 f"{sec_text(b.ring_time_s)} per step for {b.grad_bytes / 1e6:,.1f} MB at the "
                 f"probe's {b.probe_busbw_GBps:.3g} GB/s, allowing {b.efficiency_bound:.1%} "
@@ -191,18 +192,18 @@ def bound_findings(bounds: pd.DataFrame | None, found: list[Loss]) -> list[str]:
 def batch_findings(table: pd.DataFrame, scaling: str) -> list[str]:
     """Weak scaling with a batch sweep: does the largest per-GPU batch beat the smallest
     at the largest world size measured with both?"""
-    if scaling != "weak" or table["batch_size"].nunique() < 2:
+    if scaling != "weak" or table[col.BATCH_SIZE].nunique() < 2:
         return []
-    rest = table["group"].str.replace(r"\s*batch \S+$", "", regex=True)
+    rest = table[col.GROUP].str.replace(r"\s*batch \S+$", "", regex=True)
     clauses = []
     for key, rows in table.assign(_rest=rest).groupby("_rest", sort=False):
-        both = rows.groupby("world_size").filter(lambda r: r["batch_size"].nunique() > 1)
+        both = rows.groupby("world_size").filter(lambda r: r[col.BATCH_SIZE].nunique() > 1)
         if both.empty:
             continue
-        at = both[both["world_size"] == both["world_size"].max()]
-        small = at.loc[at["batch_size"].idxmin()]
-        large = at.loc[at["batch_size"].idxmax()]
-        gain = large["throughput_per_gpu"] / small["throughput_per_gpu"] - 1
+        at = both[both[col.WORLD_SIZE] == both[col.WORLD_SIZE].max()]
+        small = at.loc[at[col.BATCH_SIZE].idxmin()]
+        large = at.loc[at[col.BATCH_SIZE].idxmax()]
+        gain = large[col.THROUGHPUT_PER_GPU] / small[col.THROUGHPUT_PER_GPU] - 1
         verdict = "helps" if gain > TOLERANCE else ("hurts" if gain < -TOLERANCE
                                                     else "makes no difference")
         clauses.append(
@@ -236,7 +237,7 @@ def model_findings(fits: pd.DataFrame, found: list[Loss]) -> list[str]:
                  "down included) and cannot see overlap; the measured share is the one to "
                  "trust")
     why = list(dict.fromkeys(str(w) for w in fits["withheld"].fillna("") if w))
-    shown = [str(g) for g, w in zip(fits["group"], fits["withheld"].fillna(""), strict=True)
+    shown = [str(g) for g, w in zip(fits[col.GROUP], fits["withheld"].fillna(""), strict=True)
              if not w]
     if shown:
         text += f". Predictions for {list_text(shown)}" + (
@@ -256,13 +257,14 @@ def lr_findings(table: pd.DataFrame, scaling: str) -> list[str]:
     by_k: dict[float, list[str]] = {}
     used: dict[str, list[str]] = {}
     for group, rows in table.groupby("group", sort=False):
-        first, last = rows.loc[rows["world_size"].idxmin()], rows.loc[rows["world_size"].idxmax()]
-        k = float(last["global_batch"]) / float(first["global_batch"])
+        sizes = rows[col.WORLD_SIZE]
+        first, last = rows.loc[sizes.idxmin()], rows.loc[sizes.idxmax()]
+        k = float(last[col.GLOBAL_BATCH]) / float(first[col.GLOBAL_BATCH])
         if k > 1:
             by_k.setdefault(k, []).append(f"{group}: {format_value(first['global_batch'])} → "
                                           f"{format_value(last['global_batch'])}")
-        if k > 1 and "lr" in rows and rows["lr"].notna().all():
-            ratio = float(last["lr"]) / float(first["lr"])
+        if k > 1 and "lr" in rows and rows[col.LR].notna().all():
+            ratio = float(last[col.LR]) / float(first[col.LR])
             rule = next((n for n, v in (("linear", k), ("square-root", math.sqrt(k)),
                                         ("no", 1.0)) if math.isclose(ratio, v, rel_tol=0.02)),
                         "a custom")
@@ -288,9 +290,9 @@ def lr_findings(table: pd.DataFrame, scaling: str) -> list[str]:
 def run_findings(runs: pd.DataFrame, table: pd.DataFrame, skip: str = "") -> list[str]:
     """Failed runs and flagged points, in one finding (the flag `skip` has its own)."""
     out = []
-    if "state" in runs.columns and (failed := int((runs["state"] == "failed").sum())):
+    if col.STATE in runs.columns and (failed := int((runs[col.STATE] == "failed").sum())):
         out.append(f"{failed} of {len(runs)} runs failed: see Failed runs for why")
-    flags = table["flags"].fillna("") if "flags" in table.columns else pd.Series(dtype=str)
+    flags = table[col.FLAGS].fillna("") if col.FLAGS in table.columns else pd.Series(dtype=str)
     codes = pd.Series([c for f in flags for c in f.split(",") if c and c != skip],
                       dtype=object).value_counts()
     flagged = sum(any(c and c != skip for c in str(f).split(",")) for f in flags)

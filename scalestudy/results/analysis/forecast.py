@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import units_per_sample
 from scalestudy.results.analysis.modelfit import Design, Params, design, fit_points
 from scalestudy.results.analysis.refits import coefficients, fit_many
@@ -214,11 +215,11 @@ def _inputs(points: pd.DataFrame
     each GPU's work per step is the global batch over its GPUs. Otherwise it is weak
     scaling, the per-GPU batch one value, 1 where it is not known (a constant: only the
     compute term's unit changes)."""
-    p = pd.to_numeric(points["gpus"], errors="coerce").to_numpy(float)
-    thr = pd.to_numeric(points["throughput"], errors="coerce").to_numpy(float)
+    p = pd.to_numeric(points[col.GPUS], errors="coerce").to_numpy(float)
+    thr = pd.to_numeric(points[col.THROUGHPUT], errors="coerce").to_numpy(float)
     batch = (pd.to_numeric(points["per_gpu_batch"], errors="coerce").to_numpy(float)
              if "per_gpu_batch" in points else np.full_like(p, np.nan))
-    glob = (pd.to_numeric(points["global_batch"], errors="coerce").to_numpy(float)
+    glob = (pd.to_numeric(points[col.GLOBAL_BATCH], errors="coerce").to_numpy(float)
             if "global_batch" in points else np.full_like(p, np.nan))
     if (np.isfinite(glob).all() and len(set(glob.tolist())) == 1 and glob[0] > 0
             and len(np.unique(p)) > 1):
@@ -354,12 +355,12 @@ def study_points(rows: pd.DataFrame, scaling: str
     bytes) where the runs measured one."""
     per = units_per_sample(rows)
     points = pd.DataFrame({
-        "gpus": rows["world_size"].astype(int),
-        "throughput": rows["throughput_median"].astype(float),
-        "per_gpu_batch": rows["batch_size"].astype(float) * per,
-        "nodes": rows["nodes"].astype(int),
+        "gpus": rows[col.WORLD_SIZE].astype(int),
+        "throughput": rows[col.THROUGHPUT_MEDIAN].astype(float),
+        "per_gpu_batch": rows[col.BATCH_SIZE].astype(float) * per,
+        "nodes": rows[col.NODES].astype(int),
         # strong scaling: the global batch held, shared out
-        **({"global_batch": rows["global_batch"].astype(float) * per}
+        **({"global_batch": rows[col.GLOBAL_BATCH].astype(float) * per}
            if scaling == "strong" else {}),
         **{c: rows[c] for c in LAYOUT_COLUMNS if c in rows}})
     return points, probe_of(rows)
@@ -368,10 +369,10 @@ def study_points(rows: pd.DataFrame, scaling: str
 def probe_of(rows: pd.DataFrame) -> tuple[float, float] | None:
     """(busbw GB/s, gradient bytes) of the allreduce probe at a group's largest scale,
     or None where its runs did not measure one."""
-    top = rows[rows["world_size"] == rows["world_size"].max()]
+    top = rows[rows[col.WORLD_SIZE] == rows[col.WORLD_SIZE].max()]
     busbw = (pd.to_numeric(top["allreduce_busbw_GBps"], errors="coerce").median()
              if "allreduce_busbw_GBps" in top else math.nan)
-    grad = (pd.to_numeric(rows["grad_bytes"], errors="coerce").median()
+    grad = (pd.to_numeric(rows[col.GRAD_BYTES], errors="coerce").median()
             if "grad_bytes" in rows else math.nan)
     return (float(busbw), float(grad)) if busbw > 0 and grad > 0 else None
 
@@ -385,22 +386,22 @@ def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
     fits, out = fits.copy(), []
     asked = []
     for group, rows in preds.groupby("group", sort=False):
-        measured = table[table["group"] == group]
+        measured = table[table[col.GROUP] == group]
         points, probe = study_points(measured, scaling)
-        per_node = measured["ranks_per_node"].dropna().unique() \
+        per_node = measured[col.RANKS_PER_NODE].dropna().unique() \
             if "ranks_per_node" in measured else []
-        asked.append((points, [int(g) for g in rows["world_size"]], level,
+        asked.append((points, [int(g) for g in rows[col.WORLD_SIZE]], level,
                       int(per_node[0]) if len(per_node) == 1 else None, probe))
     # each forecast takes milliseconds (its refits solved together): forking would cost
     # more than it saves
     answers = [_group_forecast(a) for a in asked]
     for (group, rows), got in zip(preds.groupby("group", sort=False), answers, strict=True):
-        measured = table[table["group"] == group]
+        measured = table[table[col.GROUP] == group]
         if isinstance(got, str):
-            fits.loc[fits["group"] == group, "withheld"] = f"no forecast ({got})"
+            fits.loc[fits[col.GROUP] == group, "withheld"] = f"no forecast ({got})"
             continue
         rows = rows.copy()
-        last = float(measured.sort_values("world_size")["efficiency"].iloc[-1])
+        last = float(measured.sort_values("world_size")[col.EFFICIENCY].iloc[-1])
         for i, p in enumerate(got.predictions):
             ratio = p.throughput / float(rows["throughput_predicted"].iloc[i])
             rows.iloc[i, rows.columns.get_indexer(

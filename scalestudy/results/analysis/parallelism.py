@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.workload.names import TRANSFORMER_SHAPES
 
 #: Bytes per element on the wire by precision (gradients and activations).
@@ -78,7 +79,7 @@ def _mb(value: float) -> str:
 def layout_label(row: pd.Series) -> str:
     """`dp 2 x tp 2 x pp 1 (fsdp)`."""
     tp, pp = _int(row.get("tp")), _int(row.get("pp"))
-    dp = _int(row.get("dp"), max(1, _int(row.get("world_size")) // (tp * pp)))
+    dp = _int(row.get(col.DP), max(1, _int(row.get(col.WORLD_SIZE)) // (tp * pp)))
     return f"dp {dp} x tp {tp} x pp {pp} ({row.get('backend')})"
 
 
@@ -93,7 +94,7 @@ def why(row: pd.Series) -> str:
         parts.append(f"tensor parallelism sends {_mb(t['tp_bytes'])} of activations per "
                      "step on the critical path")
     if t["dp_bytes"] > 0:
-        kind = "reduce-scatter + all-gather" if row.get("backend") == "fsdp" else "allreduce"
+        kind = "reduce-scatter + all-gather" if row.get(col.BACKEND) == "fsdp" else "allreduce"
         parts.append(f"the data-parallel {kind} sends {_mb(t['dp_bytes'])} of gradients per "
                      "step (overlapped with the backward where the backend can)")
     if t["pp_bytes"] > 0:
@@ -104,7 +105,7 @@ def why(row: pd.Series) -> str:
 def factorisation_findings(table: pd.DataFrame, unit: str = "tokens/s") -> list[str]:
     """At each world size with more than one factorisation measured: the fastest, by how
     much, and what the others pay (their traffic and bubble)."""
-    if table.empty or "model" not in table or not table["model"].isin(
+    if table.empty or "model" not in table or not table[col.MODEL].isin(
             list(TRANSFORMER_SHAPES)).any():
         return []
     out = []

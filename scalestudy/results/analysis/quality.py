@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
+
 FLAG_CODES: tuple[str, ...] = ("straggler", "few-iters", "noisy-run", "noisy-repeats",
                                 "oversubscribed", "superlinear", "negative-comm")
 #: Point flags that make a value implausible: such a point decides no conclusion.
@@ -117,12 +119,12 @@ def merge_flags(codes: list[str]) -> str:
 def flagged_runs(done: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
     """The flagged runs with the numbers that flagged them (for the report)."""
     q = run_quality(done, th)
-    keep = q["flags"] != ""
+    keep = q[col.FLAGS] != ""
     cols = [c for c in ("run_id", "nodes", "ranks_per_node", "batch_size", "repeat")
             if c in done.columns]
     out = done.loc[keep, cols].copy()
-    out["flags"] = q.loc[keep, "flags"]
-    out["rank_spread"] = q.loc[keep, "rank_spread"]
+    out[col.FLAGS] = q.loc[keep, "flags"]
+    out[col.RANK_SPREAD] = q.loc[keep, "rank_spread"]
     out["iter_cv"] = q.loc[keep, "iter_cv"]
     out["iters"] = q.loc[keep, "iters"]
     return out.reset_index(drop=True)
@@ -135,14 +137,14 @@ def host_view(table: pd.DataFrame, cores_per_host: int | None = None,
     else ranks per node), `host_cores` and the `oversubscribed` flag where the ranks on
     a host outnumber its cores (not checked when `cores_per_host` is None)."""
     out = table.copy()
-    if "comm_overhead" in out.columns:
-        out["comm_overhead"] = out["comm_overhead"].where(out["world_size"] > 1)
+    if col.COMM_OVERHEAD in out.columns:
+        out[col.COMM_OVERHEAD] = out[col.COMM_OVERHEAD].where(out[col.WORLD_SIZE] > 1)
     if out.empty:
         return out.assign(ranks_per_host=pd.Series(dtype=float),
                           host_cores=pd.Series(dtype=float))
     out["ranks_per_host"] = out["world_size" if one_host else "ranks_per_node"].astype(int)
     out["host_cores"] = float(cores_per_host) if cores_per_host else np.nan
     over = out["ranks_per_host"] > out["host_cores"]
-    out["flags"] = [merge_flags([f, "oversubscribed" if o else ""])
-                    for f, o in zip(out["flags"].fillna(""), over, strict=True)]
+    out[col.FLAGS] = [merge_flags([f, "oversubscribed" if o else ""])
+                    for f, o in zip(out[col.FLAGS].fillna(""), over, strict=True)]
     return out

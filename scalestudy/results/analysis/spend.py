@@ -12,6 +12,7 @@ from pathlib import Path
 
 from scalestudy.execute.journal import Journal
 from scalestudy.execute.steplog import Event, StepEvent, read_events
+from scalestudy.results.analysis import columns as col
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def _held(directory: Path, submitted: datetime | None) -> Held | None:
     begin = next((at for e, at in moments if e.event is Event.ALLOCATION), None)
     if begin is None:
         return None
-    nodes_of = {s["run_id"]: int(s["nodes"]) for s in spec.get("steps", [])}
+    nodes_of = {s[col.RUN_ID]: int(s[col.NODES]) for s in spec.get("steps", [])}
     end = max(at for _, at in moments)
     busy, running = 0.0, {}
     for e, at in moments:
@@ -151,7 +152,7 @@ def _held(directory: Path, submitted: datetime | None) -> Held | None:
         elif e.event is Event.ALLOCATION:  # a requeued runner: what ran before it ended then
             running.clear()
     busy += sum(nodes_of.get(r, 1) * (end - t).total_seconds() for r, t in running.items())
-    return Held(directory.name, int(spec.get("nodes") or 0), (end - begin).total_seconds(),
+    return Held(directory.name, int(spec.get(col.NODES) or 0), (end - begin).total_seconds(),
                 busy, None if submitted is None else (begin - submitted).total_seconds(),
                 sum(1 for e in events if e.event is Event.STARTED),
                 any(e.event is Event.DONE for e in events),

@@ -17,6 +17,7 @@ import pandas as pd
 
 from scalestudy.core.spec import Reference
 from scalestudy.core.target import Target
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import (
     MAX_NODES,
     PREDICTION_RULE,
@@ -180,7 +181,7 @@ def measured_on(where: Where, runs: pd.DataFrame) -> str:
     """Which system the numbers describe: every throughput, cost and prediction prices
     training on that system and nothing else."""
     name = Path(where.system).stem if where.system else "unknown"
-    devices = sorted({str(d) for d in runs.get("device", pd.Series(dtype=str)).dropna()})
+    devices = sorted({str(d) for d in runs.get(col.DEVICE, pd.Series(dtype=str)).dropna()})
     on = ("CPUs" if devices == ["cpu"] else "GPUs" if devices == ["cuda"]
           else " and ".join(devices) if devices else "")
     place = (f"this one machine ({where.cores_per_host} cores" + (f", {on}" if on else "")
@@ -192,18 +193,18 @@ def measured_on(where: Where, runs: pd.DataFrame) -> str:
 def _summary(a: Analysis) -> dict[str, Any]:
     """Study, run counts, per-group points, model, references, headline, findings, cost."""
     runs, table, checks = a.runs, a.table, a.checks
-    states = runs["state"].value_counts().to_dict() if "state" in runs.columns else {}
+    states = runs[col.STATE].value_counts().to_dict() if col.STATE in runs.columns else {}
     groups = []
     for group, rows in table.groupby("group", sort=False):
-        base = rows[rows["baseline"].astype(bool)]
+        base = rows[rows[col.BASELINE].astype(bool)]
         groups.append({
             "group": group,
             "baseline": records(base, ("nodes", "ranks_per_node", "world_size"))[0],
-            "baseline_rule": str(rows["baseline_rule"].iloc[0]),
+            "baseline_rule": str(rows[col.BASELINE_RULE].iloc[0]),
             "points": records(rows, POINT_KEYS),
         })
     per = "target" if a.target is not None else (
-        "million tokens" if len(a.costs) and (a.costs["unit"] == "tokens").any()
+        "million tokens" if len(a.costs) and (a.costs[col.UNIT] == "tokens").any()
         else "million samples")
     return {
         "schema": SCHEMA, "study": a.name, "scaling": a.scaling, "generated": a.generated,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import Cause, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.findings import compute_clause, headline_loss, sync_clause
@@ -64,7 +65,7 @@ def cause_line(loss: Loss | None) -> str:
 
 
 def _baseline_size(table: pd.DataFrame, group: str) -> int:
-    return int(table.loc[table["baseline"].astype(bool) & (table["group"] == group),
+    return int(table.loc[table[col.BASELINE].astype(bool) & (table[col.GROUP] == group),
                          "world_size"].iloc[0])
 
 
@@ -72,10 +73,10 @@ def scale_line(table: pd.DataFrame) -> str:
     """The headline's first line: efficiency at the largest scale, GPUs, global batch;
     throughput at equal GPUs where the groups there have different baselines (their
     efficiencies are not on one scale)."""
-    tops = table.loc[table.groupby("group", sort=False)["world_size"].idxmax()]
-    at = tops[tops["world_size"] == tops["world_size"].max()].sort_values("efficiency")
+    tops = table.loc[table.groupby("group", sort=False)[col.WORLD_SIZE].idxmax()]
+    at = tops[tops[col.WORLD_SIZE] == tops[col.WORLD_SIZE].max()].sort_values("efficiency")
     lo, hi = at.iloc[0], at.iloc[-1]
-    bases = {str(g): _baseline_size(table, str(g)) for g in at["group"]}
+    bases = {str(g): _baseline_size(table, str(g)) for g in at[col.GROUP]}
     if len(set(bases.values())) > 1:
         return _throughput_line(table, at, bases)
     against = f"against {gpus_text(bases[str(lo['group'])])}"
@@ -84,7 +85,7 @@ def scale_line(table: pd.DataFrame) -> str:
                 f"({int(lo['nodes'])} × {int(lo['ranks_per_node'])}) in each of the {len(at)} "
                 f"groups there, {against}.")
     if len(at) == 1:
-        name = f" ({lo['group']})" if table["group"].nunique() > 1 else ""
+        name = f" ({lo['group']})" if table[col.GROUP].nunique() > 1 else ""
         return f"Scaling: {lo['efficiency']:.1%} efficiency at {point_text(lo)}{name}, {against}."
     return (f"Scaling: {lo['efficiency']:.1%} to {hi['efficiency']:.1%} efficiency at "
             f"{gpus_text(lo['world_size'])} ({int(lo['nodes'])} × {int(lo['ranks_per_node'])}), "
@@ -95,13 +96,13 @@ def scale_line(table: pd.DataFrame) -> str:
 def _throughput_line(table: pd.DataFrame, at: pd.DataFrame, bases: dict[str, int]) -> str:
     """Groups at one scale measured from different baselines: compared by throughput."""
     unit = unit_of(table)
-    fast = at.loc[at["throughput_median"].idxmax()]
-    slow = at.loc[at["throughput_median"].idxmin()]
+    fast = at.loc[at[col.THROUGHPUT_MEDIAN].idxmax()]
+    slow = at.loc[at[col.THROUGHPUT_MEDIAN].idxmin()]
 
     def said(row: pd.Series) -> str:
-        base = bases[str(row["group"])]
+        base = bases[str(row[col.GROUP])]
         eff = (f"{row['efficiency']:.1%} efficiency against {gpus_text(base)}"
-               if base < int(row["world_size"]) else "its own baseline: no efficiency")
+               if base < int(row[col.WORLD_SIZE]) else "its own baseline: no efficiency")
         return (f"{row['group']} ({_thr(row['throughput_median'])} {unit}, global batch "
                 f"{format_value(row['global_batch'])}; {eff})")
 
@@ -117,7 +118,7 @@ def _thr(value: float) -> str:
 def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
               preds: pd.DataFrame, outcomes: list[Outcome] | None = None) -> str:
     """The headline's third line: the one thing to try next."""
-    flags = table["flags"].fillna("") if "flags" in table.columns else pd.Series(dtype=str)
+    flags = table[col.FLAGS].fillna("") if col.FLAGS in table.columns else pd.Series(dtype=str)
     over = table[flags.str.contains("oversubscribed")]
     if len(over):
         cores, worst = int(over["host_cores"].iloc[0]), over.loc[over["ranks_per_host"].idxmax()]
@@ -132,7 +133,7 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
     kind = loss.cause() if loss is not None else Cause.UNKNOWN
     if kind in (Cause.COMM, Cause.MODEL):
         bigger = "per-GPU" if scaling == "weak" else "global"
-        knobs = SYNC_KNOBS.get(str(loss.top.get("backend")) if loss is not None else "",
+        knobs = SYNC_KNOBS.get(str(loss.top.get(col.BACKEND)) if loss is not None else "",
                                "gradient compression")
         return (f"Try next: a larger {bigger} batch (fewer syncs per image) or {knobs}, as "
                 "a grid axis or a tuning variant.")
@@ -143,7 +144,7 @@ def next_line(table: pd.DataFrame, scaling: str, loss: Loss | None,
     if kind is Cause.OTHER:
         return ("Try next: repeat the flagged points (see Quality flags): the loss is neither"
                 " compute nor the measured sync.")
-    ahead = preds[preds["group"] == loss.group] if loss is not None else preds[:0]
+    ahead = preds[preds[col.GROUP] == loss.group] if loss is not None else preds[:0]
     if kind is Cause.NONE and len(ahead):
         first = ahead.iloc[0]
         return (f"Try next: measure {int(first['nodes'])} nodes ({gpus_text(first['world_size'])}"

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.phrases import img_text, names_text, point_text
 
@@ -45,21 +46,21 @@ def variant_outcomes(table: pd.DataFrame, scaling: str) -> list[Outcome]:
             common = rows.groupby("world_size")[dim].nunique() == rows[dim].nunique()
             if rows[dim].nunique() < 2 or ref not in set(rows[dim]) or not common.any():
                 continue
-            at = rows[rows["world_size"] == common[common].index.max()]
+            at = rows[rows[col.WORLD_SIZE] == common[common].index.max()]
             r = at[at[dim] == ref].iloc[0]
-            b = at.loc[at["throughput_median"].idxmax()]
+            b = at.loc[at[col.THROUGHPUT_MEDIAN].idxmax()]
             if b[dim] == ref:
                 b = at[at[dim] != ref].sort_values("throughput_median").iloc[-1]
-            gain = float(b["throughput_median"] / r["throughput_median"] - 1)
-            if min(int(r["n_repeats"]), int(b["n_repeats"])) > 1:
-                same = (b["throughput_min"] <= r["throughput_max"]
-                        and r["throughput_min"] <= b["throughput_max"])
+            gain = float(b[col.THROUGHPUT_MEDIAN] / r[col.THROUGHPUT_MEDIAN] - 1)
+            if min(int(r[col.N_REPEATS]), int(b[col.N_REPEATS])) > 1:
+                same = (b[col.THROUGHPUT_MIN] <= r[col.THROUGHPUT_MAX]
+                        and r[col.THROUGHPUT_MIN] <= b[col.THROUGHPUT_MAX])
             else:
                 same = abs(gain) < TOLERANCE
             where = (f"{point_text(b)}: {img_text(b['throughput_median'])} vs "
                      f"{img_text(r['throughput_median'])} {unit_of(table)}"
                      + (f" (global batch {format_value(r['global_batch'])})"
-                        if r["global_batch"] != b["global_batch"] else ""))
+                        if r[col.GLOBAL_BATCH] != b[col.GLOBAL_BATCH] else ""))
             out.append(Outcome(dim, str(b[dim]), str(ref), math.nan if same else gain, where))
     return out
 

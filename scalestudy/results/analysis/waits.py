@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from scalestudy.results.analysis import columns as col
+
 #: Fewer earlier jobs than this at a node count: the estimate says it rests on few.
 FEW = 3
 
@@ -42,12 +44,12 @@ def waits_by_nodes(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[float]]:
     """The queue waits of earlier one-job-per-run attempts, by node count."""
     out: dict[int, list[float]] = {}
     for row in rows:
-        placement = (row.get("provenance") or {}).get("placement") or {}
-        wait = placement.get("queue_wait_s") if isinstance(placement, dict) else None
+        placement = (row.get(col.PROVENANCE) or {}).get("placement") or {}
+        wait = placement.get(col.QUEUE_WAIT_S) if isinstance(placement, dict) else None
         if placement.get("allocation") or not isinstance(wait, (int, float)) or wait < 0:
             continue
-        if isinstance(row.get("nodes"), int):
-            out.setdefault(int(row["nodes"]), []).append(float(wait))
+        if isinstance(row.get(col.NODES), int):
+            out.setdefault(int(row[col.NODES]), []).append(float(wait))
     return out
 
 

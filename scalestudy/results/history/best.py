@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.cost import PER_MILLION, WORK_COLUMNS, pareto_front
 
 #: Parameters that do not make a configuration different (which run, which repeat).
@@ -27,29 +28,29 @@ def best_known(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     of its work (the same model and input), fastest first."""
     groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r.get("state") != "completed" or not r.get("throughput"):
+        if r.get(col.STATE) != "completed" or not r.get(col.THROUGHPUT):
             continue
-        params = r.get("params") or {}
+        params = r.get(col.PARAMS) or {}
         work = " ".join(f"{k}={params[k]}" for k in WORK_COLUMNS if params.get(k) is not None)
         config = ", ".join(f"{k}={v}" for k, v in sorted(params.items())
                            if k not in NOT_CONFIGURATION and k not in WORK_COLUMNS)
-        groups.setdefault((work, config, str(r["directory"])), []).append(r)
+        groups.setdefault((work, config, str(r[col.DIRECTORY])), []).append(r)
     out = []
     for (work, config, _), items in groups.items():
         first = items[0]
-        throughput = statistics.median(float(r["throughput"]) for r in items)
+        throughput = statistics.median(float(r[col.THROUGHPUT]) for r in items)
         time_s = PER_MILLION / throughput
-        ends = [r["ended"] for r in items if r.get("ended") is not None]
-        out.append({"work": work, "configuration": config, "study": first["study"],
-                    "ended": max(ends) if ends else None, "nodes": first["nodes"],
-                    "world_size": first["world_size"], "batch_size": first["batch_size"],
-                    "global_batch": first["global_batch"], "backend": first["backend"],
-                    "tuning": first["tuning"], "repeats": len(items),
-                    "throughput": throughput, "unit": first.get("unit") or "img/s",
-                    "time_s": time_s, "node_hours": first["nodes"] * time_s / 3600,
+        ends = [r[col.ENDED] for r in items if r.get(col.ENDED) is not None]
+        out.append({"work": work, "configuration": config, "study": first[col.STUDY],
+                    "ended": max(ends) if ends else None, "nodes": first[col.NODES],
+                    "world_size": first[col.WORLD_SIZE], "batch_size": first[col.BATCH_SIZE],
+                    "global_batch": first[col.GLOBAL_BATCH], "backend": first[col.BACKEND],
+                    "tuning": first[col.TUNING], "repeats": len(items),
+                    "throughput": throughput, "unit": first.get(col.UNIT) or "img/s",
+                    "time_s": time_s, "node_hours": first[col.NODES] * time_s / 3600,
                     "front": False})
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     for _, part in frame.groupby("work", sort=False):
-        kept = pareto_front(part["time_s"].to_numpy(), part["node_hours"].to_numpy())
+        kept = pareto_front(part["time_s"].to_numpy(), part[col.NODE_HOURS].to_numpy())
         frame.loc[part.index[kept], "front"] = True
     return frame.sort_values(["work", "time_s"]).reset_index(drop=True)

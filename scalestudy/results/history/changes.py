@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.regression import (
     GROUP_KEYS,
     POINT_KEYS,
@@ -141,16 +142,16 @@ def series(rows: Sequence[Mapping[str, Any]]
     """Each (system, point)'s campaigns, oldest first (completed attempts only)."""
     grouped: dict[tuple[str, Point], dict[Point, list[Mapping[str, Any]]]] = {}
     for r in rows:
-        if r.get("state") != "completed" or not r.get("throughput_per_gpu") \
-                or r.get("ended") is None:
+        if r.get(col.STATE) != "completed" or not r.get(col.THROUGHPUT_PER_GPU) \
+                or r.get(col.ENDED) is None:
             continue
-        key = (str(r.get("system") or "?"), point_of(r))
-        campaign = (r.get("directory"), campaign_of(r))
+        key = (str(r.get(col.SYSTEM) or "?"), point_of(r))
+        campaign = (r.get(col.DIRECTORY), campaign_of(r))
         grouped.setdefault(key, {}).setdefault(campaign, []).append(r)
     out = {}
     for key, campaigns in grouped.items():
-        made = [Campaign(ck, min(r["ended"] for r in rs),
-                         tuple(float(r["throughput_per_gpu"]) for r in rs), tuple(rs))
+        made = [Campaign(ck, min(r[col.ENDED] for r in rs),
+                         tuple(float(r[col.THROUGHPUT_PER_GPU]) for r in rs), tuple(rs))
                 for ck, rs in campaigns.items()]
         out[key] = sorted(made, key=lambda c: c.when)
     return out
@@ -237,9 +238,9 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
             se = math.sqrt(v1 + v2)
             first = after[0].rows[0]
             found.append(ChangePoint(
-                system=system, point=describe_point(first), world_size=int(first["world_size"]),
+                system=system, point=describe_point(first), world_size=int(first[col.WORLD_SIZE]),
                 group=_group_of(key), key=key, series=series_label(first), when=after[0].when,
-                campaign=str(first.get("campaign") or first.get("study")),
+                campaign=str(first.get(col.CAMPAIGN) or first.get(col.STUDY)),
                 before=len(before), after=len(after), size=math.exp(m2 - m1) - 1,
                 low=math.exp(m2 - m1 - 1.96 * se) - 1, high=math.exp(m2 - m1 + 1.96 * se) - 1,
                 z=(m2 - m1) / se,
@@ -247,7 +248,7 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
                               + _nodes_changed(after[0].rows, before[-1].rows))))
     smallest: dict[tuple[str, Point], int] = {}
     for (system, key), campaigns in all_series.items():
-        group, size = (system, _group_of(key)), int(campaigns[0].rows[0]["world_size"])
+        group, size = (system, _group_of(key)), int(campaigns[0].rows[0][col.WORLD_SIZE])
         smallest[group] = min(smallest.get(group, size), size)
     return sorted(_with_causes(found, smallest), key=lambda c: (c.when, c.point))
 
@@ -264,7 +265,7 @@ def _nodes_changed(after: Sequence[Mapping[str, Any]], before: Sequence[Mapping[
     def hosts(rows: Sequence[Mapping[str, Any]]) -> str:
         found: set[str] = set()
         for r in rows:
-            placement = (r.get("provenance") or {}).get("placement") or {}
+            placement = (r.get(col.PROVENANCE) or {}).get("placement") or {}
             found.update(str(h) for h in placement.get("hosts") or [])
         return ",".join(sorted(found))
 

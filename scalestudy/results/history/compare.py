@@ -18,6 +18,7 @@ import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import read_runs
 from scalestudy.results.analysis.efficiency import format_value, scaling_table, unit_of
 from scalestudy.results.history.compare_side import is_stored, stored_runs
@@ -93,8 +94,8 @@ def load_side(arg: Path | str, results: Path) -> Side:
     runs = read_runs(csv)
     scaling = str(runs["scaling"].dropna().iloc[0]) if "scaling" in runs and runs[
         "scaling"].notna().any() else "weak"
-    name = str(runs["study"].dropna().iloc[0]) if "study" in runs and runs[
-        "study"].notna().any() else directory.name
+    name = str(runs[col.STUDY].dropna().iloc[0]) if "study" in runs and runs[
+        col.STUDY].notna().any() else directory.name
     return Side(name, csv, scaling, scaling_table(runs, scaling),
                 spec_settings(spec) if spec.is_file() else {})
 
@@ -129,11 +130,11 @@ def align(a: Side, b: Side) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
             differs[key] = (va, vb)
     keys = [*SHAPE, *[c for c in shared if c not in differs]]
     for t in (ta, tb):  # the cost of a million samples at each point (results.analysis.cost's rule)
-        rate = t["throughput_median"] / (t["seq_len"].astype(float) if "seq_len" in t
+        rate = t[col.THROUGHPUT_MEDIAN] / (t[col.SEQ_LEN].astype(float) if "seq_len" in t
                                          else 1.0)
-        t["node_hours"] = t["nodes"].astype(float) * PER / rate / 3600
+        t[col.NODE_HOURS] = t[col.NODES].astype(float) * PER / rate / 3600
         per_sample = t["energy_j_per_sample"] if "energy_j_per_sample" in t else float("nan")
-        t["energy_kwh"] = per_sample * PER / 3.6e6
+        t[col.ENERGY_KWH] = per_sample * PER / 3.6e6
     keep = ["group", "throughput_median", "throughput_min", "throughput_max", "n_repeats",
             "efficiency", "node_hours", "energy_kwh"]
     unit = [c for c in ("throughput_unit",) if c in ta and c in tb]
@@ -148,7 +149,7 @@ def align(a: Side, b: Side) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
     merged["efficiency_ratio"] = merged["efficiency_b"] / merged["efficiency_a"]
     merged["node_hours_ratio"] = merged["node_hours_b"] / merged["node_hours_a"]
     merged["energy_ratio"] = merged["energy_kwh_b"] / merged["energy_kwh_a"]
-    merged["world_size"] = merged["world_size"].astype(int)
+    merged[col.WORLD_SIZE] = merged[col.WORLD_SIZE].astype(int)
     merged = merged.sort_values(["group_a", "world_size"], kind="stable")
     return merged[["group_a", "group_b", *keys, *COLUMNS, *BAND, *unit]].reset_index(
         drop=True), differs

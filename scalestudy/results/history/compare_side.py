@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import STATUS_COLUMNS
 
 #: How a comparison names a stored study.
@@ -38,18 +39,18 @@ def stored_runs(arg: Path | str) -> tuple[str, pd.DataFrame]:
         raise ScalestudyError(f"{arg}: the results store holds no study {name!r} "
                               "(`scalestudy history` lists them)")
     rated = [r for r in latest_attempts(rows)
-             if r["throughput"] is not None or r["state"] != "completed"]
+             if r[col.THROUGHPUT] is not None or r[col.STATE] != "completed"]
     if not rated:
         raise ScalestudyError(f"{arg}: its results are not throughputs "
                               f"({rows[0]['unit']}): nothing to compare a study with")
-    missing = [r for r in rated if r["nodes"] is None or r["ranks_per_node"] is None]
+    missing = [r for r in rated if r[col.NODES] is None or r[col.RANKS_PER_NODE] is None]
     if missing:
         raise ScalestudyError(
             f"{arg}: {len(missing)} of its results do not say their nodes (an import of "
             "a log that does not print them): import it again with --nodes N")
     frame = pd.DataFrame([{
         **{k: r.get(k) for k in PARAMS}, "study": name, "scaling": "weak",
-        "system": r.get("system"), "state": r["state"], "reason": None, "exit_code": None,
+        "system": r.get(col.SYSTEM), "state": r[col.STATE], "reason": None, "exit_code": None,
         "elapsed_s": None, "failure": None, "failure_line": None, "job_power_w": None,
-        "throughput": r["throughput"], "throughput_unit": r["unit"]} for r in rated])
+        "throughput": r[col.THROUGHPUT], "throughput_unit": r[col.UNIT]} for r in rated])
     return name, frame[[*PARAMS, *STATUS_COLUMNS, "throughput", "throughput_unit"]]

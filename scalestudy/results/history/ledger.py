@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from scalestudy.results.analysis import columns as col
+
 #: What a forecast's point names (the work and the way it ran), matched against the
 #: stored attempts' columns, or their parameters for the last two.
 POINT_COLUMNS: tuple[str, ...] = ("model", "batch_size", "backend", "tuning")
@@ -44,7 +46,7 @@ class Score:
     @property
     def error(self) -> float | None:
         """Forecast / measured − 1 (positive: the forecast was optimistic)."""
-        return None if self.measured is None else self.forecast["throughput"] / self.measured - 1
+        return None if self.measured is None else self.forecast[col.THROUGHPUT] / self.measured - 1
 
     def line(self) -> str:
         """`predicted 9,840 img/s [9,310–10,400] at 64 GPUs, measured 9,520: inside`."""
@@ -66,10 +68,10 @@ def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str
     out = []
     for f in forecasts:
         made = _moment(f["made"])
-        measured = [float(a["throughput"]) for a in attempts
-                    if a.get("state") == "completed" and a.get("throughput")
-                    and a.get("system") == f["system"] and a.get("world_size") == f["gpus"]
-                    and a.get("ended") is not None and _moment(a["ended"]) > made
+        measured = [float(a[col.THROUGHPUT]) for a in attempts
+                    if a.get(col.STATE) == "completed" and a.get(col.THROUGHPUT)
+                    and a.get(col.SYSTEM) == f[col.SYSTEM] and a.get(col.WORLD_SIZE) == f[col.GPUS]
+                    and a.get(col.ENDED) is not None and _moment(a[col.ENDED]) > made
                     and _matches(a, f["point"])]
         out.append(Score(dict(f), statistics.median(measured) if measured else None,
                          len(measured)))
@@ -79,8 +81,8 @@ def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str
 def summary(scores: Sequence[Score]) -> list[dict[str, object]]:
     """Per system: forecasts made, scored, how often the interval held, median |error|."""
     out = []
-    for system in dict.fromkeys(s.forecast["system"] for s in scores):
-        mine = [s for s in scores if s.forecast["system"] == system]
+    for system in dict.fromkeys(s.forecast[col.SYSTEM] for s in scores):
+        mine = [s for s in scores if s.forecast[col.SYSTEM] == system]
         scored = [s for s in mine if s.measured is not None]
         out.append({
             "system": system, "forecasts": len(mine), "scored": len(scored),
@@ -91,7 +93,7 @@ def summary(scores: Sequence[Score]) -> list[dict[str, object]]:
 
 
 def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
-    params = attempt.get("params") or {}
+    params = attempt.get(col.PARAMS) or {}
     return all(attempt.get(k) == point[k] for k in POINT_COLUMNS if k in point) and all(
         params.get(k) == point[k] for k in POINT_PARAMS if k in point)
 

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalestudy.results.analysis import columns as col
+
 #: Standard errors a host's mean slowness must pass.
 Z = 4.0
 #: And the least excess that names a host (5 % slower than its runs' median).
@@ -96,7 +98,7 @@ class Evidence:
 def observations(row: Mapping[str, Any]) -> dict[str, float] | str:
     """One run's slowness per host (log ratio of its ranks' mean compute time to the
     run's median rank), or why the run cannot tell."""
-    record = row.get("metrics") or {}
+    record = row.get(col.METRICS) or {}
     hosts, times = record.get("rank_hosts"), record.get("rank_compute_s")
     if not hosts:
         return "no per-rank hosts in its record (older results, an import, or a program)"
@@ -122,16 +124,16 @@ def slow_nodes(rows: Sequence[Mapping[str, Any]], z: float = Z,
     out = Evidence()
     per_system: dict[str, dict[str, list[tuple[float, str]]]] = {}
     for row in rows:
-        if row.get("state") != "completed":
+        if row.get(col.STATE) != "completed":
             continue
         got = observations(row)
         if isinstance(got, str):
             out.untestable[got] = out.untestable.get(got, 0) + 1
             continue
         out.testable_runs += 1
-        hosts = per_system.setdefault(str(row.get("system") or "?"), {})
+        hosts = per_system.setdefault(str(row.get(col.SYSTEM) or "?"), {})
         for host, value in got.items():
-            hosts.setdefault(host, []).append((value, str(row.get("study") or "?")))
+            hosts.setdefault(host, []).append((value, str(row.get(col.STUDY) or "?")))
     for system, hosts in per_system.items():
         sigma = _noise([[v for v, _ in seen] for seen in hosts.values()])
         out.noise[system] = sigma
@@ -157,7 +159,7 @@ def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any
     for run in runs.to_dict("records"):
         metrics = {"rank_hosts": _items(run.get("rank_hosts"), number=False),
                    "rank_compute_s": _items(run.get("rank_compute_s"), number=True)}
-        rows.append({"state": run.get("state"), "system": system or "?", "study": study,
+        rows.append({"state": run.get(col.STATE), "system": system or "?", "study": study,
                      "metrics": {k: v for k, v in metrics.items() if v is not None}})
     return slow_nodes(rows).as_dict()
 

@@ -16,6 +16,7 @@ from scalestudy.core.states import RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.journal import Job, Journal
 from scalestudy.execute.status import read_status
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.spend import allocation_start
 
 #: Variables of the job's environment that are its tuning (communication libraries).
@@ -64,7 +65,7 @@ def attempts_of(study_dir: Path) -> list[Attempt]:
         for number, directory in [*((int(p.name), p) for p in kept),
                                   (len(kept) + 1, run_dir)]:
             attempt = read_attempt(params, number, directory,
-                                   submitted.get((str(params["run_id"]), number)))
+                                   submitted.get((str(params[col.RUN_ID]), number)))
             if attempt is not None:
                 out.append(attempt)
     return out
@@ -84,10 +85,10 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
     ended = _mtime(directory / "exit_code") or _mtime(directory / ws.STATUS)
     prov = provenance(params, record, env, directory)
     placement = prov["placement"]
-    placement["started"] = started.isoformat() if started else None
-    placement["ended"] = ended.isoformat() if ended else None
+    placement[col.STARTED] = started.isoformat() if started else None
+    placement[col.ENDED] = ended.isoformat() if ended else None
     if job is not None:
-        placement["job_id"] = placement["job_id"] or job.job_id
+        placement[col.JOB_ID] = placement[col.JOB_ID] or job.job_id
         placement["submitted"] = job.submitted_at
         when = _moment(job.submitted_at)
         if job.allocation:  # packed: the queue wait is the allocation's, the rest the step's
@@ -95,11 +96,11 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
             began = allocation_start(directory.parents[1] if directory.parent.name == "runs"
                                      else directory.parents[3], job.allocation)
             if when is not None and began is not None:
-                placement["queue_wait_s"] = round((began - when).total_seconds(), 3)
+                placement[col.QUEUE_WAIT_S] = round((began - when).total_seconds(), 3)
                 if started is not None:
                     placement["step_wait_s"] = round((started - began).total_seconds(), 3)
         elif when is not None and started is not None:
-            placement["queue_wait_s"] = round((started - when).total_seconds(), 3)
+            placement[col.QUEUE_WAIT_S] = round((started - when).total_seconds(), 3)
     return Attempt(dict(params), number, found.state.value, record, prov, tags, started,
                    ended, ws.read_campaign(directory))
 
@@ -118,14 +119,14 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
     """Versions, hardware, placement and configuration of one attempt (what is known)."""
     record = record or {}
     versions = {name: record[key] for key, name in RECORD_VERSIONS.items() if record.get(key)}
-    versions.update(record.get("provenance", {}).get("versions", {}))
+    versions.update(record.get(col.PROVENANCE, {}).get("versions", {}))
     if env.get("SCALESTUDY_VERSION"):
         versions["scalestudy"] = env["SCALESTUDY_VERSION"]
     if env.get("SCALESTUDY_MPI_VERSION"):  # the launcher's `--version`, from the job
         versions["mpi"] = env["SCALESTUDY_MPI_VERSION"].strip()
-    hardware = dict(record.get("provenance", {}).get("hardware", {}))
-    if record.get("device"):
-        hardware.setdefault("device", record["device"])
+    hardware = dict(record.get(col.PROVENANCE, {}).get("hardware", {}))
+    if record.get(col.DEVICE):
+        hardware.setdefault("device", record[col.DEVICE])
     hosts = _lines(directory / "hosts.txt") or [str(h) for h in record.get("hosts") or []]
     job_id = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), None)
     container = next((env[v] for v in CONTAINER_VARIABLES if env.get(v)), None)
@@ -133,8 +134,8 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
         "versions": versions, "hardware": hardware,
         "placement": {"nodes": hosts, "job_id": job_id},
         "configuration": {
-            "system": env.get("SCALESTUDY_SYSTEM") or params.get("system"),
-            "tuning": params.get("tuning"),
+            "system": env.get("SCALESTUDY_SYSTEM") or params.get(col.SYSTEM),
+            "tuning": params.get(col.TUNING),
             "environment": {k: v for k, v in sorted(env.items())
                             if k.startswith(TUNING_PREFIXES)},
             **({"container": container} if container else {}),

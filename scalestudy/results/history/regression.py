@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalestudy.results.analysis import columns as col
+
 #: A drop must exceed this many coefficients of variation of the repeats to count.
 NOISE_BANDS = 3.0
 #: What makes runs measurements of one point (besides the repeat and the run id); the
@@ -107,7 +109,7 @@ Point = tuple[object, ...]
 def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters beyond POINT_KEYS that change the work (from the stored params):
     image size, precision, workload kind, training options, system."""
-    params = row.get("params") or {}
+    params = row.get(col.PARAMS) or {}
     return {k: v for k, v in params.items() if k not in NOT_WORK and v is not None
             and isinstance(v, (str, int, float, bool))}
 
@@ -119,7 +121,7 @@ def point_of(row: Mapping[str, Any]) -> Point:
 
 def describe_point(row: Mapping[str, Any]) -> str:
     """`resnet50 4x4 (16 GPUs) batch 32 ddp/default` (a user's program: `command`)."""
-    model = row.get("model") or (row.get("params") or {}).get("workload") or "program"
+    model = row.get(col.MODEL) or (row.get(col.PARAMS) or {}).get("workload") or "program"
     return (f"{model} {row.get('nodes')}x{row.get('ranks_per_node')} "
             f"({row.get('world_size')} GPUs) batch {row.get('batch_size')} "
             f"{row.get('backend')}/{row.get('tuning')}")
@@ -143,8 +145,8 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
     threshold = alpha / max(tested, 1)
     verdicts: dict[Point, Verdict] = {}
     for key in shared:
-        a = [float(r["throughput_per_gpu"]) for r in ours[key]]
-        b = [float(r["throughput_per_gpu"]) for r in theirs[key]]
+        a = [float(r[col.THROUGHPUT_PER_GPU]) for r in ours[key]]
+        b = [float(r[col.THROUGHPUT_PER_GPU]) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
         beyond = -change > max(min_drop, NOISE_BANDS * noise(a, b))
@@ -158,7 +160,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
         else:
             status = "ok"
         verdicts[key] = Verdict(
-            describe_point(ours[key][0]), int(ours[key][0]["world_size"]), a, b, change, p,
+            describe_point(ours[key][0]), int(ours[key][0][col.WORLD_SIZE]), a, b, change, p,
             status == "regression", "", provenance_changes(ours[key], theirs[key]),
             status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
             needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
@@ -177,18 +179,18 @@ def _unlike(ours: dict[Point, list[Mapping[str, Any]]],
         other = next((r for k, r in theirs.items() if k[:len(POINT_KEYS)] == scale), None)
         if other is None:
             continue
-        a = [float(r["throughput_per_gpu"]) for r in rows]
-        out.append(Verdict(describe_point(rows[0]), int(rows[0]["world_size"]), a,
-                           [float(r["throughput_per_gpu"]) for r in other], None, None, False,
+        a = [float(r[col.THROUGHPUT_PER_GPU]) for r in rows]
+        out.append(Verdict(describe_point(rows[0]), int(rows[0][col.WORLD_SIZE]), a,
+                           [float(r[col.THROUGHPUT_PER_GPU]) for r in other], None, None, False,
                            "", status="unlike", differs=differences(rows[0], other[0])))
     return out
 
 
 def _comm(rows: Sequence[Mapping[str, Any]]) -> float | None:
     """The median comm overhead the runs measured themselves (1 - compute / step)."""
-    values = [float(m["comm_overhead"]) for r in rows
-              if isinstance(m := (r.get("metrics") or {}), Mapping)
-              and isinstance(m.get("comm_overhead"), (int, float))]
+    values = [float(m[col.COMM_OVERHEAD]) for r in rows
+              if isinstance(m := (r.get(col.METRICS) or {}), Mapping)
+              and isinstance(m.get(col.COMM_OVERHEAD), (int, float))]
     return statistics.median(values) if values else None
 
 
@@ -206,7 +208,7 @@ def repeats_needed(a: Sequence[float], b: Sequence[float], threshold: float) -> 
 def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[Point, list[Mapping[str, Any]]]:
     out: dict[Point, list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r.get("state") == "completed" and r.get("throughput_per_gpu"):
+        if r.get(col.STATE) == "completed" and r.get(col.THROUGHPUT_PER_GPU):
             out.setdefault(point_of(r), []).append(r)
     return out
 
@@ -249,7 +251,7 @@ def provenance_changes(newest: Sequence[Mapping[str, Any]],
     def flat(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         values: dict[str, set[str]] = {}
         for r in rows:
-            prov = r.get("provenance") or {}
+            prov = r.get(col.PROVENANCE) or {}
             conf = prov.get("configuration") or {}
             items = [*(prov.get("versions") or {}).items(),
                      *(prov.get("hardware") or {}).items(),

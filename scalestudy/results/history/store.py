@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.provenance import Attempt, attempts_of
 
 #: The variable that names the store (a URL, or a SQLite file's path).
@@ -231,7 +232,7 @@ class Store:
             query = query.where(studies.c.directory == directory)
         with self._failing("read it"), self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(query)]
-        return [r for r in found if tag is None or tag in (r["tags"] or [])]
+        return [r for r in found if tag is None or tag in (r[col.TAGS] or [])]
 
     def put_imported(self, files: list[tuple[str, str, str | None, str, list[dict[str, Any]]]]
                      ) -> list[int]:
@@ -257,7 +258,7 @@ class Store:
         with self._failing("keep the forecasts"), self.engine.begin() as conn:
             if once:
                 held = {_same(r) for r in conn.execute(sa.select(forecasts).where(
-                    forecasts.c.source.in_({r["source"] for r in rows}))).mappings()}
+                    forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
                 rows = [r for r in rows if _same(r) not in held]
             if rows:
                 conn.execute(sa.insert(forecasts), rows)
@@ -280,15 +281,15 @@ class Store:
 def campaign_of(row: Mapping[str, Any]) -> str:
     """A stored attempt's campaign; for one stored before campaigns, its attempt number
     (a study's runs were started together, attempt by attempt)."""
-    return str(row.get("campaign") or f"attempt {row.get('attempt')}")
+    return str(row.get(col.CAMPAIGN) or f"attempt {row.get('attempt')}")
 
 
 def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The newest attempt of each run among stored rows (one per directory and run id)."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        key = (r["directory"], r["run_id"])
-        if key not in latest or r["attempt"] > latest[key]["attempt"]:
+        key = (r[col.DIRECTORY], r[col.RUN_ID])
+        if key not in latest or r[col.ATTEMPT] > latest[key][col.ATTEMPT]:
             latest[key] = dict(r)
     return list(latest.values())
 
@@ -336,8 +337,8 @@ def _open(conn: sa.Connection) -> None:
 def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, Any],
                source: str = OWN) -> int:
     now = datetime.now(timezone.utc)
-    values = {"name": str(params.get("study") or Path(directory).name),
-              "system": _text(params.get("system")), "scaling": _text(params.get("scaling")),
+    values = {"name": str(params.get(col.STUDY) or Path(directory).name),
+              "system": _text(params.get(col.SYSTEM)), "scaling": _text(params.get("scaling")),
               "ingested": now, "source": source}
     found = conn.execute(sa.select(studies.c.id).where(studies.c.directory == str(directory))
                          ).scalar_one_or_none()
@@ -351,17 +352,17 @@ def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, 
 
 def _row(study_id: int, a: Attempt) -> dict[str, Any]:
     p, record = a.params, a.record or {}
-    throughput = record.get("throughput") if a.state == "completed" else None
-    world = p.get("world_size")
+    throughput = record.get(col.THROUGHPUT) if a.state == "completed" else None
+    world = p.get(col.WORLD_SIZE)
     return {
-        "study_id": study_id, "run_id": str(p["run_id"]), "attempt": a.number,
-        "state": a.state, "nodes": p.get("nodes"), "ranks_per_node": p.get("ranks_per_node"),
-        "world_size": world, "batch_size": p.get("batch_size"),
-        "global_batch": p.get("global_batch"), "backend": _text(p.get("backend")),
-        "tuning": _text(p.get("tuning")), "model": _text(p.get("model")),
+        "study_id": study_id, "run_id": str(p[col.RUN_ID]), "attempt": a.number,
+        "state": a.state, "nodes": p.get(col.NODES), "ranks_per_node": p.get(col.RANKS_PER_NODE),
+        "world_size": world, "batch_size": p.get(col.BATCH_SIZE),
+        "global_batch": p.get(col.GLOBAL_BATCH), "backend": _text(p.get(col.BACKEND)),
+        "tuning": _text(p.get(col.TUNING)), "model": _text(p.get(col.MODEL)),
         "repeat": p.get("repeat"), "throughput": throughput,
         "throughput_per_gpu": (throughput / world if throughput and world else None),
-        "unit": str(record.get("throughput_unit") or "img/s"),
+        "unit": str(record.get(col.THROUGHPUT_UNIT) or "img/s"),
         "started": a.started, "ended": a.ended, "params": dict(p),
         "metrics": a.record, "provenance": a.provenance, "tags": list(a.tags),
         "campaign": a.campaign,
@@ -374,5 +375,5 @@ def _text(value: object) -> str | None:
 
 def _same(row: Any) -> tuple[object, ...]:
     """What makes two ledger rows the same forecast (the time it was made aside)."""
-    return (row["system"], row["source"], row["gpus"], round(float(row["throughput"]), 6),
+    return (row[col.SYSTEM], row[col.SOURCE], row[col.GPUS], round(float(row[col.THROUGHPUT]), 6),
             round(float(row["low"]), 6), round(float(row["high"]), 6))

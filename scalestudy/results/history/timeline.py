@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.regression import provenance_changes, work_of
 from scalestudy.results.history.store import campaign_of
 
@@ -37,8 +38,8 @@ class Change:
 
 def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Change]]:
     """The timeline of completed attempts, and the provenance changes along it."""
-    done = [r for r in rows if r.get("state") == "completed" and r.get("throughput_per_gpu")
-            and r.get("ended") is not None]
+    done = [r for r in rows if r.get(col.STATE) == "completed" and r.get(col.THROUGHPUT_PER_GPU)
+            and r.get(col.ENDED) is not None]
     if not done:
         return pd.DataFrame(columns=list(COLUMNS)), []
     frame = pd.DataFrame({
@@ -46,10 +47,10 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
         "campaign": [f"{r['study']} [{','.join(r.get('tags') or []) or 'untagged'}]"
                      for r in done],
         "key": [_campaign(r) for r in done],
-        "when": pd.to_datetime([r["ended"] for r in done], utc=True),
-        "world_size": [int(r["world_size"]) for r in done],
-        "per_gpu": [float(r["throughput_per_gpu"]) for r in done],
-        "unit": [str(r.get("unit") or "img/s") for r in done],
+        "when": pd.to_datetime([r[col.ENDED] for r in done], utc=True),
+        "world_size": [int(r[col.WORLD_SIZE]) for r in done],
+        "per_gpu": [float(r[col.THROUGHPUT_PER_GPU]) for r in done],
+        "unit": [str(r.get(col.UNIT) or "img/s") for r in done],
     })
     points = (frame.groupby(["group", "key", "world_size"], sort=False)
               .agg(campaign=("campaign", "first"), when=("when", "median"),
@@ -57,20 +58,20 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
                    per_gpu_max=("per_gpu", "max"), repeats=("per_gpu", "size"),
                    unit=("unit", "first"))
               .reset_index())
-    base = points.groupby(["group", "key"])["world_size"].transform("min")
-    smallest = points[points["world_size"] == base].set_index(["group", "key"])["per_gpu"]
+    base = points.groupby(["group", "key"])[col.WORLD_SIZE].transform("min")
+    smallest = points[points[col.WORLD_SIZE] == base].set_index(["group", "key"])["per_gpu"]
     # against the campaign's smallest scale; a campaign that measured one scale of more
     # than one GPU (a published 2-GPU figure) has nothing to compare with: unknown
-    scales = points.groupby(["group", "key"])["world_size"].transform("nunique")
-    points["efficiency"] = [row.per_gpu / smallest[(row.group, row.key)]
+    scales = points.groupby(["group", "key"])[col.WORLD_SIZE].transform("nunique")
+    points[col.EFFICIENCY] = [row.per_gpu / smallest[(row.group, row.key)]
                             if count > 1 or row.world_size == 1 else float("nan")
                             for row, count in zip(points.itertuples(), scales, strict=True)]
     by_key: dict[Any, list[Mapping[str, Any]]] = {}
     for r in done:
         by_key.setdefault(_campaign(r), []).append(r)
     changes = []
-    for system in dict.fromkeys(str(r.get("system")) for r in done):
-        mine = points[points["key"].map(lambda k, s=system: str(by_key[k][0].get("system"))
+    for system in dict.fromkeys(str(r.get(col.SYSTEM)) for r in done):
+        mine = points[points["key"].map(lambda k, s=system: str(by_key[k][0].get(col.SYSTEM))
                                         == s)]
         campaigns = mine.groupby("key", sort=False)["when"].min().sort_values()
         for before, after in itertools.pairwise(campaigns.index):
@@ -84,14 +85,14 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
 def _campaign(row: Mapping[str, Any]) -> tuple[object, ...]:
     """One campaign's key: its study directory and campaign id (its attempt number for
     attempts stored before campaigns were)."""
-    return (row["directory"], campaign_of(row))
+    return (row[col.DIRECTORY], campaign_of(row))
 
 
 def series_label(row: Mapping[str, Any]) -> str:
     """The point's group: its system, model, per-GPU batch, backend, tuning and the rest
     of its work (not its scale); an import: its system, model and source format."""
-    system = row.get("system") or "?"
-    if (row.get("source") or "scalestudy") != "scalestudy":
+    system = row.get(col.SYSTEM) or "?"
+    if (row.get(col.SOURCE) or "scalestudy") != "scalestudy":
         return f"{system}: {row.get('model')} ({row.get('source')})"
     work = " ".join(f"{k} {v}" for k, v in sorted(work_of(row).items())
                     if k not in ("system", "workload"))

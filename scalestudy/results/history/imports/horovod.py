@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.imports.common import (
     NUMBER,
     Imported,
@@ -35,7 +36,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
     iters = [num(v) for v in re.findall(rf"Iter #\d+:\s*({NUMBER})\s*\w+/sec per", text)]
     out = []
     for m in _TOTAL.finditer(text):
-        world = int(m["gpus"])
+        world = int(m[col.GPUS])
         per_rank = int(batch.group(1)) if batch else None
         out.append(Imported(
             {"model": model.group(1) if model else None, "world_size": world,

@@ -1,0 +1,74 @@
+"""The names of the analysis tables' columns and the stored rows' fields, one constant
+each: a rename is one edit here, and a misspelt name fails at import, not as a KeyError
+in a report.
+
+The run table (results.analysis.collect) has a run's parameters (run.json), its state
+and its record's fields; the summary (results.analysis.efficiency) one row per point of
+a scaling curve; the store's rows (results.history.store) the same parameters beside
+the attempt's campaign, provenance and tags. Read them as `col.WORLD_SIZE` after
+`from scalestudy.results.analysis import columns as col`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# A run's place in the grid (run.json).
+RUN_ID: Final = "run_id"
+STUDY: Final = "study"
+SYSTEM: Final = "system"
+NODES: Final = "nodes"
+RANKS_PER_NODE: Final = "ranks_per_node"
+WORLD_SIZE: Final = "world_size"
+BATCH_SIZE: Final = "batch_size"
+GLOBAL_BATCH: Final = "global_batch"
+BACKEND: Final = "backend"
+TUNING: Final = "tuning"
+MODEL: Final = "model"
+DP: Final = "dp"
+LR: Final = "lr"
+SEQ_LEN: Final = "seq_len"
+
+# What it measured (its state and metrics record).
+STATE: Final = "state"
+THROUGHPUT: Final = "throughput"
+THROUGHPUT_UNIT: Final = "throughput_unit"
+COMM_OVERHEAD: Final = "comm_overhead"
+COMPUTE_TIME_S: Final = "compute_time_s"
+GRAD_BYTES: Final = "grad_bytes"
+PEAK_TFLOPS: Final = "peak_tflops"
+MFU: Final = "mfu"
+RANK_SPREAD: Final = "rank_spread"
+QUEUE_WAIT_S: Final = "queue_wait_s"
+JOB_ID: Final = "job_id"
+STARTED: Final = "started"
+ENDED: Final = "ended"
+DEVICE: Final = "device"
+
+# The summary: one row per point of a curve.
+GROUP: Final = "group"
+N_REPEATS: Final = "n_repeats"
+THROUGHPUT_MEDIAN: Final = "throughput_median"
+THROUGHPUT_MIN: Final = "throughput_min"
+THROUGHPUT_MAX: Final = "throughput_max"
+THROUGHPUT_PER_GPU: Final = "throughput_per_gpu"
+EFFICIENCY: Final = "efficiency"
+BASELINE: Final = "baseline"
+BASELINE_RULE: Final = "baseline_rule"
+FLAGS: Final = "flags"
+PARETO: Final = "pareto"
+NODE_HOURS: Final = "node_hours"
+ENERGY_KWH: Final = "energy_kwh"
+GPUS: Final = "gpus"
+GPUS_PER_NODE: Final = "gpus_per_node"
+
+# A stored attempt's fields beside them.
+DIRECTORY: Final = "directory"
+ATTEMPT: Final = "attempt"
+CAMPAIGN: Final = "campaign"
+UNIT: Final = "unit"
+PARAMS: Final = "params"
+METRICS: Final = "metrics"
+PROVENANCE: Final = "provenance"
+TAGS: Final = "tags"
+SOURCE: Final = "source"
