@@ -1,11 +1,18 @@
-"""Rank discovery: which rank am I, how many are we, where is rank 0 (pure, table driven)."""
+"""Rank discovery: which rank am I, how many are we, where is rank 0 (pure, table driven).
+
+The tables name the *launchers'* variables (torchrun, Open MPI, Flux, MPICH/PALS, srun):
+what each sets in every rank. A scheduler adds nothing here: its job script starts the
+ranks with one of these launchers and exports MASTER_ADDR and MASTER_PORT (site/ports.py;
+tests/nohup_scheduler.py is a scheduler that touches no other module). Only a new
+launcher adds a row. The Slurm host lists and PBS_NODEFILE are fallbacks for rank 0's
+host when the workload runs outside a scalestudy script.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 DEFAULT_MASTER_PORT = 29500
@@ -186,7 +193,8 @@ _CONVERTERS: dict[str, Callable[[str, int], int | str]] = {
 }
 
 
-def _lookup(environ: Mapping[str, str], names: tuple[str, ...], field: str, node_rank: int) -> Any:
+def _lookup(environ: Mapping[str, str], names: tuple[str, ...], field: str, node_rank: int
+            ) -> int | str | None:
     for name in names:
         raw = environ.get(name, "").strip()
         if not raw:
@@ -202,39 +210,48 @@ def _lookup(environ: Mapping[str, str], names: tuple[str, ...], field: str, node
     return None
 
 
-def _resolve(environ: Mapping[str, str], table: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for field in (*_INT_FIELDS, "master_addr", "master_port"):
+def _resolve(environ: Mapping[str, str], table: Mapping[str, tuple[str, ...]]
+             ) -> tuple[dict[str, int | None], str | None]:
+    """The integer fields a family's table finds (None: not given), and rank 0's host."""
+    found: dict[str, int | None] = {}
+    for field in (*_INT_FIELDS, "master_port"):
         names = table.get(field) or FALLBACK.get(field, ())
-        found[field] = _lookup(environ, names, field, found.get("node_rank") or 0)
-    return found
+        value = _lookup(environ, names, field, found.get("node_rank") or 0)
+        found[field] = int(value) if value is not None else None
+    addr = _lookup(environ, table.get("master_addr") or FALLBACK["master_addr"], "master_addr",
+                   found.get("node_rank") or 0)
+    return found, (str(addr) if addr is not None else None)
 
 
 def discover(environ: Mapping[str, str]) -> DistEnv:
     """Find this process's place from the first launcher family present in ``environ``."""
     for source, table in LAUNCHERS:
         if all(_lookup(environ, table[f], f, 0) is not None for f in ("rank", "world_size")):
-            return _complete(source, _resolve(environ, table))
-    single = dict.fromkeys(_INT_FIELDS, 0) | {"world_size": 1, "local_world_size": 1}
-    return _complete("single", _resolve(environ, {}) | single | {"num_nodes": 1})
+            return _complete(source, *_resolve(environ, table))
+    found, addr = _resolve(environ, {})
+    single = dict.fromkeys(_INT_FIELDS, 0) | {"world_size": 1, "local_world_size": 1,
+                                               "num_nodes": 1}
+    return _complete("single", found | single, addr)
 
 
-def _complete(source: str, found: Mapping[str, Any]) -> DistEnv:
+def _complete(source: str, found: Mapping[str, int | None], addr: str | None) -> DistEnv:
     """Derive what the launcher left out (block placement assumed) and check ranges."""
     world, rank, num_nodes = found["world_size"], found["rank"], found["num_nodes"]
+    assert world is not None and rank is not None, "a present family gives both"
     local_size = found["local_world_size"]
     if local_size is None:
         even = num_nodes is not None and num_nodes > 0 and world % num_nodes == 0
-        local_size = world // num_nodes if even else world
+        local_size = world // num_nodes if even and num_nodes else world
     local_size = max(local_size, 1)
+    local_rank, node_rank = found["local_rank"], found["node_rank"]
     env = DistEnv(
         rank=rank,
         world_size=world,
-        local_rank=rank % local_size if found["local_rank"] is None else found["local_rank"],
+        local_rank=rank % local_size if local_rank is None else local_rank,
         local_world_size=local_size,
-        node_rank=rank // local_size if found["node_rank"] is None else found["node_rank"],
+        node_rank=rank // local_size if node_rank is None else node_rank,
         num_nodes=-(-world // local_size) if num_nodes is None else num_nodes,
-        master_addr=found["master_addr"] or DEFAULT_MASTER_ADDR,
+        master_addr=addr or DEFAULT_MASTER_ADDR,
         master_port=found["master_port"] or DEFAULT_MASTER_PORT,
         source=source,
     )
