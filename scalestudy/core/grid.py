@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from scalestudy.core.containers import label
 from scalestudy.core.errors import ScalestudyError, SpecError
 from scalestudy.core.spec import Study, walltime_seconds
 from scalestudy.workload.options import BY_NAME, DEFAULTS, Value, applicable
@@ -45,11 +46,16 @@ class Run:
     axes: tuple[tuple[str, Value], ...] = ()
     # Data-parallel replicas: world_size / (tp x pp) (the world size without a split).
     dp: int | None = None
+    # The container its ranks run in (core.containers label; `none`: bare beside
+    # containerised runs); None: the study has no container (no such parameter).
+    container: str | None = None
 
     def params(self) -> dict[str, Value]:
         """The run's parameters as written to run.json and the tables (axes as columns).
         Every field is a plain value, so no deep copy (asdict) is needed."""
         out = {name: getattr(self, name) for name in _PARAM_FIELDS}
+        if self.container is None:
+            del out["container"]
         out.update(self.axes)
         return out
 
@@ -226,12 +232,15 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
     points: list[dict[str, Value]] = []
     strong = study.scaling == "strong"
     batches = (g.global_batch if strong else g.batch_size) or [DEFAULT_BATCH]
-    for nodes, rpn, batch, backend, tuning, *axis_values in itertools.product(
-        g.nodes, rpns, batches, g.backend, g.tuning, *axes.values()
+    boxes = [label(e) for e in study.container_entries()]
+    for nodes, rpn, batch, backend, tuning, box, *axis_values in itertools.product(
+        g.nodes, rpns, batches, g.backend, g.tuning, boxes, *axes.values()
     ):
         # An option the backend does not read is no axis for it: one run, value None.
-        chosen = {name: (value if BY_NAME[name].applies(backend) else None)
-                  for name, value in zip(axes, axis_values, strict=True)}
+        chosen: dict[str, Value] = {name: (value if BY_NAME[name].applies(backend) else None)
+                                    for name, value in zip(axes, axis_values, strict=True)}
+        if box is not None:  # keys of studies without containers stay as they were
+            chosen = {"container": box, **chosen}
         key = json.dumps([nodes, rpn, batch, backend, tuning, chosen], sort_keys=True)
         if key in seen:
             continue
@@ -262,7 +271,9 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
         points.append(point)
         if _excluded(study, point, used):
             continue
-        precision = chosen.pop("precision", None) or _base_precision(study, tuning)
+        chosen.pop("container", None)
+        asked = chosen.pop("precision", None)
+        precision = str(asked) if asked else _base_precision(study, tuning)
         for repeat in range(study.repeats):
             runs.append(Run(
                 run_id=_run_id(study, point, repeat),
@@ -273,6 +284,7 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
                 precision=precision,
                 axes=tuple(chosen.items()),
                 dp=dp,
+                container=box,
                 **recorded,
                 nodes=nodes, ranks_per_node=rpn, world_size=world, batch_size=per_gpu,
                 global_batch=global_batch, backend=backend, tuning=tuning,
@@ -312,7 +324,7 @@ def node_hours(study: Study, runs: Sequence[Run]) -> float:
 
 _CONDITION = re.compile(r"^\s*([a-z_]+)\s*(==|!=|<=|>=|=|<|>)\s*(.+?)\s*$")
 FILTER_KEYS = ("run_id", "nodes", "ranks_per_node", "world_size", "batch_size",
-               "global_batch", "backend", "tuning", "repeat", *BY_NAME)
+               "global_batch", "backend", "tuning", "repeat", "container", *BY_NAME)
 _NUMERIC_KEYS = ("nodes", "ranks_per_node", "world_size", "batch_size", "global_batch", "repeat")
 
 

@@ -18,8 +18,10 @@ from pydantic import (
     StringConstraints,
     create_model,
     field_validator,
+    model_validator,
 )
 
+from scalestudy.core import containers
 from scalestudy.core.errors import Loc, where
 from scalestudy.core.specbase import (
     OPTION_AXES,
@@ -70,6 +72,11 @@ class _GridBase(Model):
     tuning: Annotated[list[Name], BeforeValidator(as_list), Field(min_length=1)] = Field(
         default=["default"], description="names of tuning variants (`default`: no changes)"
     )
+    container: (
+        Annotated[list[containers.Entry], BeforeValidator(as_list), Field(min_length=1)]
+        | None) = Field(
+        default=None, description="containers the ranks run in, as an axis: `none` (bare), "
+        "`runtime:image`, or {runtime, image, options, binds, name, python}")
 
     @field_validator("*")
     @classmethod
@@ -209,7 +216,7 @@ def walltime_seconds(value: str) -> int:
 
 
 EXCLUDE_KEYS = ("nodes", "ranks_per_node", "batch_size", "backend", "tuning",
-                "world_size", "global_batch", *(o.name for o in OPTIONS))
+                "world_size", "global_batch", "container", *(o.name for o in OPTIONS))
 
 
 class Reference(Model):
@@ -258,6 +265,10 @@ class Study(Model):
         default_factory=dict, description="named tuning variants used by grid.tuning"
     )
     repeats: int = Field(1, ge=1, le=100, description="times each grid point runs")
+    container: containers.Entry | None = Field(
+        None, description="the container every run's ranks run in: `runtime:image` "
+        "(charliecloud:/scratch/img, apptainer:/soft/pytorch.sif) or {runtime, image, "
+        "options, binds, name, python}; `grid.container` makes it an axis instead")
     job: Job = Field(default_factory=Job, description="job options")
     target: Target | None = Field(
         None, description="what one training run is (samples, epochs, how epochs grow "
@@ -295,6 +306,32 @@ class Study(Model):
                         f"rule [{i}]: unknown key {key!r}; valid keys: {', '.join(EXCLUDE_KEYS)}"
                     )
         return rules
+
+    @model_validator(mode="after")
+    def _one_container_place(self) -> Study:
+        if self.container is not None and self.grid.container is not None:
+            raise ValueError("container: give it at the top (every run) or as grid.container "
+                             "(an axis), not both")
+        labels = [containers.label(e) for e in self.grid.container or []]
+        repeated = sorted({str(x) for x in labels if labels.count(x) > 1})
+        if repeated:
+            raise ValueError(f"grid.container: {', '.join(repeated)} named twice: give each "
+                             "entry its own `name`")
+        return self
+
+    def container_entries(self) -> list[containers.Container | str | None]:
+        """The container axis: the grid's entries, else the one at the top, else [None]
+        (no container: runs carry no container parameter)."""
+        if self.grid.container is not None:
+            return list(self.grid.container)
+        return [self.container] if self.container is not None else [None]
+
+    def container_named(self, label: str | None) -> containers.Container | None:
+        """The container of a run's `container` parameter (None: a bare run)."""
+        for entry in self.container_entries():
+            if isinstance(entry, containers.Container) and entry.label == label:
+                return entry
+        return None
 
     @property
     def source(self) -> Path | None:

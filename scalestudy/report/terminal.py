@@ -181,7 +181,7 @@ def _num(value: object, fmt: str) -> str:
 def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
     """The expanded runs of a study, with run count and node-hours in the caption; a
     column per grid axis over a training option (precision always), "-" where the
-    option does not apply to the run's backend."""
+    option does not apply to the run's backend, and the container where there is one."""
 
     runs = summary["runs"]
     axes = [o.name for o in OPTIONS if o.name != "precision"
@@ -203,6 +203,8 @@ def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:
                Column("backend", cells("backend"), 2, right=False),
                Column("tuning", cells("tuning"), 1, wrap=True, right=False),
                Column("precision", cells("precision"), 3, right=False),
+               *([Column("container", cells("container"), 1, wrap=True, right=False)]
+                 if any("container" in r for r in runs) else []),
                *(Column(a, cells(a), 3, right=False) for a in axes),
                Column("repeat", cells("repeat"), 2), Column("state", cells("state"),
                                                              right=False)]

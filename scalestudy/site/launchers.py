@@ -153,7 +153,8 @@ def srun(launch: Launch, slots: Slots) -> list[Word]:
     if launch.step:  # exactly the step's nodes and tasks (not the allocation's, which
         # srun reads from SLURM_NTASKS), no CPU shared with a step beside it
         words += [f"--ntasks={slots.nodes * slots.per_node}", STEP_NODES, "--exclusive"]
-    return [*words, *opts.extra_args]
+    box = launch.program.container
+    return [*words, *opts.extra_args, *(box.starter_args if box else ())]
 
 
 def mpiexec(launch: Launch, slots: Slots) -> list[Word]:

@@ -12,7 +12,7 @@ from scalestudy.core.errors import Loc, SpecError
 from scalestudy.core.grid import Run, expand
 from scalestudy.core.load import load_study
 from scalestudy.core.spec import Study, walltime_seconds
-from scalestudy.site import resolve, schedulers
+from scalestudy.site import containers, resolve, schedulers
 from scalestudy.site.profiles import SystemProfile, load_system
 from scalestudy.site.routing import named_queues
 from scalestudy.site.schedulers import Scheduler
@@ -114,6 +114,7 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             "native` with `pack: true`")))
     if not scheduler.queued:
         problems += _local_backend_checks(study)
+    problems += containers.checks(study, system)
     return problems
 
 

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from scalestudy.core.errors import SpecError, validation_messages
 from scalestudy.core.spec import EnvName, Name, walltime_seconds
 from scalestudy.site import launchers, schedulers
+from scalestudy.site.containers import names as runtime_names
 
 SYSTEMS = "scalestudy.site.systems"
 
@@ -124,6 +125,20 @@ class LauncherOptions(_Data):
         description="launcher: torchrun: what starts one torchrun agent per node")
 
 
+class ContainerSite(_Data):
+    """What a container runtime needs on this site: the options and binds every
+    container takes (GPU flags, the fabric and MPI libraries, the launcher's daemon
+    sockets) and shell lines before the launch (APPTAINERENV_* exports, module loads)."""
+
+    options: list[str] = Field(default_factory=list,
+                               description="options of the runtime's launch command")
+    binds: list[str] = Field(default_factory=list, description="host directories to bind, "
+                             "SRC[:DST]")
+    setup: list[str] = Field(default_factory=list,
+                             description="shell lines before the launch (copied as written)")
+    source: str = Field("", description="where these settings come from")
+
+
 class SystemProfile(_Data):
     """One machine: how jobs are queued, how ranks start, what a node has."""
 
@@ -172,6 +187,10 @@ class SystemProfile(_Data):
     launcher_options: LauncherOptions = Field(default_factory=LauncherOptions)
     env: dict[EnvName, str] = Field(default_factory=dict, description="default environment")
     setup: list[str] = Field(default_factory=list, description="shell lines before the launch")
+    containers: dict[Annotated[str, _one_of("container runtime", runtime_names)],
+                     ContainerSite] = Field(
+        default_factory=dict, description="per container runtime (apptainer, charliecloud, "
+        "podman-hpc, pyxis, shifter, singularity), what its containers need here")
 
 
 def available() -> list[str]:

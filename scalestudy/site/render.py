@@ -24,7 +24,7 @@ from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
-from scalestudy.site import envrecord, ports, schedulers
+from scalestudy.site import containers, envrecord, ports, schedulers
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
@@ -168,7 +168,12 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     if tuning is not None:
         env.update({k: env_text(v) for k, v in tuning.env.items()})
     python = python or study.job.python or system.python or sys.executable
-    program = make_program(study, system, run, run_dir, python, extra_args)
+    container = study.container_named(run.container)
+    box = containers.boxed(
+        container, system.containers.get(container.runtime), str(run_dir.parent.parent),
+        ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", *env, RUN_DIR_VARIABLE),
+    ) if container is not None else None
+    program = make_program(study, system, run, run_dir, python, extra_args, box)
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
@@ -196,7 +201,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "record_env_pattern": envrecord.case_pattern([*env, *study.job.record_env]),
         "secret_name_ere": envrecord.SECRET_NAME,
         "redacted": envrecord.REDACTED,
-        "setup": [*system.setup, *study.job.setup],
+        "setup": [*system.setup, *study.job.setup, *(box.setup if box else ())],
         "threads": threads,
         "walltime": study.job.walltime,
         "system": _dumped(system),

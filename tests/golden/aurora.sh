@@ -84,6 +84,8 @@ MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
 set +e
 mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/27d61dd887/metrics.jsonl --device cuda
 rc=$?

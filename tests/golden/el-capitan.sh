@@ -88,6 +88,8 @@ MASTER_PORT=$(( 20000 + job_number % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: flux ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
 set +e
 flux run --nodes=2 --ntasks=8 --cores-per-task=21 --gpus-per-task=1 --exclusive -o mpibind=omp_proc_bind,omp_places python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/5f69b58c4a/metrics.jsonl --device cuda
 rc=$?

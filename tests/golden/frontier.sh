@@ -89,6 +89,8 @@ MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: srun ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
 set +e
 srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=14 --cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/0fd4548a79/metrics.jsonl --device cuda
 rc=$?

@@ -64,6 +64,8 @@ MASTER_PORT=$(( 20000 + job_number % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: flux ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
 set +e
 flux run --nodes=2 --ntasks=8 --cores-per-task=1 --gpus-per-task=1 -o cpu-affinity=per-task -o gpu-affinity=per-task python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b5c4c3c6af/metrics.jsonl --device cuda
 rc=$?

@@ -65,6 +65,8 @@ MASTER_PORT=$(( 20000 + ${job_number//[^0-9]/} % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
 # --- launch: mpiexec ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
 set +e
 mpiexec --np 8 --ppn 4 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/b5cd28d04d/metrics.jsonl --device cuda
 rc=$?

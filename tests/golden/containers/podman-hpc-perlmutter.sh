@@ -1,0 +1,83 @@
+#!/bin/bash
+#SBATCH --job-name=conv-3ef3192231
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-node=4
+#SBATCH --cpus-per-task=16
+#SBATCH -t 01:00:00
+#SBATCH -A MyProject
+#SBATCH -q regular
+#SBATCH -C gpu
+#SBATCH --output=/scratch/results/conv/runs/3ef3192231/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/3ef3192231/stderr.log
+# scalestudy 0.1.0: study conv, run 3ef3192231 (repeat 0)
+# 2 node(s) x 4 rank(s)/node = 8 rank(s); per-GPU batch 32, global batch 256; backend ddp, tuning default
+# system perlmutter: slurm + srun; GPUs: all 4 GPUs visible to each rank (--gpu-bind=none), in the order 3,2,1,0; rank uses cuda:SLURM_LOCALID, i.e. the GPU next to the cores Slurm gave it
+# Submit by hand with: sbatch /scratch/results/conv/runs/3ef3192231/job.sh
+set -euo pipefail
+# The setup lines and the program run in the spec's directory, where relative paths
+# resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/3ef3192231
+cd /scratch/studies
+
+# --- site and study setup ---
+set +u
+module load pytorch
+set -u
+
+# --- environment: 16 thread(s) per rank, tuning variant default ---
+export OMP_NUM_THREADS=16
+export FI_MR_CACHE_MONITOR=userfaultfd
+export CUDA_VISIBLE_DEVICES=3,2,1,0
+
+# --- provenance: the job's environment, next to the log (the results store reads it) ---
+export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=perlmutter
+export SCALESTUDY_TAGS=''
+export SCALESTUDY_CONTAINER=podman-hpc:nersc/pytorch:24.06.02 SCALESTUDY_CONTAINER_RUNTIME=podman-hpc
+export SCALESTUDY_CONTAINER_IMAGE=nersc/pytorch:24.06.02
+SCALESTUDY_CONTAINER_RUNTIME_VERSION="$(podman-hpc infohpc 2>&1 | head -n 1 || true)"
+export SCALESTUDY_CONTAINER_RUNTIME_VERSION
+# env.txt: the variables that shape performance and those the spec names (job.record_env),
+# sorted, one a line; a secret-looking name's value redacted, a URL's password masked.
+scalestudy_record_env() {
+    local name value masked
+    local secret='TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|AUTH|SESSION|SIGNATURE|CERT|(^|_)(API_?)?KEYS?($|_)|ACCESS_?KEY'
+    local url='([A-Za-z][A-Za-z0-9+.-]*://[^:/@[:space:]]*):[^@/[:space:]]*@'
+    for name in $(compgen -e | LC_ALL=C sort); do
+        case $name in
+            NCCL_*|TORCH_*|PYTORCH_*|GLOO_*|TP_*|FI_*|UCX_*|CXI_*|NVSHMEM_*|MPICH_*|MPIR_*|OMPI_*|PMI_*|PMIX_*|PALS_*|I_MPI_*|MV2_*|HOROVOD_*|OMP_*|KMP_*|GOMP_*|MKL_*|OPENBLAS_*|CUDA_*|NVIDIA_*|HIP_*|ROCM_*|HSA_*|MIOPEN_*|RCCL_*|ZE_*|CCL_*|ONEAPI_*|SYCL_*|XLA_*|SLURM_*|SRUN_*|PBS_*|FLUX_*|LSB_*|APPTAINER_*|SINGULARITY_*|SHIFTER_*|PODMAN_*|ENROOT_*|CRAY_*|PE_*|SCALESTUDY_*|MASTER_*|PET_*|DS_*|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|HOSTNAME|PATH|LD_LIBRARY_PATH|LD_PRELOAD|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|LOADEDMODULES|TMPDIR|FI_MR_CACHE_MONITOR|CUDA_VISIBLE_DEVICES) ;;
+            *) continue ;;
+        esac
+        value=${!name}
+        if [[ ${name^^} =~ $secret ]]; then
+            value='<redacted>'
+        else
+            masked=
+            while [[ $value =~ $url ]]; do
+                masked+=${value%%"${BASH_REMATCH[0]}"*}${BASH_REMATCH[1]}':***@'
+                value=${value#*"${BASH_REMATCH[0]}"}
+            done
+            value=$masked$value
+        fi
+        value=${value//$'\n'/ }
+        printf '%s=%s\n' "$name" "${value//$'\r'/ }"
+    done
+}
+(umask 027; scalestudy_record_env > /scratch/results/conv/runs/3ef3192231/env.txt)
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/3ef3192231/hosts.txt
+
+# Rank 0's node, and a port from the job id (jobs may share nodes) below the
+# kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/3ef3192231/hosts.txt)"
+MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
+export MASTER_ADDR MASTER_PORT
+
+# --- launch: srun (ranks in podman-hpc containers) ---
+SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
+export SCALESTUDY_LAUNCHED_AT
+set +e
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=none --threads-per-core=1 podman-hpc run --rm --gpu --mpi --nccl -e MASTER_ADDR -e MASTER_PORT -e OMP_NUM_THREADS -e FI_MR_CACHE_MONITOR -e CUDA_VISIBLE_DEVICES -e SCALESTUDY_RUN_DIR -v /scratch/results/conv:/scratch/results/conv nersc/pytorch:24.06.02 python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/3ef3192231/metrics.jsonl --device cuda
+rc=$?
+set -e
+echo "$rc" > /scratch/results/conv/runs/3ef3192231/exit_code
+exit "$rc"
