@@ -58,6 +58,11 @@ def history(
     out.print(text_table("points over time (median of each campaign's repeats)",
                          ["point", "study", "campaign", "ended", "repeats", "value", "unit"],
                          _points(rows), width=out.width))
+    boxes = _containers(rows)
+    if boxes:
+        out.print(text_table("containers the ranks ran in", ["study", "campaign", "image",
+                                                             "runtime", "digest", "runs"],
+                             boxes, width=out.width))
 
 
 @history_app.command("ingest")
@@ -116,6 +121,24 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
         table.append([point, str(items[0][col.STUDY]) + (f" [{tags}]" if tags else ""),
                       campaign, _when(ended), str(len(items)), f"{value:,.4g}", unit])
     return table
+
+
+def _containers(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Per study, campaign and image: the runtime (and its version) and the digest."""
+    from scalestudy.results.history.store import campaign_of
+
+    seen: dict[tuple[str, str, str, str, str], int] = {}
+    for r in rows:
+        prov = r.get(col.PROVENANCE) or {}
+        conf, versions = prov.get("configuration") or {}, prov.get("versions") or {}
+        if not conf.get("container"):
+            continue
+        runtime = " ".join(str(x) for x in (conf.get("container_runtime"),
+                                            versions.get("container_runtime")) if x)
+        key = (str(r[col.STUDY]), campaign_of(r), str(conf["container"]), runtime or "?",
+               str(conf.get("container_digest") or "not read"))
+        seen[key] = seen.get(key, 0) + 1
+    return [[*key, str(n)] for key, n in seen.items()]
 
 
 def _value(row: dict[str, Any]) -> float | None:

@@ -26,6 +26,7 @@ from scalestudy.core.grid import Run
 from scalestudy.core.states import Failure, JobStatus, RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.images import digest_for
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
 from scalestudy.execute.steplog import Event, StepEvent, read_events
@@ -70,8 +71,9 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
             ws.archive_attempt(run_dir, plan.campaign)
         ws.write_run(run_dir, run.params())
         script = run_dir / ws.SCRIPT
-        ws.write_text_atomic(script, render(study, system, run, run_dir,
-                                            step=not engine.flux_jobs), mode=0o755)
+        ws.write_text_atomic(script, render(
+            study, system, run, run_dir, step=not engine.flux_jobs,
+            digest=digest_for(study.container_named(run.container))), mode=0o755)
         joined = engine.flux_jobs or scheduler.joins_output
         steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
                       "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,

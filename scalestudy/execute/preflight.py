@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scalestudy.core.errors import SubmitError
+from scalestudy.execute import images
 from scalestudy.execute.commands import CommandRunner, run_command, run_retrying
 from scalestudy.site import needs
 from scalestudy.site import preflight as pf
@@ -45,6 +46,12 @@ def facts(plan: Plan, python: bool = True, runner: CommandRunner = run_command,
             _limits(scheduler, found, runner)
     if scheduler.queued:
         found.helpers = {name: which(name) for name in needs.helper_names(plan)}
+    found.runtimes = {name: which(name) for name in needs.runtime_commands(plan)}
+    for image, targets in needs.image_targets(plan).items():
+        found.images[image] = images.kind(image)
+        if found.images[image] == "directory":
+            found.image_targets[image] = {t: Path(image, t.lstrip("/")).is_dir()
+                                          for t in targets}
     request = pf.python_request(plan) if python else None
     if request is not None:
         found.python = ask_python(*request, host=found.host)

@@ -20,6 +20,7 @@ from scalestudy.core.grid import Run
 from scalestudy.core.states import RunState
 from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.images import digest_for
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_state, write_status
 from scalestudy.execute.submitit_script import SubmititScript
@@ -47,8 +48,9 @@ class NativeScript:
     def write_script(self, plan: Plan, run: Run, run_dir: Path) -> Path:
         """runs/<id>/job.sh, rendered."""
         path = run_dir / ws.SCRIPT
-        ws.write_text_atomic(path, render(plan.study, plan.system, run, run_dir.resolve()),
-                             mode=0o755)
+        digest = digest_for(plan.study.container_named(run.container))
+        ws.write_text_atomic(path, render(plan.study, plan.system, run, run_dir.resolve(),
+                                          digest=digest), mode=0o755)
         return path
 
 

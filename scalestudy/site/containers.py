@@ -148,16 +148,24 @@ def runtime(name: str) -> Runtime:
     return found
 
 
+def binds_of(container: Container, site: ContainerSite | None, study_dir: str) -> list[str]:
+    """What a container binds: the site's, the spec's, then the study's results directory
+    where the runtime does not share it already (its runs write their records there)."""
+    found = runtime(container.runtime)
+    binds = [*(site.binds if site else []), *container.binds]
+    if not any(study_dir == s or study_dir.startswith(s.rstrip("/") + "/")
+               for s in found.shared):
+        binds.append(study_dir)
+    return binds
+
+
 def boxed(container: Container, site: ContainerSite | None, study_dir: str,
           env_names: Sequence[str]) -> Boxed:
     """A run's container: the site's options and binds first (GPU flags, fabric
     libraries), then the spec's; the study's results directory is bound where the
     runtime does not share it already (its runs write their records there)."""
     found = runtime(container.runtime)
-    binds = [*(site.binds if site else []), *container.binds]
-    if not any(study_dir == s or study_dir.startswith(s.rstrip("/") + "/")
-               for s in found.shared):
-        binds.append(study_dir)
+    binds = binds_of(container, site, study_dir)
     words = found.render(container, [*(site.options if site else []), *container.options],
                          binds, env_names)
     return Boxed(label=container.label, runtime=found.name, image=container.image,

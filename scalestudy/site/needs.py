@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from scalestudy.core.containers import Container
+from scalestudy.site import containers
 from scalestudy.site.plan import Plan
 
 ERROR, WARNING = "error", "warning"
@@ -93,3 +95,100 @@ def shared(plan: Plan, python: str, named: str, host: str, home: str | None) -> 
                  "--system-site-packages DIR`)")], []
     return [], [f"{python} is on a shared filesystem ({_under(python, filesystems)}), a "
                 f"venv built on {home}"]
+
+
+def _containers(plan: Plan) -> list[tuple[str, Container]]:
+    """The study's containers, each with its key in the spec."""
+    study = plan.study
+    entries = study.container_entries()
+    return [(study.line_of(("grid", "container", i) if study.grid.container is not None
+                           else ("container",)), e)
+            for i, e in enumerate(entries) if isinstance(e, Container)]
+
+
+def runtime_commands(plan: Plan) -> list[str]:
+    """The commands the study's container runtimes run (ch-run, apptainer, ...)."""
+    return list(dict.fromkeys(containers.runtime(c.runtime).command
+                              for _, c in _containers(plan)
+                              if c.runtime in containers.RUNTIMES))
+
+
+def image_targets(plan: Plan) -> dict[str, list[str]]:
+    """Each image, with the bind targets that must exist inside it (a runtime without an
+    overlay to create them: Charliecloud, Shifter) for this study's runs."""
+    study_dir = str(plan.directory.resolve())
+    out: dict[str, list[str]] = {}
+    for _, c in _containers(plan):
+        found = containers.RUNTIMES.get(c.runtime)
+        site = plan.system.containers.get(c.runtime)
+        binds = containers.binds_of(c, site, study_dir) if found is not None else []
+        targets = [b.split(":", 1)[-1] for b in binds] if found and found.targets_must_exist \
+            else []
+        out.setdefault(c.image, [])
+        out[c.image] += [t for t in targets if t not in out[c.image]]
+    return out
+
+
+def runtimes(plan: Plan, on_path: dict[str, str | None], host: str) -> Found:
+    """Each container runtime's command on this host's PATH (the site's setup lines for
+    it may load it on the nodes: then a warning)."""
+    problems, found = [], []
+    for where, c in _containers(plan):
+        command = containers.RUNTIMES[c.runtime].command if c.runtime in \
+            containers.RUNTIMES else None
+        if command is None or command not in on_path:
+            continue
+        if on_path[command]:
+            found.append(command)
+            continue
+        site = plan.system.containers.get(c.runtime)
+        setup = " ".join([*plan.system.setup, *plan.study.job.setup,
+                          *(site.setup if site else [])])
+        later = plan.scheduler.queued and (command in setup or "module load" in setup)
+        problems.append((WARNING if later else ERROR,
+                         f"{where}: {command} ({c.runtime}, which starts each rank's "
+                         f"container) is not on PATH on {host}"
+                         + (" (the setup lines may load it on the compute nodes)" if later
+                            else f": install {c.runtime} or load its module, or run the "
+                            "study bare (`container: none`)")))
+    unique = list(dict.fromkeys(found))
+    return problems, [f"{', '.join(unique)} on PATH"] if unique else []
+
+
+def images(plan: Plan, kinds: dict[str, str], targets: dict[str, dict[str, bool]],
+           host: str) -> Found:
+    """Each image where the nodes can see it: there at all, not on this host's own disk
+    when other nodes run it, under a filesystem the profile says they share; and a
+    directory image that cannot create bind targets has them."""
+    problems: list[tuple[str, str]] = []
+    found: list[str] = []
+    filesystems = plan.system.shared_filesystems
+    for where, c in _containers(plan):
+        kind = kinds.get(c.image)
+        if kind is None or kind == "reference":
+            continue
+        if kind == "missing":
+            problems.append((ERROR, f"{where}: container image {c.image} not found on "
+                             f"{host}: build or copy it there (a path the compute nodes "
+                             "see), or fix the path"))
+            continue
+        if plan.scheduler.queued and c.image.startswith(NODE_LOCAL):
+            problems.append((ERROR, f"{where}: container image {c.image} is on a disk of "
+                             f"{host} only: the compute nodes cannot see it; put it on a "
+                             "shared filesystem"))
+            continue
+        if plan.scheduler.queued and filesystems and _under(c.image, filesystems) is None:
+            problems.append((WARNING, f"{where}: container image {c.image} is not under a "
+                             f"filesystem system {plan.system.name} shares with its nodes "
+                             f"({', '.join(filesystems)})"))
+        missing = [t for t, there in targets.get(c.image, {}).items() if not there]
+        if missing:
+            problems.append((ERROR, f"{where}: {c.runtime} binds onto directories the "
+                             f"image must already have, and {c.image} lacks "
+                             f"{', '.join(missing)}: create them in the image ("
+                             + "; ".join(f"mkdir -p {c.image.rstrip('/')}{t}"
+                                         for t in missing) + ")"))
+            continue
+        found.append(c.image)
+    unique = list(dict.fromkeys(found))
+    return problems, [f"container image {', '.join(unique)}"] if unique else []

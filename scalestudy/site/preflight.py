@@ -74,6 +74,8 @@ def check(plan: Plan, facts: Facts) -> Preflight:
     _cores(plan, facts, out)
     if plan.scheduler.queued:
         _found(out, needs.helpers(plan, facts.helpers, facts.host))
+    _found(out, needs.runtimes(plan, facts.runtimes, facts.host))
+    _found(out, needs.images(plan, facts.images, facts.image_targets, facts.host))
     if facts.python is not None:
         _python(plan, facts.python, out)
         if plan.scheduler.queued:

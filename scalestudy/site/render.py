@@ -159,10 +159,11 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
 
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
             python: str | None = None, extra_args: Sequence[str] = (),
-            step: bool = False) -> dict[str, Any]:
+            step: bool = False, digest: str | None = None) -> dict[str, Any]:
     """Everything a job template may use (`python`: the interpreter the job starts;
     `extra_args`: more workload arguments, e.g. the batch-size probe's; `step`: the
-    script is a step of a packed allocation, started on its nodes, no directives)."""
+    script is a step of a packed allocation, started on its nodes, no directives;
+    `digest`: the container image's, read where the script is written)."""
     tuning = study.tuning.get(run.tuning)
     env = dict(system.env)
     if tuning is not None:
@@ -193,6 +194,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "directives": (scheduler.directives(job_request(study, system, run, run_dir))
                        if scheduler.queued and not step else []),
         "step": step,
+        "digest": digest,
         "nodes_command": scheduler.nodes_command,  # prints the job's hosts (its block)
         "port_base": ports.BASE, "port_span": ports.SPAN,
         "launch": launch_words(launch),
@@ -244,8 +246,8 @@ def template_dir(study: Study) -> str | None:
 
 
 def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-           python: str | None = None, extra_args: Sequence[str] = (), step: bool = False
-           ) -> str:
+           python: str | None = None, extra_args: Sequence[str] = (), step: bool = False,
+           digest: str | None = None) -> str:
     """The job script of one run.
 
     The repeats of one grid point differ only in their run id and repeat number: once
@@ -253,13 +255,13 @@ def render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     script into the other, the point's further repeats are made by that swap (the same
     text a render gives, at a fraction of the cost)."""
     key = (str(run_dir.parent), run_dir.name == run.run_id, python, tuple(extra_args), step,
-           os.getcwd(), *((k, repr(v)) for k, v in run.params().items()
+           digest, os.getcwd(), *((k, repr(v)) for k, v in run.params().items()
                           if k not in ("run_id", "repeat")))
     point = _points(study, system).setdefault(key, _Repeats())
     made = point.made(run)
     if made is not None:
         return made
-    text = _render(study, system, run, run_dir, python, extra_args, step)
+    text = _render(study, system, run, run_dir, python, extra_args, step, digest)
     point.learn(run, text)
     return text
 
@@ -310,13 +312,14 @@ def _points(study: Study, system: SystemProfile) -> dict[_Key, _Repeats]:
 
 
 def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
-            python: str | None = None, extra_args: Sequence[str] = (), step: bool = False
-            ) -> str:
+            python: str | None = None, extra_args: Sequence[str] = (), step: bool = False,
+            digest: str | None = None) -> str:
     """The job script of one run, from its template."""
     env = environment(template_dir(study))
     try:
         template = env.get_template(schedulers.get(system.scheduler).template)
-        return template.render(context(study, system, run, run_dir, python, extra_args, step))
+        return template.render(context(study, system, run, run_dir, python, extra_args, step,
+                                       digest))
     except jinja2.TemplateError as exc:
         where = getattr(exc, "filename", None) or schedulers.get(system.scheduler).template
         line = getattr(exc, "lineno", None)

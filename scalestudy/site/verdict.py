@@ -54,6 +54,13 @@ class Facts:
     helpers: dict[str, str | None] = field(default_factory=dict)
     #: the `home` of the jobs' Python's venv (pyvenv.cfg): the Python it was built on
     venv_home: str | None = None
+    #: the container runtimes' commands -> where this host's PATH finds them
+    runtimes: dict[str, str | None] = field(default_factory=dict)
+    #: each container image -> what this host sees there: "file", "directory", "missing"
+    #: or "reference" (a registry's, not looked up); and a directory image's bind targets
+    #: -> whether each exists inside it
+    images: dict[str, str] = field(default_factory=dict)
+    image_targets: dict[str, dict[str, bool]] = field(default_factory=dict)
 
 
 @dataclass

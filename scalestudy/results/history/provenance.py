@@ -124,12 +124,17 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
         versions["scalestudy"] = env["SCALESTUDY_VERSION"]
     if env.get("SCALESTUDY_MPI_VERSION"):  # the launcher's `--version`, from the job
         versions["mpi"] = env["SCALESTUDY_MPI_VERSION"].strip()
+    if env.get("SCALESTUDY_CONTAINER_RUNTIME_VERSION"):  # the ranks' container runtime
+        versions["container_runtime"] = env["SCALESTUDY_CONTAINER_RUNTIME_VERSION"].strip()
     hardware = dict(record.get(col.PROVENANCE, {}).get("hardware", {}))
     if record.get(col.DEVICE):
         hardware.setdefault("device", record[col.DEVICE])
     hosts = _lines(directory / "hosts.txt") or [str(h) for h in record.get("hosts") or []]
     job_id = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), None)
-    container = next((env[v] for v in CONTAINER_VARIABLES if env.get(v)), None)
+    # the image the ranks ran in (scalestudy's own container axis), else the one the whole
+    # job ran in (the runtime's variable, seen when the job script itself was inside)
+    container = env.get("SCALESTUDY_CONTAINER_IMAGE") or next(
+        (env[v] for v in CONTAINER_VARIABLES if env.get(v)), None)
     out: dict[str, Any] = {
         "versions": versions, "hardware": hardware,
         "placement": {"nodes": hosts, "job_id": job_id},
@@ -139,6 +144,8 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
             "environment": {k: v for k, v in sorted(env.items())
                             if k.startswith(TUNING_PREFIXES)},
             **({"container": container} if container else {}),
+            **({"container_runtime": env["SCALESTUDY_CONTAINER_RUNTIME"]}
+               if env.get("SCALESTUDY_CONTAINER_RUNTIME") else {}),
             **({"container_digest": env["SCALESTUDY_CONTAINER_DIGEST"]}
                if env.get("SCALESTUDY_CONTAINER_DIGEST") else {}),
             **({"program_commit": env["SCALESTUDY_PROGRAM_COMMIT"]}

@@ -257,7 +257,8 @@ def provenance_changes(newest: Sequence[Mapping[str, Any]],
                      *(prov.get("hardware") or {}).items(),
                      *((f"env {k}", v) for k, v in (conf.get("environment") or {}).items()),
                      *((k, conf[k]) for k in ("container", "container_digest",
-                                             "program_commit", "system") if conf.get(k))]
+                                             "container_runtime", "program_commit",
+                                             "system") if conf.get(k))]
             for name, value in items:
                 values.setdefault(str(name), set()).add(str(value))
         return {k: "/".join(sorted(v)) for k, v in values.items()}
