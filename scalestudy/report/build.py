@@ -44,6 +44,7 @@ from scalestudy.report.plots import (
     render_png,
 )
 from scalestudy.report.sections import (
+    container_blocks,
     cost_blocks,
     not_measured_blocks,
     parallelism_blocks,
@@ -201,6 +202,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
     b += not_measured_blocks(a.not_measured)
     b += straggler_blocks(a.stragglers)
+    b += container_blocks(a.containers, a.unit)
     b.append(Heading("Plots"))
     b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
     b += [Heading("Quality flags"),

@@ -234,3 +234,31 @@ def parallelism_blocks(table: pd.DataFrame) -> list[Block]:
             Items(factorisation_findings(rows, unit) or [
                 "Each scale has one factorisation: nothing to compare."]),
             Table(headers, cells)]
+
+
+def container_blocks(costs: pd.DataFrame, unit: str) -> list[Block]:
+    """What the container costs: each containerised point beside the same point bare."""
+    if costs.empty:
+        return []
+
+    def band(r: pd.Series, side: str) -> str:
+        return (f"{num(r[f'throughput_{side}'])} [{num(r[f'throughput_{side}_min'])}, "
+                f"{num(r[f'throughput_{side}_max'])}] ({int(r[f'n_repeats_{side}'])})")
+
+    def seconds(value: float, digits: int = 3) -> str:
+        return f"{value:.{digits}g} s" if pd.notna(value) else "n/a"
+
+    rows = [[str(r["container"]), f"{r['point']}, {int(r['nodes'])} node(s)",
+             band(r, "bare"), band(r, "container"), f"{r['throughput_change']:+.1%}",
+             f"{seconds(r['step_time_bare'])} / {seconds(r['step_time_container'])}",
+             f"{seconds(r['startup_bare'])} / {seconds(r['startup_container'])}",
+             str(r["verdict"])] for _, r in costs.iterrows()]
+    return [Heading("What the container costs", 3),
+            Note(f"Each point run in a container beside the same point run bare: {unit} "
+                 "over all GPUs, median [min, max] (repeats); the step time is the "
+                 "diagnostics' median; start-up is the job's launch line to the last "
+                 "rank's first step. A difference counts only where the repeat bands do "
+                 "not overlap."),
+            Table(["container", "point", f"bare {unit}", f"container {unit}", "change",
+                   "step time bare / container", "start-up bare / container", "verdict"],
+                  rows)]

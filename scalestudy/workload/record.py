@@ -112,6 +112,9 @@ class MetricsRecord(TypedDict, total=False):
     python_version: str
     provenance: dict[str, dict[str, object]]  # versions and hardware (workload.stack)
     elapsed_s: float
+    #: seconds from the job script's launch line to the last rank's first step (the
+    #: launcher, a container's start, Python and torch, joining the ranks, the model)
+    startup_s: float
 
 
 def command_record(throughput: float, params: Mapping[str, int]) -> MetricsRecord:
@@ -188,6 +191,7 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "python_version": platform.python_version(),
         "provenance": stack.describe(session.device, environ),
         "elapsed_s": round(elapsed_s, 3),
+        **_startup(results, environ),
     })
 
 
@@ -203,3 +207,20 @@ def append_record(path: Path, record: Mapping[str, object]) -> None:
         fh.write(json.dumps(record).encode() + b"\n")
         fh.flush()
         os.fsync(fh.fileno())
+
+
+#: The job script's wall-clock time at its launch line (`date +%s.%N`).
+LAUNCHED_AT = "SCALESTUDY_LAUNCHED_AT"
+
+
+def _startup(results: Sequence[TrainResult], environ: Mapping[str, str]) -> dict[str, float]:
+    """{startup_s}: launch line to the last rank's first step; {} where either is not
+    known (a run started by hand, an older job script)."""
+    starts = [r.first_step_at for r in results]
+    try:
+        launched = float(environ.get(LAUNCHED_AT, ""))
+    except ValueError:
+        return {}
+    if not starts or any(s is None for s in starts):
+        return {}
+    return {"startup_s": round(max(s for s in starts if s is not None) - launched, 3)}

@@ -14,6 +14,7 @@ does the rest in the same way for all of them, so their numbers compare.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, cast
@@ -227,6 +228,7 @@ class TrainResult:
     final_loss: float | None = None  # the last step's loss (None: not on this rank)
     local_params: int | None = None  # parameters this rank holds after wrapping
     energy: energy.Reading | None = None  # energy.Reading of the timed iterations
+    first_step_at: float | None = None  # wall-clock time its first (warm-up) step began
 
 
 def local_parameters(model: nn.Module) -> int:
@@ -308,6 +310,7 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
         last[0] = step()
 
     meter = energy.open_meter(device)
+    first_step_at = time.time()  # the first (warm-up) step starts: start-up ends here
     times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
                             batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter,
                             before_timed=meter.start)
@@ -322,7 +325,8 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
             lambda size: backend.allreduce(size, device), sizes, sync)
     return TrainResult(iter_times=times, compute_iter_times=compute_times,
                        probe_times=probe, num_params=params, grad_bytes=wire_bytes,
-                       final_loss=final_loss, energy=reading, local_params=local)
+                       final_loss=final_loss, energy=reading, local_params=local,
+                       first_step_at=first_step_at)
 
 
 def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int

@@ -54,7 +54,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
     "step_time_s", "compute_time_s", "compute_throughput", "comm_overhead", "grad_bytes",
     "num_params", "allreduce_busbw_GBps", "allreduce_latency_s", "lr", "lr_warmup_iters",
-    "energy_j_per_sample", "job_power_w",
+    "energy_j_per_sample", "job_power_w", "startup_s",
 )
 #: A transformer run's layout and model-FLOP figures (medians; absent for other models;
 #: a column that is also a grid axis stays the group's parameter).
@@ -118,6 +118,9 @@ def _label(combo: pd.Series, shown: list[str], scaling: str) -> str:
     parts = []
     for key in shown:
         text = format_value(combo[key])
+        if key == "container":  # `none` alone would not say what it is
+            parts.append("bare" if text == "none" else f"in {text}")
+            continue
         parts.append(text if isinstance(combo[key], str) else f"{key} {text}")
     if scaling == "weak":
         parts.append(f"batch {format_value(combo.get('batch_size'))}")

@@ -26,6 +26,8 @@ from scalestudy.results.analysis.commmodel import (
     qualified,
     ring_bounds,
 )
+from scalestudy.results.analysis.container_cost import container_costs
+from scalestudy.results.analysis.container_cost import finding as container_finding
 from scalestudy.results.analysis.cost import costs_of, pick_sentences
 from scalestudy.results.analysis.efficiency import Baseline, completed_runs, scaling_table, unit_of
 from scalestudy.results.analysis.findings import Findings, findings
@@ -97,6 +99,8 @@ class Analysis:
     waits: tuple[Wait, ...] = ()
     #: slow nodes in this study's own runs (results.history.nodes.Evidence.as_dict)
     stragglers: dict[str, Any] = field(default_factory=dict)
+    #: each containerised point beside the same point bare (container_cost)
+    containers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def unit(self) -> str:
@@ -152,6 +156,9 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
                      {w.nodes: w.seconds for w in waits if w.seconds is not None})
     found = losses(table, points, fits) if not table.empty else []
     outcomes = variant_outcomes(table, scaling) if not table.empty else []
+    boxes = container_costs(table, scaling)
+    found_all = findings(table, runs, scaling, fits, points, bounds, found, outcomes)
+    found_all.items.extend(container_finding(boxes))
     return Analysis(
         name=name, scaling=scaling, options=options, where=where, target=target,
         generated=generated or datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"
@@ -159,11 +166,11 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         runs=runs, table=table, fits=fits, points=points, predictions=preds, bounds=bounds,
         checks=check_all(references, table, where.system),
         flagged=flagged_runs(completed_runs(runs), options.thresholds), costs=costs,
-        found=findings(table, runs, scaling, fits, points, bounds, found, outcomes),
+        found=found_all,
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
         spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
-        waits=tuple(waits), stragglers=dict(stragglers or {}))
+        waits=tuple(waits), stragglers=dict(stragglers or {}), containers=boxes)
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -223,4 +230,5 @@ def _summary(a: Analysis) -> dict[str, Any]:
         **({"earlier_forecasts": list(a.scored)} if a.scored else {}),
         **({"not_measured": list(a.not_measured)} if a.not_measured else {}),
         **({"stragglers": a.stragglers} if a.stragglers else {}),
+        **({"containers": records(a.containers)} if len(a.containers) else {}),
     }
