@@ -186,3 +186,13 @@ def test_the_journal_is_typed_and_reads_its_previous_version(tmp_path) -> None:
     last = [json.loads(line) for line in book.path.read_text().splitlines()[-2:]]
     assert last[0]["schema"] == SCHEMA and last[0]["adopted"] is True
     assert book.unresolved_intents() == {} and book.latest()["c"].adopted
+
+
+def test_a_lock_taken_for_nothing_leaves_no_directory_behind(tmp_path: Path) -> None:
+    fresh = tmp_path / "results" / "study"
+    with state.study_lock(fresh):
+        assert (fresh / ".lock").exists()
+    assert not (tmp_path / "results").exists()  # both made for the lock, both removed
+    with state.study_lock(fresh):
+        (fresh / "run.json").write_text("{}")
+    assert (fresh / ".lock").exists() and (fresh / "run.json").exists()  # kept: used

@@ -161,7 +161,10 @@ HELD_LOCKS: set[int] = set()
 @contextlib.contextmanager
 def study_lock(directory: Path) -> Iterator[None]:
     """Hold results/<study>/.lock while running or submitting: a second `run` of the same
-    study refuses instead of running or submitting the same runs twice."""
+    study refuses instead of running or submitting the same runs twice. Directories it
+    made for the lock alone are removed again when nothing else was written (a `run`
+    refused by its preflight leaves no results/<study>/ behind)."""
+    made = [d for d in (directory, *directory.parents) if not d.exists()]
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / ".lock"
     with path.open("a+") as fh:
@@ -190,6 +193,11 @@ def study_lock(directory: Path) -> Iterator[None]:
         finally:
             HELD_LOCKS.discard(fh.fileno())
             fh.truncate(0)
+            if made and os.listdir(directory) == [".lock"]:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    for created in made:  # innermost first; stops at one not empty
+                        created.rmdir()
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
