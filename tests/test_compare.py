@@ -99,3 +99,14 @@ def test_compare_names_every_setting_refuses_other_units_and_flags_superlinear(
 
     with pytest.raises(ScalestudyError, match=r"a measures img/s and b tokens/s"):
         align(load_side(tmp_path / "a/results/a", tmp_path), side)
+
+
+def test_each_container_image_of_a_side_is_a_setting_with_its_digest(tmp_path) -> None:
+    from scalestudy.results.history.compare import image_digests
+
+    for run, digest in (("a", "sha256:1"), ("b", "sha256:2"), ("c", None)):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        lines = ["SCALESTUDY_CONTAINER=charliecloud:/img" if digest else "PATH=/bin",
+                 *([f"SCALESTUDY_CONTAINER_DIGEST={digest}"] if digest else [])]
+        (tmp_path / "runs" / run / "env.txt").write_text("\n".join(lines) + "\n")
+    assert image_digests(tmp_path) == {"image charliecloud:/img": "sha256:1/sha256:2"}

@@ -22,6 +22,7 @@ from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import read_runs
 from scalestudy.results.analysis.efficiency import format_value, scaling_table, unit_of
 from scalestudy.results.history.compare_side import is_stored, stored_runs
+from scalestudy.results.history.provenance import read_env
 
 SHAPE: tuple[str, ...] = ("nodes", "ranks_per_node", "world_size", "batch_size",
                           "global_batch")
@@ -96,8 +97,22 @@ def load_side(arg: Path | str, results: Path) -> Side:
         "scaling"].notna().any() else "weak"
     name = str(runs[col.STUDY].dropna().iloc[0]) if "study" in runs and runs[
         col.STUDY].notna().any() else directory.name
+    settings = spec_settings(spec) if spec.is_file() else {}
     return Side(name, csv, scaling, scaling_table(runs, scaling),
-                spec_settings(spec) if spec.is_file() else {})
+                {**settings, **image_digests(directory)})
+
+
+def image_digests(directory: Path) -> dict[str, str]:
+    """`image LABEL`: the digest each container image of the study's runs had (from the
+    jobs' env.txt; two sides that ran one image name with different contents differ)."""
+    found: dict[str, set[str]] = {}
+    for env in sorted(directory.glob("runs/*/env.txt")):
+        values = read_env(env)
+        label = values.get("SCALESTUDY_CONTAINER")
+        if label:
+            found.setdefault(f"image {label}", set()).add(
+                values.get("SCALESTUDY_CONTAINER_DIGEST") or "not read")
+    return {k: "/".join(sorted(v)) for k, v in found.items()}
 
 
 def _params(table: pd.DataFrame) -> list[str]:
