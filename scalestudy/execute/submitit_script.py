@@ -18,6 +18,7 @@ from pathlib import Path
 from scalestudy.core.grid import Run
 from scalestudy.core.spec import walltime_seconds
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.images import digest_for
 from scalestudy.execute.submitit_task import WorkloadTask
 from scalestudy.site.plan import Plan
 from scalestudy.site.program import Program
@@ -42,17 +43,19 @@ class SubmititScript:
         job = job_request(plan.study, plan.system, run, run_dir)
         minutes = math.ceil(walltime_seconds(plan.study.job.walltime) / 60)
         exports = [f"export OMP_NUM_THREADS={ctx['threads']}",
-                   *(f"export {k}={quote(v)}" for k, v in ctx["env"].items())]
+                   *(f"export {k}={quote(v)}" for k, v in ctx["env"].items()),
+                   *_container_lines(ctx["program"], plan, run)]
         # env.txt, written in the job script as the rendered scripts write it
         record = environment().get_template("_record_env.sh.j2").render(ctx).splitlines()
         link = (f"ln -sfn {quote(str(folder / TASK))} "
                 f"{quote(str(folder))}/\"${{SLURM_JOB_ID}}_submitted.pkl\"")
         executor = submitit.SlurmExecutor(folder=folder, python=quote(ctx["python"]))
+        launched = 'export SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"'  # the record's start-up
         executor.update_parameters(
             job_name=job.name, nodes=run.nodes, ntasks_per_node=run.ranks_per_node,
             cpus_per_task=ctx["threads"], gpus_per_node=job.gpus_per_node or None,
             time=minutes, partition=job.queue, qos=job.qos, constraint=job.constraint,
-            account=job.account, setup=[*ctx["setup"], *exports, *record, link],
+            account=job.account, setup=[*ctx["setup"], *exports, *record, link, launched],
             stderr_to_stdout=False,
         )
         program: Program = ctx["program"]  # what every rank runs, built once for the run
@@ -68,3 +71,18 @@ class SubmititScript:
         path = run_dir / ws.SCRIPT
         ws.write_text_atomic(path, text, mode=0o755)
         return path
+
+
+def _container_lines(program: Program, plan: Plan, run: Run) -> list[str]:
+    """The container's provenance exports, as the rendered scripts write them."""
+    box = program.container
+    if box is None:
+        return []
+    digest = digest_for(plan.study.container_named(run.container))
+    return [f"export SCALESTUDY_CONTAINER={quote(box.label)} "
+            f"SCALESTUDY_CONTAINER_RUNTIME={quote(box.runtime)} "
+            f"SCALESTUDY_CONTAINER_IMAGE={quote(box.image)}",
+            *([f"export SCALESTUDY_CONTAINER_DIGEST={quote(digest)}"] if digest else []),
+            *([f'SCALESTUDY_CONTAINER_RUNTIME_VERSION="$({box.version_command} 2>&1 | '
+               'head -n 1 || true)"', "export SCALESTUDY_CONTAINER_RUNTIME_VERSION"]
+              if box.version_command else [])]
