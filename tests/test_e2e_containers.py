@@ -96,6 +96,15 @@ def check(results: Path, runs_count: int, image: Path) -> dict[str, Any]:
     return summary
 
 
+def run_as(cluster: PBSCluster | FluxCluster, python: Path, work: Path, *args: str
+           ) -> subprocess.CompletedProcess[str]:
+    """`scalestudy ARGS` as the testbed's user in `work`, with a results store there."""
+    return cluster.run_as_user(
+        [str(python), "-c", "from scalestudy.cli import main; main()", *args], cwd=work,
+        timeout=600, env={"PYTHONPATH": str(ROOT),
+                          "SCALESTUDY_STORE": str(work / "history.sqlite")})
+
+
 def _repeats(runs: pd.DataFrame) -> int:
     return int(runs["repeat"].max()) + 1
 
@@ -154,10 +163,7 @@ def test_the_example_study_on_openpbs_bare_and_in_a_container(
     spec = example(work, image, nodes=[1, 2], ranks=[1], repeats=1)
     subprocess.run(["chown", "-R", f"{pbs_cluster.user}:{pbs_cluster.user}", str(work)],
                    check=True)
-    done = pbs_cluster.run_as_user(
-        [str(pbs_cluster.python), "-c", "from scalestudy.cli import main; main()", "run",
-         spec, "--wait"], cwd=work, timeout=600,
-        env={"PYTHONPATH": str(ROOT), "SCALESTUDY_STORE": str(work / "history.sqlite")})
+    done = run_as(pbs_cluster, pbs_cluster.python, work, "run", spec, "--wait")
     assert done.returncode == 0, done.stdout + done.stderr
     check(work / "results" / "example", 4, image)
 
@@ -173,10 +179,7 @@ def test_the_example_study_on_flux_bare_and_in_a_container(
         extra="scheduler_options: {queue: batch}\n"))
     (work / "profile.yaml").chmod(0o644)
     spec = example(work, image, nodes=[1, 2], ranks=[1], repeats=1)
-    done = flux_cluster.run_as_user(
-        [str(PYTHON), "-c", "from scalestudy.cli import main; main()", "run", spec,
-         "--wait"], cwd=work, timeout=600,
-        env={"PYTHONPATH": str(ROOT), "SCALESTUDY_STORE": str(work / "history.sqlite")})
+    done = run_as(flux_cluster, PYTHON, work, "run", spec, "--wait")
     assert done.returncode == 0, done.stdout + done.stderr
     check(work / "results" / "example", 4, image)
 
