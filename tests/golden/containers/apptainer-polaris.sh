@@ -52,6 +52,7 @@ export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=polaris
 export SCALESTUDY_TAGS=''
 SCALESTUDY_MPI_VERSION="$(mpiexec --version 2>/dev/null | grep -m 1 -E '[0-9]+[.][0-9]+' || true)"
 export SCALESTUDY_MPI_VERSION
+export USER="${USER:-$(id -un)}"  # container runtimes read it (ch-run refuses to start without)
 export SCALESTUDY_CONTAINER=apptainer:/eagle/MyProject/pytorch.sif SCALESTUDY_CONTAINER_RUNTIME=apptainer
 export SCALESTUDY_CONTAINER_IMAGE=/eagle/MyProject/pytorch.sif
 SCALESTUDY_CONTAINER_RUNTIME_VERSION="$(apptainer --version 2>&1 | head -n 1 || true)"

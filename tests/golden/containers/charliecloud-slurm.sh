@@ -24,6 +24,7 @@ export OMP_NUM_THREADS=1
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=generic-slurm
 export SCALESTUDY_TAGS=''
+export USER="${USER:-$(id -un)}"  # container runtimes read it (ch-run refuses to start without)
 export SCALESTUDY_CONTAINER=charliecloud:/scratch/images/pytorch SCALESTUDY_CONTAINER_RUNTIME=charliecloud
 export SCALESTUDY_CONTAINER_IMAGE=/scratch/images/pytorch
 SCALESTUDY_CONTAINER_RUNTIME_VERSION="$(ch-run --version 2>&1 | head -n 1 || true)"

@@ -24,6 +24,7 @@ export OMP_NUM_THREADS=14
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=dgx-pyxis
 export SCALESTUDY_TAGS=''
+export USER="${USER:-$(id -un)}"  # container runtimes read it (ch-run refuses to start without)
 export SCALESTUDY_CONTAINER='pyxis:nvcr.io#nvidia/pytorch:24.01-py3' SCALESTUDY_CONTAINER_RUNTIME=pyxis
 export SCALESTUDY_CONTAINER_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'
 SCALESTUDY_CONTAINER_RUNTIME_VERSION="$(enroot version 2>&1 | head -n 1 || true)"
