@@ -69,7 +69,7 @@ CASES: dict[str, tuple[str, str, int, str, list[str]]] = {
         "generic-slurm", "charliecloud:/scratch/images/pytorch", 4,
         "Charliecloud ch-run(1), 0.31 (hpc.github.io/charliecloud/ch-run.html): srun "
         "ch-run [-b SRC[:DST]] IMAGE -- CMD, one ch-run per rank",
-        [r"\nsrun --nodes=2 --ntasks-per-node=4 .* ch-run "
+        [r"\nsrun --nodes=2 --ntasks-per-node=4 .* env TMPDIR=/tmp ch-run "
          r"-b /scratch/results/conv:/scratch/results/conv /scratch/images/pytorch -- "
          r"python3 -m scalestudy\.workload "]),
 }

@@ -81,7 +81,7 @@ def check(results: Path, runs_count: int, image: Path) -> dict[str, Any]:
         if box == "none":
             assert "ch-run" not in script and "SCALESTUDY_CONTAINER" not in env
             continue
-        assert f"ch-run {image} -- python3 -m scalestudy.workload" in script
+        assert f"env TMPDIR=/tmp ch-run {image} -- python3 -m scalestudy.workload" in script
         assert "SCALESTUDY_CONTAINER_DIGEST=sha256:" in env
         assert "SCALESTUDY_CONTAINER_RUNTIME_VERSION=0." in env  # ch-run --version
         record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])

@@ -50,7 +50,7 @@ def facts(plan: Plan, python: bool = True, runner: CommandRunner = run_command,
     for image, targets in needs.image_targets(plan).items():
         found.images[image] = images.kind(image)
         if found.images[image] == "directory":
-            found.image_targets[image] = {t: Path(image, t.lstrip("/")).is_dir()
+            found.image_targets[image] = {t: Path(image, t.lstrip("/")).exists()
                                           for t in targets}
     request = pf.python_request(plan) if python else None
     if request is not None:

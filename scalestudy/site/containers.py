@@ -64,6 +64,8 @@ class Runtime:
     targets_must_exist: bool = False
     #: directories every container of it sees without a bind (ch-run binds /tmp)
     shared: tuple[str, ...] = ()
+    #: files a directory image must have for the runtime to bind the host's onto them
+    image_files: tuple[str, ...] = ()
 
 
 def _pairs(binds: list[str]) -> list[str]:
@@ -82,7 +84,9 @@ def _apptainer(executable: str) -> Render:
 
 def _charliecloud(c: Container, options: list[str], binds: list[str],
                   env_names: Sequence[str]) -> Words:
-    words = ["ch-run"]
+    # ch-run binds the host's $TMPDIR at /tmp: pinned to /tmp, the container's /tmp is the
+    # host's (a job script may point TMPDIR into the run directory, e.g. the local one's)
+    words = ["env", "TMPDIR=/tmp", "ch-run"]
     for bind in _pairs(binds):
         words += ["-b", bind]
     return Words([*words, *options, c.image, "--"], [])
@@ -122,7 +126,9 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
             "guide (singularity exec, --bind)", _apptainer("singularity")),
     Runtime("charliecloud", "ch-run", "ch-run --version", "Charliecloud ch-run(1), 0.31: "
             "ch-run [-b SRC[:DST]] IMAGE -- CMD; a read-only image's bind targets must "
-            "exist; /tmp is bound", _charliecloud, targets_must_exist=True, shared=("/tmp",)),
+            "exist; the host's $TMPDIR is bound at /tmp, its /etc/hosts onto the image's",
+            _charliecloud, targets_must_exist=True, shared=("/tmp",),
+            image_files=("/etc/hosts",)),
     Runtime("podman-hpc", "podman-hpc", "podman-hpc infohpc", "NERSC podman-hpc (srun "
             "podman-hpc run --rm --gpu --mpi IMAGE CMD; -v SRC:DST, -e NAME)", _podman_hpc),
     Runtime("shifter", "shifter", "",

@@ -124,6 +124,7 @@ def image_targets(plan: Plan) -> dict[str, list[str]]:
         binds = containers.binds_of(c, site, study_dir) if found is not None else []
         targets = [b.split(":", 1)[-1] for b in binds] if found and found.targets_must_exist \
             else []
+        targets += list(found.image_files) if found else []
         out.setdefault(c.image, [])
         out[c.image] += [t for t in targets if t not in out[c.image]]
     return out
@@ -183,10 +184,11 @@ def images(plan: Plan, kinds: dict[str, str], targets: dict[str, dict[str, bool]
                              f"({', '.join(filesystems)})"))
         missing = [t for t, there in targets.get(c.image, {}).items() if not there]
         if missing:
-            problems.append((ERROR, f"{where}: {c.runtime} binds onto directories the "
-                             f"image must already have, and {c.image} lacks "
-                             f"{', '.join(missing)}: create them in the image ("
-                             + "; ".join(f"mkdir -p {c.image.rstrip('/')}{t}"
+            problems.append((ERROR, f"{where}: {c.runtime} binds onto paths the image must "
+                             f"already have, and {c.image} lacks {', '.join(missing)}: "
+                             "create them in the image ("
+                             + "; ".join(f"touch {c.image.rstrip('/')}{t}" if t.startswith(
+                                 "/etc/") else f"mkdir -p {c.image.rstrip('/')}{t}"
                                          for t in missing) + ")"))
             continue
         found.append(c.image)

@@ -68,7 +68,7 @@ export MASTER_ADDR MASTER_PORT
 SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
 export SCALESTUDY_LAUNCHED_AT
 set +e
-srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores ch-run -b /scratch/results/conv:/scratch/results/conv /scratch/images/pytorch -- python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/e33e50bf58/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=1 --cpu-bind=cores env TMPDIR=/tmp ch-run -b /scratch/results/conv:/scratch/results/conv /scratch/images/pytorch -- python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/e33e50bf58/metrics.jsonl --device cuda
 rc=$?
 set -e
 echo "$rc" > /scratch/results/conv/runs/e33e50bf58/exit_code
