@@ -178,8 +178,9 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     threads = threads_per_rank(system, run)
     scheduler = schedulers.get(system.scheduler)
     # mpirun passes only the variables it is told (-x) to the ranks on other nodes.
+    # (a container runtime reads USER on every node: ch-run refuses to start without)
     launch = Launch(run=run, system=system, program=program, threads=threads,
-                    env_names=(*env, RUN_DIR_VARIABLE),
+                    env_names=(*env, RUN_DIR_VARIABLE, *(("USER",) if box else ())),
                     hostfile=STEP_HOSTFILE if step else scheduler.hostfile,
                     one_host=scheduler.one_host, step=step)
     return {
