@@ -163,14 +163,27 @@ def lazy_imports_of_light_modules() -> list[str]:
     trees = {_module_name(p): ast.parse(p.read_text()) for p in modules()}
     tops = {name: _top_imports(tree) for name, tree in trees.items()}
 
-    def heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
-        if name.split(".")[0] in HEAVY:
-            return True
-        if name not in tops or name in seen:
-            return False
-        parts = name.split(".")
-        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
-        return any(heavy(m, seen | {name}) for m in (*parents, *tops[name]))
+    known: dict[str, bool] = {}
+
+    def heavy(name: str) -> bool:
+        """Whether importing `name` loads a heavy library: any module it reaches through
+        its packages and top-level imports (one walk per module asked about)."""
+        if name not in known:
+            todo, seen = [name], {name}
+            while todo:
+                current = todo.pop()
+                if current.split(".")[0] in HEAVY:
+                    known[name] = True
+                    break
+                parts = current.split(".")
+                for m in (*(".".join(parts[:i]) for i in range(1, len(parts))),
+                          *tops.get(current, ())):
+                    if m not in seen:
+                        seen.add(m)
+                        todo.append(m)
+            else:
+                known[name] = False
+        return known[name]
 
     wrong = []
     for name, tree in trees.items():
