@@ -43,7 +43,7 @@ CASES: dict[str, tuple[str, str, int, str, list[str]]] = {
          r"/lustre/orion/proj/pytorch\.sif python3 -m scalestudy\.workload ",
          r"\nexport APPTAINER_CONTAINLIBS=\"[^\"]*libcxi\.so\.1"]),
     "pyxis-dgx": (
-        str(HERE / "data" / "dgx-pyxis.yaml"), "pyxis:nvcr.io#nvidia/pytorch:24.01-py3", 8,
+        "dgx-pyxis.yaml", "pyxis:nvcr.io#nvidia/pytorch:24.01-py3", 8,
         "NVIDIA pyxis README (github.com/NVIDIA/pyxis): srun "
         "--container-image=[REGISTRY#]IMAGE[:TAG] --container-mounts=SRC:DST[,...]",
         [r"\nsrun --nodes=2 --ntasks-per-node=8 .*--mpi=pmix "
@@ -81,9 +81,10 @@ def container_script(case: str) -> str:
             f"grid: {{nodes: [2], ranks_per_node: [{ranks}]}}\n"
             "job: {account: MyProject, walltime: '01:00:00'}\n")
     study = parse_study(spec, "/scratch/studies/conv.yaml")
-    run = expand(study)[0]
-    return render(study, load_system(system), run, Path("/scratch/results/conv/runs")
-                  / run.run_id, python="python3")
+    run = expand(study)[0]  # (a profile file is named as the spec would, read from data/)
+    profile = load_system(str(HERE / "data" / system) if system.endswith(".yaml") else system)
+    return render(study, profile, run, Path("/scratch/results/conv/runs") / run.run_id,
+                  python="python3")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -1,21 +1,21 @@
 #!/bin/bash
-#SBATCH --job-name=conv-686fc2f251
+#SBATCH --job-name=conv-3d72db0d07
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=14
 #SBATCH -t 01:00:00
 #SBATCH -A MyProject
-#SBATCH --output=/scratch/results/conv/runs/686fc2f251/stdout.log
-#SBATCH --error=/scratch/results/conv/runs/686fc2f251/stderr.log
-# scalestudy 0.1.0: study conv, run 686fc2f251 (repeat 0)
+#SBATCH --output=/scratch/results/conv/runs/3d72db0d07/stdout.log
+#SBATCH --error=/scratch/results/conv/runs/3d72db0d07/stderr.log
+# scalestudy 0.1.0: study conv, run 3d72db0d07 (repeat 0)
 # 2 node(s) x 8 rank(s)/node = 16 rank(s); per-GPU batch 32, global batch 512; backend ddp, tuning default
 # system dgx-pyxis: slurm + srun
-# Submit by hand with: sbatch /scratch/results/conv/runs/686fc2f251/job.sh
+# Submit by hand with: sbatch /scratch/results/conv/runs/3d72db0d07/job.sh
 set -euo pipefail
 # The setup lines and the program run in the spec's directory, where relative paths
 # resolve as written; the run's own files go to its directory, $SCALESTUDY_RUN_DIR.
-export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/686fc2f251
+export SCALESTUDY_RUN_DIR=/scratch/results/conv/runs/3d72db0d07
 cd /scratch/studies
 
 # --- environment: 14 thread(s) per rank, tuning variant default ---
@@ -55,12 +55,12 @@ scalestudy_record_env() {
         printf '%s=%s\n' "$name" "${value//$'\r'/ }"
     done
 }
-(umask 027; scalestudy_record_env > /scratch/results/conv/runs/686fc2f251/env.txt)
-scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/686fc2f251/hosts.txt
+(umask 027; scalestudy_record_env > /scratch/results/conv/runs/3d72db0d07/env.txt)
+scontrol show hostnames "$SLURM_JOB_NODELIST" > /scratch/results/conv/runs/3d72db0d07/hosts.txt
 
 # Rank 0's node, and a port from the job id (jobs may share nodes) below the
 # kernel's ephemeral range (32768 and up), where srun and MPI take theirs.
-MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/686fc2f251/hosts.txt)"
+MASTER_ADDR="$(head -n 1 /scratch/results/conv/runs/3d72db0d07/hosts.txt)"
 MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 10000 ))
 export MASTER_ADDR MASTER_PORT
 
@@ -68,8 +68,8 @@ export MASTER_ADDR MASTER_PORT
 SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
 export SCALESTUDY_LAUNCHED_AT
 set +e
-srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=14 --cpu-bind=cores --mpi=pmix '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' --container-mounts=/scratch/results/conv:/scratch/results/conv --no-container-mount-home python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/686fc2f251/metrics.jsonl --device cuda
+srun --nodes=2 --ntasks-per-node=8 --cpus-per-task=14 --cpu-bind=cores --mpi=pmix '--container-image=nvcr.io#nvidia/pytorch:24.01-py3' --container-mounts=/scratch/results/conv:/scratch/results/conv --no-container-mount-home python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/3d72db0d07/metrics.jsonl --device cuda
 rc=$?
 set -e
-echo "$rc" > /scratch/results/conv/runs/686fc2f251/exit_code
+echo "$rc" > /scratch/results/conv/runs/3d72db0d07/exit_code
 exit "$rc"
