@@ -6,30 +6,18 @@ missing one).
 A file (SIF, squashfs) is identified by the sha256 of its bytes; an unpacked directory
 (Charliecloud) by the sha256 of its sorted listing (path, size, modification time of
 every entry), which changes when a file does; a registry reference is left to the
-runtime to resolve (its digest is not read here). `digest_of` says which.
+runtime to resolve (its digest is not read here).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.core.containers import Container
 
 _CHUNK = 1 << 22
-
-
-@dataclass(frozen=True)
-class Image:
-    """A container image as the submitting host sees it."""
-
-    label: str
-    runtime: str
-    image: str
-    digest: str | None
-    digest_of: str
 
 
 def is_reference(image: str) -> bool:
@@ -44,22 +32,6 @@ def kind(image: str) -> str:
         return "reference"
     path = Path(image).expanduser()
     return "file" if path.is_file() else "directory" if path.is_dir() else "missing"
-
-
-def identify(container: Container) -> Image:
-    """The image's digest and how it was taken (None where it is not a file here)."""
-    image = container.image
-    path = Path(image).expanduser()
-    if is_reference(image):
-        digest, how = None, "a registry reference: the runtime resolves it (not read here)"
-    elif path.is_file():
-        digest, how = "sha256:" + _file_sha256(path), "sha256 of the image file"
-    elif path.is_dir():
-        digest, how = ("sha256:" + _listing_sha256(path),
-                       "sha256 of the directory's sorted listing (path, size, mtime)")
-    else:
-        digest, how = None, "not found on the submitting host"
-    return Image(container.label, container.runtime, image, digest, how)
 
 
 def _file_sha256(path: Path) -> str:
@@ -92,19 +64,18 @@ _FILES: dict[tuple[str, int, int, int], str] = {}
 
 def digest_for(container: Container | None) -> str | None:
     """The digest a run's job script records (None: no container, or none readable
-    here); a file's hash is kept while its size, time and inode stay the same."""
+    here); each image is read once while its size, time and inode stay the same (one
+    `run` lists a directory image once)."""
     if container is None:
         return None
+    seen = kind(container.image)
+    if seen not in ("file", "directory"):
+        return None
     path = Path(container.image).expanduser()
-    if not is_reference(container.image) and path.is_file():
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-        if key not in _FILES:
-            _FILES[key] = "sha256:" + _file_sha256(path)
-        return _FILES[key]
-    if not is_reference(container.image) and path.is_dir():
-        key = (str(path.resolve()), -1, path.stat().st_mtime_ns, 0)
-        if key not in _FILES:  # one `run` lists a directory image once
-            _FILES[key] = "sha256:" + _listing_sha256(path)
-        return _FILES[key]
-    return None
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size if seen == "file" else -1, st.st_mtime_ns,
+           st.st_ino)
+    if key not in _FILES:
+        _FILES[key] = "sha256:" + (_file_sha256(path) if seen == "file"
+                                   else _listing_sha256(path))
+    return _FILES[key]
