@@ -12,5 +12,6 @@ from scalestudy.cli import runs  # noqa: F401  validate, plan, run, status, canc
 from scalestudy.cli import results  # noqa: F401  collect, report, compare, schema, systems
 from scalestudy.cli import history  # noqa: F401  history, history ingest
 from scalestudy.cli import watch  # noqa: F401  history changes, history nodes
+from scalestudy.cli import publish  # noqa: F401  publish
 
 __all__ = ["app", "main"]

@@ -53,7 +53,7 @@ class Score:
         f = self.forecast
         head = (f"{f['system']}: {_point(f['point'])} at {f['gpus']} GPUs: predicted "
                 f"{_rate(f['throughput'])} {f['unit']} [{_rate(f['low'])}–{_rate(f['high'])}] "
-                f"on {_moment(f['made']):%Y-%m-%d} from {f['source']}")
+                f"on {as_utc(f['made']):%Y-%m-%d} from {f['source']}")
         if self.measured is None:
             return head + ": not measured yet"
         where = "inside" if self.inside else "outside"
@@ -67,11 +67,11 @@ def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str
     that ended after it was made."""
     out = []
     for f in forecasts:
-        made = _moment(f["made"])
+        made = as_utc(f["made"])
         measured = [float(a[col.THROUGHPUT]) for a in attempts
                     if a.get(col.STATE) == "completed" and a.get(col.THROUGHPUT)
                     and a.get(col.SYSTEM) == f[col.SYSTEM] and a.get(col.WORLD_SIZE) == f[col.GPUS]
-                    and a.get(col.ENDED) is not None and _moment(a[col.ENDED]) > made
+                    and a.get(col.ENDED) is not None and as_utc(a[col.ENDED]) > made
                     and _matches(a, f["point"])]
         out.append(Score(dict(f), statistics.median(measured) if measured else None,
                          len(measured)))
@@ -98,7 +98,7 @@ def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
         params.get(k) == point[k] for k in POINT_PARAMS if k in point)
 
 
-def _moment(value: object) -> datetime:
+def as_utc(value: object) -> datetime:
     """A stored time as an aware UTC datetime (SQLite gives them back without a zone)."""
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

@@ -1,0 +1,263 @@
+"""The published site's pages as data, from the results store's rows and the ledger's
+forecasts: an index of systems and models, a page per system and model (its history per
+scale with repeat bands, the change points and provenance changes, the best-known front,
+the forecasts with how they scored, the slow nodes found) and a page per study. Pure:
+report.publish draws them; every href is relative to the site's root."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import site_schema as s
+from scalestudy.results.history.best import best_known
+from scalestudy.results.history.changes import ChangePoint, changes
+from scalestudy.results.history.ledger import score, summary
+from scalestudy.results.history.nodes import slow_nodes
+from scalestudy.results.history.store import OWN, campaign_of, latest_attempts
+from scalestudy.results.history.timeline import Change, series_label, timeline
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class Site:
+    """Every page of a site: the index, the system pages and the study pages (by their
+    path without suffix, relative to the site's root), and each study's directory."""
+
+    index: s.IndexPage
+    systems: dict[str, s.SystemPage] = field(default_factory=dict)
+    studies: dict[str, s.StudyPage] = field(default_factory=dict)
+
+
+def slug(text: str) -> str:
+    """A file name for a system, model or study: its safe characters, and a short hash
+    when it had others (so two names never share a file)."""
+    safe = _UNSAFE.sub("-", text).strip("-.") or "x"
+    return safe if safe == text else f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:6]}"
+
+
+def system_path(system: str, model: str) -> str:
+    return f"systems/{slug(system)}/{slug(model)}"
+
+
+def study_path(name: str, directory: str) -> str:
+    return f"studies/{slug(name)}-{hashlib.sha256(directory.encode()).hexdigest()[:8]}"
+
+
+def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, Any]],
+          title: str = "Scaling results") -> Site:
+    """The site's pages from stored attempts (oldest first) and the ledger's forecasts."""
+    by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_page.setdefault((_system(r), str(r.get(col.MODEL) or "?")), []).append(r)
+    points, provenance = timeline(rows)
+    found = changes(rows)
+    evidence = slow_nodes(rows)
+    scores = score(forecasts, rows) if forecasts else []
+    study_links = _study_links(rows)
+    site = Site(s.IndexPage(schema=s.SCHEMA, kind="index", title=title,
+                            updated=_latest(rows), systems=[], studies=[]))
+    page_of_study: dict[str, list[s.Link]] = {}
+    for (system, model), mine in sorted(by_page.items()):
+        path = system_path(system, model)
+        labels = set(dict.fromkeys(series_label(r) for r in mine))
+        marks = [c for c in found if c.series in labels]
+        slow = [n for n in evidence.slow if n.system == system]
+        here = [sc for sc in scores if sc.forecast[col.SYSTEM] == system
+                and (sc.forecast.get("point") or {}).get(col.MODEL) == model]
+        dirs = dict.fromkeys(str(r[col.DIRECTORY]) for r in mine)
+        page = s.SystemPage(
+            schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
+            model=model, updated=_latest(mine), attempts=len(mine),
+            series=_series(points[points[col.GROUP].isin(labels)]),
+            changes=[_change(c) for c in marks],
+            provenance=[_provenance(p) for p in provenance if p.system == system
+                        and _touches(p, mine)],
+            front=_front(mine), forecasts=[_forecast(sc) for sc in here],
+            forecast_score=_score_of(here), slow_nodes=[_slow(n) for n in slow],
+            studies=[study_links[d] for d in dirs], fallback=None)
+        site.systems[path] = page
+        for d in dirs:
+            page_of_study.setdefault(d, []).append(s.Link(title=page["title"],
+                                                          href=f"{path}.html"))
+        site.index["systems"].append(s.IndexEntry(
+            system=system, model=model, href=f"{path}.html", updated=page["updated"],
+            attempts=len(mine), changes=len(marks), alarms=sum(c.alarm for c in marks),
+            slow_nodes=len(slow)))
+    by_dir: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_dir.setdefault(str(r[col.DIRECTORY]), []).append(r)
+    for directory, mine in by_dir.items():
+        link = study_links[directory]
+        site.studies[link["href"].removesuffix(".html")] = _study(
+            mine, directory, page_of_study.get(directory, []))
+    site.index["studies"] = sorted(study_links.values(), key=lambda k: k["title"])
+    return site
+
+
+def _system(row: Mapping[str, Any]) -> str:
+    return str(row.get(col.SYSTEM) or "?")
+
+
+def _when(value: object) -> str | None:
+    """A stored time as ISO 8601 in UTC (SQLite gives them back without a zone)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    moment = pd.Timestamp(value)
+    moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
+    return moment.isoformat()
+
+
+def _latest(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    ends = [r[col.ENDED] for r in rows if r.get(col.ENDED) is not None]
+    return _when(max(ends, key=_aware)) if ends else None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _number(value: object) -> float | None:
+    """A finite float, else None (JSON has no NaN)."""
+    if value is None:
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) else None
+
+
+def _integer(value: object) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def _series(points: pd.DataFrame) -> list[s.Series]:
+    out: list[s.Series] = []
+    for label, group in points.groupby(col.GROUP, sort=True):
+        scales: list[s.Scale] = []
+        for world, line in group.groupby(col.WORLD_SIZE, sort=True):
+            scales.append(s.Scale(world_size=int(world), points=[
+                s.Point(when=_when(p.when) or "", campaign=str(p.campaign),
+                        per_gpu=float(p.per_gpu), low=float(p.per_gpu_min),
+                        high=float(p.per_gpu_max), efficiency=_number(p.efficiency),
+                        repeats=int(p.repeats))
+                for p in line.sort_values("when").itertuples()]))
+        out.append(s.Series(label=str(label), unit=str(group[col.UNIT].iloc[0]),
+                            scales=scales))
+    return out
+
+
+def _change(c: ChangePoint) -> s.ChangeMark:
+    return s.ChangeMark(series=c.series, world_size=c.world_size, when=_when(c.when) or "",
+                        campaign=c.campaign, size=c.size, low=c.low, high=c.high,
+                        confirmed=c.confirmed, cause=c.cause, changed=list(c.changed))
+
+
+def _touches(change: Change, rows: Sequence[Mapping[str, Any]]) -> bool:
+    """The provenance change lies within the page's own span of time."""
+    ends = [_aware(r[col.ENDED]) for r in rows if r.get(col.ENDED) is not None]
+    return bool(ends) and min(ends) <= change.when.to_pydatetime() <= max(ends)
+
+
+def _provenance(change: Change) -> s.ProvenanceMark:
+    return s.ProvenanceMark(when=_when(change.when) or "", what=list(change.what))
+
+
+def _front(rows: Sequence[Mapping[str, Any]]) -> list[s.FrontPoint]:
+    table = best_known(rows)
+    out = []
+    for r in table[table["front"]].to_dict("records"):
+        out.append(s.FrontPoint(
+            configuration=str(r["configuration"]), study=str(r[col.STUDY]),
+            ended=_when(r[col.ENDED]), nodes=int(r[col.NODES]),
+            world_size=int(r[col.WORLD_SIZE]), batch_size=_integer(r[col.BATCH_SIZE]),
+            global_batch=_integer(r[col.GLOBAL_BATCH]), backend=_text(r[col.BACKEND]),
+            tuning=_text(r[col.TUNING]), repeats=int(r["repeats"]),
+            throughput=float(r[col.THROUGHPUT]), unit=str(r[col.UNIT]),
+            time_s=float(r["time_s"]), node_hours=float(r[col.NODE_HOURS])))
+    return out
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or value != value else str(value)
+
+
+def _forecast(sc: Any) -> s.Forecast:
+    f = sc.forecast
+    return s.Forecast(made=_when(f["made"]) or "", source=str(f[col.SOURCE]),
+                      point=dict(f.get("point") or {}), gpus=int(f[col.GPUS]),
+                      throughput=float(f[col.THROUGHPUT]), low=float(f["low"]),
+                      high=float(f["high"]), level=float(f["level"]), unit=str(f[col.UNIT]),
+                      measured=sc.measured, runs=sc.runs, inside=sc.inside, error=sc.error)
+
+
+def _score_of(scores: Sequence[Any]) -> s.ForecastScore | None:
+    if not scores:
+        return None
+    [total] = summary(scores)
+    return s.ForecastScore(forecasts=int(total["forecasts"]),  # type: ignore[call-overload]
+                           scored=int(total["scored"]),  # type: ignore[call-overload]
+                           coverage=_number(total["coverage"]),
+                           median_abs_error=_number(total["median_abs_error"]))
+
+
+def _slow(n: Any) -> s.SlowHost:
+    return s.SlowHost(host=n.host, slower=n.slower, low=n.low, high=n.high, z=n.z,
+                      runs=n.runs, studies=list(n.studies), where=n.where)
+
+
+def _study_links(rows: Sequence[Mapping[str, Any]]) -> dict[str, s.Link]:
+    out: dict[str, s.Link] = {}
+    for r in rows:
+        directory = str(r[col.DIRECTORY])
+        if directory not in out:
+            name = str(r.get(col.STUDY) or "?")
+            out[directory] = s.Link(title=name, href=f"{study_path(name, directory)}.html")
+    return out
+
+
+def _study(rows: Sequence[Mapping[str, Any]], directory: str,
+           pages: list[s.Link]) -> s.StudyPage:
+    """One study: its points over its latest attempts, and where it appears."""
+    latest = latest_attempts(rows)
+    points: dict[tuple[object, ...], list[Mapping[str, Any]]] = {}
+    for r in latest:
+        key = tuple(r.get(k) for k in (col.MODEL, col.NODES, col.WORLD_SIZE, col.BATCH_SIZE,
+                                       col.GLOBAL_BATCH, col.BACKEND, col.TUNING))
+        points.setdefault(key, []).append(r)
+    table = []
+    for key, mine in sorted(points.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
+        done = [r for r in mine if r.get(col.STATE) == "completed"
+                and r.get(col.THROUGHPUT) is not None]
+        per_gpu = [float(r[col.THROUGHPUT_PER_GPU]) for r in done
+                   if r.get(col.THROUGHPUT_PER_GPU) is not None]
+        model, nodes, world, batch, global_batch, backend, tuning = key
+        table.append(s.StudyRow(
+            model=str(model or "?"), nodes=_integer(nodes), world_size=_integer(world),
+            batch_size=_integer(batch), global_batch=_integer(global_batch),
+            backend=_text(backend), tuning=_text(tuning), completed=len(done),
+            failed=len(mine) - len(done),
+            throughput=statistics.median(float(r[col.THROUGHPUT]) for r in done)
+            if done else None,
+            per_gpu=statistics.median(per_gpu) if per_gpu else None,
+            unit=str(mine[0].get(col.UNIT) or "")))
+    first = rows[0]
+    starts = [r[col.STARTED] for r in rows if r.get(col.STARTED) is not None]
+    completed = sum(r.get(col.STATE) == "completed" for r in latest)
+    return s.StudyPage(
+        schema=s.SCHEMA, kind="study", title=str(first.get(col.STUDY) or "?"),
+        study=str(first.get(col.STUDY) or "?"), system=_text(first.get(col.SYSTEM)),
+        source=str(first.get(col.SOURCE) or OWN), directory=directory,
+        campaigns=len({campaign_of(r) for r in rows}),
+        started=_when(min(starts, key=_aware)) if starts else None, ended=_latest(rows),
+        completed=completed, failed=len(latest) - completed, rows=table, report=None,
+        pages=pages)

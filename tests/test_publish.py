@@ -1,0 +1,185 @@
+"""`scalestudy publish`: the site's pages hold what the store holds (each scale's median
+per GPU and its band, the change point and the NCCL change that came with it, the slow
+node, the scored forecast, the study's report), match their schema, and a rebuild writes
+only what changed."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scalestudy.results.history.store import Store
+from tests.conftest import run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from publish_10k import RPN, START, write_study
+
+NIGHTS = 12
+CHANGE = 6
+
+
+def make_store(tmp_path: Path, nights: int = NIGHTS) -> tuple[str, Path]:
+    """Polaris and Frontier running resnet50 nightly; Polaris' NCCL changes at night 6."""
+    results = tmp_path / "results"
+    rng = random.Random(3)
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    store = Store(url)
+    for night in range(nights):
+        for system in ("polaris", "frontier"):
+            store.ingest(write_study(results, system, "resnet50", night, rng, CHANGE))
+    forecast = {"system": "polaris", "source": "nightly-003",
+                "point": {"model": "resnet50", "batch_size": 64, "backend": "ddp",
+                          "tuning": "default"}, "unit": "img/s", "level": 0.9,
+                "model": {"kind": "alpha-beta"}, "low": 1.0, "high": 1e9, "throughput": 5e3}
+    store.put_forecasts([{**forecast, "made": START + timedelta(days=3, hours=12),
+                          "gpus": 16 * RPN},
+                         {**forecast, "made": START + timedelta(days=3, hours=12),
+                          "gpus": 64 * RPN}])
+    store.dispose()
+    return url, results
+
+
+def publish(url: str, site: Path, *extra: str) -> Any:
+    done = run_cli("publish", "-o", str(site), "--store", url, *extra, cwd=site.parent)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def page(site: Path, rel: str) -> dict[str, Any]:
+    return json.loads((site / rel).read_text())
+
+
+def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
+    url, results = make_store(tmp_path)
+    first = results / "nightly-polaris-resnet50-000"
+    (first / "report").mkdir()
+    (first / "report" / "index.html").write_text("<html><body>the report</body></html>")
+    site = tmp_path / "site"
+    done = publish(url, site)
+    assert f"site: {site / 'index.html'}" in done.stdout
+
+    index = page(site, "index.json")
+    assert index["schema"] == "scalestudy.site/1" and index["kind"] == "index"
+    assert [(e["system"], e["model"], e["attempts"]) for e in index["systems"]] == [
+        ("frontier", "resnet50", NIGHTS * 20), ("polaris", "resnet50", NIGHTS * 20)]
+    assert len(index["studies"]) == 2 * NIGHTS
+
+    polaris = page(site, "systems/polaris/resnet50.json")
+    [series] = polaris["series"]
+    assert [sc["world_size"] for sc in series["scales"]] == [4, 8, 16, 32, 64]
+    assert all(len(sc["points"]) == NIGHTS for sc in series["scales"])
+    # each point: the median per GPU of that night's repeats, the band their extremes
+    rows = Store(url).rows(system="polaris")
+    night = [float(r["throughput_per_gpu"]) for r in rows
+             if r["study"] == "nightly-polaris-resnet50-009" and r["world_size"] == 32]
+    point = series["scales"][3]["points"][9]
+    assert point["per_gpu"] == pytest.approx(statistics.median(night))
+    assert (point["low"], point["high"]) == pytest.approx((min(night), max(night)))
+    assert point["repeats"] == 4 and point["efficiency"] < 1
+    # the step at 8+ nodes is a change point, and NCCL's upgrade is what changed there
+    drops = [c for c in polaris["changes"] if c["world_size"] >= 32]
+    assert drops and all(c["size"] < -0.04 and c["confirmed"] for c in drops)
+    assert all(datetime.fromisoformat(c["when"]).date() == (START + timedelta(days=CHANGE)
+                                                               ).date() for c in drops)
+    assert any("nccl 2.21.5 -> 2.23.4" in w for c in drops for w in c["changed"])
+    assert [p["what"] for p in polaris["provenance"]] == [["nccl 2.21.5 -> 2.23.4"]]
+    assert polaris["front"] and all(f["global_batch"] == f["batch_size"] * f["world_size"]
+                                    for f in polaris["front"])
+    # the forecast of 16 nodes was measured after it was made; the one of 64 was not
+    scored = {f["gpus"]: f for f in polaris["forecasts"]}
+    assert scored[16 * RPN]["measured"] > 0 and scored[16 * RPN]["inside"] is True
+    assert scored[64 * RPN]["measured"] is None
+    assert polaris["forecast_score"] == {"forecasts": 2, "scored": 1, "coverage": 1.0,
+                                         "median_abs_error": pytest.approx(
+                                             scored[16 * RPN]["error"] and
+                                             abs(scored[16 * RPN]["error"]))}
+    frontier = page(site, "systems/frontier/resnet50.json")
+    assert [n["host"] for n in frontier["slow_nodes"]] == ["f0003"]
+    assert frontier["changes"] == [] and polaris["slow_nodes"] == []
+
+    # the study's page links its report, copied into the site
+    [link] = [s for s in index["studies"] if s["title"] == "nightly-polaris-resnet50-000"]
+    study = page(site, link["href"].replace(".html", ".json"))
+    assert study["completed"] == 20 and study["failed"] == 0 and study["campaigns"] == 1
+    assert (site / link["href"]).parent.joinpath(study["report"]).read_text() == \
+        "<html><body>the report</body></html>"
+    assert study["pages"] == [{"title": "polaris: resnet50",
+                               "href": "systems/polaris/resnet50.html"}]
+    html = (site / "systems/polaris/resnet50.html").read_text()
+    assert "../../assets/uPlot.iife.min.js" in html and 'id="page-data"' in html
+    assert (site / "systems/polaris/resnet50.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_every_page_matches_the_schema_the_site_ships(tmp_path: Path) -> None:
+    from pydantic import TypeAdapter
+
+    from scalestudy.results.history import site_schema as s
+
+    url, _ = make_store(tmp_path, nights=4)
+    site = tmp_path / "site"
+    publish(url, site)
+    schema = page(site, "schema/page.schema.json")
+    assert schema["$id"] == s.SCHEMA
+    kinds = {"index": s.IndexPage, "system": s.SystemPage, "study": s.StudyPage}
+    pages = [p for p in site.rglob("*.json") if p.parent.name != "schema"
+             and not p.name.startswith(".")]
+    for path in pages:
+        data = json.loads(path.read_text())
+        TypeAdapter(kinds[data["kind"]]).validate_python(data, strict=True)
+        assert f'"schema":"{s.SCHEMA}"' in (path.with_suffix(".html").read_text())
+    bad = {**page(site, "index.json"), "systems": [{"system": 1}]}
+    with pytest.raises(ValueError):
+        TypeAdapter(s.IndexPage).validate_python(bad, strict=True)
+
+
+def test_a_rebuild_writes_only_the_pages_that_changed(tmp_path: Path) -> None:
+    url, results = make_store(tmp_path, nights=4)
+    site = tmp_path / "site"
+    publish(url, site)
+    again = publish(url, site)
+    assert "0 file(s) written" in again.stderr and "0 static chart(s) drawn" in again.stderr
+    before = {p: p.stat().st_mtime_ns for p in site.rglob("*") if p.is_file()}
+
+    store = Store(url)
+    store.ingest(write_study(results, "frontier", "resnet50", 4, random.Random(9), CHANGE))
+    store.dispose()
+    publish(url, site)
+    rewritten = sorted(str(p.relative_to(site)) for p in site.rglob("*") if p.is_file()
+                       and before.get(p) != p.stat().st_mtime_ns)
+    [new] = [r for r in rewritten if r.startswith("studies/") and r.endswith(".html")]
+    assert new.startswith("studies/nightly-frontier-resnet50-004-")
+    assert rewritten == sorted([".scalestudy-site.json", "index.html", "index.json",
+                                new, new.replace(".html", ".json"),
+                                "systems/frontier/resnet50.html",
+                                "systems/frontier/resnet50.json",
+                                "systems/frontier/resnet50.png"])
+
+    # one system only: the other's pages go, and the manifest knows it
+    narrowed = publish(url, site, "--system", "polaris")
+    assert not (site / "systems/frontier").exists()
+    assert "removed" in narrowed.stderr
+    assert [e["system"] for e in page(site, "index.json")["systems"]] == ["polaris"]
+
+
+def test_it_refuses_a_directory_it_did_not_publish_and_an_empty_store(tmp_path: Path) -> None:
+    url, _ = make_store(tmp_path, nights=1)
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me")
+    done = run_cli("publish", "-o", str(mine), "--store", url, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not empty and not a site scalestudy published" in done.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["todo.txt"]
+
+    empty = run_cli("publish", "-o", str(tmp_path / "site"), "--store",
+                    f"sqlite:///{tmp_path / 'empty.sqlite'}", cwd=tmp_path)
+    assert empty.returncode == 2 and "nothing to publish" in empty.stderr
+    assert not (tmp_path / "site").exists()
