@@ -35,6 +35,7 @@ def make_store(tmp_path: Path, nights: int = NIGHTS) -> tuple[str, Path]:
     for night in range(nights):
         for system in ("polaris", "frontier"):
             store.ingest(write_study(results, system, "resnet50", night, rng, CHANGE))
+        store.ingest(write_study(results, "frontier", "vit_b16", night, rng, CHANGE))
     forecast = {"system": "polaris", "source": "nightly-003",
                 "point": {"model": "resnet50", "batch_size": 64, "backend": "ddp",
                           "tuning": "default"}, "unit": "img/s", "level": 0.9,
@@ -69,8 +70,9 @@ def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
     index = page(site, "index.json")
     assert index["schema"] == "scalestudy.site/1" and index["kind"] == "index"
     assert [(e["system"], e["model"], e["attempts"]) for e in index["systems"]] == [
-        ("frontier", "resnet50", NIGHTS * 20), ("polaris", "resnet50", NIGHTS * 20)]
-    assert len(index["studies"]) == 2 * NIGHTS
+        ("frontier", "resnet50", NIGHTS * 20), ("frontier", "vit_b16", NIGHTS * 20),
+        ("polaris", "resnet50", NIGHTS * 20)]
+    assert len(index["studies"]) == 3 * NIGHTS
 
     polaris = page(site, "systems/polaris/resnet50.json")
     [series] = polaris["series"]
@@ -140,6 +142,7 @@ def test_every_page_matches_the_schema_the_site_ships(tmp_path: Path) -> None:
         TypeAdapter(s.IndexPage).validate_python(bad, strict=True)
 
 
+@pytest.mark.slow
 def test_a_rebuild_writes_only_the_pages_that_changed(tmp_path: Path) -> None:
     url, results = make_store(tmp_path, nights=4)
     site = tmp_path / "site"
@@ -169,6 +172,7 @@ def test_a_rebuild_writes_only_the_pages_that_changed(tmp_path: Path) -> None:
     assert [e["system"] for e in page(site, "index.json")["systems"]] == ["polaris"]
 
 
+@pytest.mark.slow
 def test_it_refuses_a_directory_it_did_not_publish_and_an_empty_store(tmp_path: Path) -> None:
     url, _ = make_store(tmp_path, nights=1)
     mine = tmp_path / "notes"

@@ -1,8 +1,11 @@
 """The published site's pages as data, from the results store's rows and the ledger's
 forecasts: an index of systems and models, a page per system and model (its history per
 scale with repeat bands, the change points and provenance changes, the best-known front,
-the forecasts with how they scored, the slow nodes found) and a page per study. Pure:
-report.publish draws them; every href is relative to the site's root."""
+the forecasts with how they scored, the slow nodes found) and a page per study. Each
+system page is computed from its own system's and model's runs alone (its change points
+are those of `history changes --system S --model M`), so a new study changes only its
+own pages and the index. Pure: report.publish draws them; every href is relative to the
+site's root."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from scalestudy.results.history.changes import ChangePoint, changes
 from scalestudy.results.history.ledger import score, summary
 from scalestudy.results.history.nodes import slow_nodes
 from scalestudy.results.history.store import OWN, campaign_of, latest_attempts
-from scalestudy.results.history.timeline import Change, series_label, timeline
+from scalestudy.results.history.timeline import Change, timeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -60,9 +63,6 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
     by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
         by_page.setdefault((_system(r), str(r.get(col.MODEL) or "?")), []).append(r)
-    points, provenance = timeline(rows)
-    found = changes(rows)
-    evidence = slow_nodes(rows)
     scores = score(forecasts, rows) if forecasts else []
     study_links = _study_links(rows)
     site = Site(s.IndexPage(schema=s.SCHEMA, kind="index", title=title,
@@ -70,19 +70,20 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
     page_of_study: dict[str, list[s.Link]] = {}
     for (system, model), mine in sorted(by_page.items()):
         path = system_path(system, model)
-        labels = set(dict.fromkeys(series_label(r) for r in mine))
-        marks = [c for c in found if c.series in labels]
-        slow = [n for n in evidence.slow if n.system == system]
+        points, provenance = timeline(mine)
+        # what `history changes --system S --model M` finds, and the slow nodes these runs
+        # show: a page depends on its own runs only, so a study rewrites only its pages
+        marks = changes(mine)
+        slow = slow_nodes(mine).slow
         here = [sc for sc in scores if sc.forecast[col.SYSTEM] == system
                 and (sc.forecast.get("point") or {}).get(col.MODEL) == model]
         dirs = dict.fromkeys(str(r[col.DIRECTORY]) for r in mine)
         page = s.SystemPage(
             schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
             model=model, updated=_latest(mine), attempts=len(mine),
-            series=_series(points[points[col.GROUP].isin(labels)]),
+            series=_series(points),
             changes=[_change(c) for c in marks],
-            provenance=[_provenance(p) for p in provenance if p.system == system
-                        and _touches(p, mine)],
+            provenance=[_provenance(p) for p in provenance],
             front=_front(mine), forecasts=[_forecast(sc) for sc in here],
             forecast_score=_score_of(here), slow_nodes=[_slow(n) for n in slow],
             studies=[study_links[d] for d in dirs], fallback=None)
@@ -160,12 +161,6 @@ def _change(c: ChangePoint) -> s.ChangeMark:
     return s.ChangeMark(series=c.series, world_size=c.world_size, when=_when(c.when) or "",
                         campaign=c.campaign, size=c.size, low=c.low, high=c.high,
                         confirmed=c.confirmed, cause=c.cause, changed=list(c.changed))
-
-
-def _touches(change: Change, rows: Sequence[Mapping[str, Any]]) -> bool:
-    """The provenance change lies within the page's own span of time."""
-    ends = [_aware(r[col.ENDED]) for r in rows if r.get(col.ENDED) is not None]
-    return bool(ends) and min(ends) <= change.when.to_pydatetime() <= max(ends)
 
 
 def _provenance(change: Change) -> s.ProvenanceMark:
