@@ -52,7 +52,7 @@ def charts(dom: str) -> dict[str, int]:
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -11,6 +11,7 @@ from scalestudy.cli.app import app, main
 from scalestudy.cli import runs  # noqa: F401  validate, plan, run, status, cancel, probe
 from scalestudy.cli import results  # noqa: F401  collect, report, compare, schema, systems
 from scalestudy.cli import history  # noqa: F401  history, history ingest
+from scalestudy.cli import exports  # noqa: F401  history export
 from scalestudy.cli import watch  # noqa: F401  history changes, history nodes
 from scalestudy.cli import publish  # noqa: F401  publish
 
