@@ -20,7 +20,7 @@ from tests.conftest import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from publish_10k import RPN, START, write_study
+from publish_10k import RPN, START, step_time, write_study
 
 NIGHTS = 12
 CHANGE = 6
@@ -39,11 +39,13 @@ def make_store(tmp_path: Path, nights: int = NIGHTS) -> tuple[str, Path]:
     forecast = {"system": "polaris", "source": "nightly-003",
                 "point": {"model": "resnet50", "batch_size": 64, "backend": "ddp",
                           "tuning": "default"}, "unit": "img/s", "level": 0.9,
-                "model": {"kind": "alpha-beta"}, "low": 1.0, "high": 1e9, "throughput": 5e3}
-    store.put_forecasts([{**forecast, "made": START + timedelta(days=3, hours=12),
-                          "gpus": 16 * RPN},
-                         {**forecast, "made": START + timedelta(days=3, hours=12),
-                          "gpus": 64 * RPN}])
+                "model": {"kind": "alpha-beta"}, "made": START + timedelta(days=3, hours=12)}
+    made = []
+    for nodes in (16, 64):  # what the model says before the change, +-7 %
+        thr = 64 * nodes * RPN / step_time("polaris", "resnet50", nodes, 0, random.Random(0))
+        made.append({**forecast, "gpus": nodes * RPN, "throughput": thr, "low": 0.93 * thr,
+                     "high": 1.07 * thr})
+    store.put_forecasts(made)
     store.dispose()
     return url, results
 
@@ -97,12 +99,20 @@ def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
                                     for f in polaris["front"])
     # the forecast of 16 nodes was measured after it was made; the one of 64 was not
     scored = {f["gpus"]: f for f in polaris["forecasts"]}
-    assert scored[16 * RPN]["measured"] > 0 and scored[16 * RPN]["inside"] is True
-    assert scored[64 * RPN]["measured"] is None
-    assert polaris["forecast_score"] == {"forecasts": 2, "scored": 1, "coverage": 1.0,
+    after = [float(r["throughput"]) for r in rows if r["world_size"] == 16 * RPN
+             and r["ended"] > START.replace(tzinfo=None) + timedelta(days=3, hours=12)]
+    sixteen = scored[16 * RPN]
+    assert sixteen["measured"] == pytest.approx(statistics.median(after))
+    assert sixteen["runs"] == len(after) == (NIGHTS - 4) * 4
+    assert sixteen["inside"] is (sixteen["low"] <= sixteen["measured"] <= sixteen["high"])
+    assert sixteen["error"] == pytest.approx(sixteen["throughput"] / sixteen["measured"] - 1)
+    assert scored[64 * RPN]["measured"] is None and scored[64 * RPN]["inside"] is None
+    assert polaris["forecast_score"] == {"forecasts": 2, "scored": 1,
+                                         "coverage": float(sixteen["inside"]),
                                          "median_abs_error": pytest.approx(
-                                             scored[16 * RPN]["error"] and
-                                             abs(scored[16 * RPN]["error"]))}
+                                             abs(sixteen["error"]))}
+    assert series["point"] == {"model": "resnet50", "batch_size": 64, "backend": "ddp",
+                               "tuning": "default", "image_size": 224, "precision": "bf16"}
     frontier = page(site, "systems/frontier/resnet50.json")
     assert [n["host"] for n in frontier["slow_nodes"]] == ["f0003"]
     assert frontier["changes"] == [] and polaris["slow_nodes"] == []

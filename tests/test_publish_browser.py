@@ -85,10 +85,10 @@ def test_the_site_opens_in_chromium_from_a_file_and_from_a_server(tmp_path: Path
                                      tmp_path / "profile-system")
             assert console == [], (base, console)
             drawn = charts(dom)
-            assert sorted(drawn) == ["series-0-efficiency", "series-0-per-gpu"], dom[:3000]
-            # 5 scales x 8 campaigns on each chart
-            assert drawn == {"series-0-efficiency": 40, "series-0-per-gpu": 40}
-            assert 'data-charts="2"' in dom and "<canvas" in dom
+            # 5 scales x 8 campaigns over time; at scale: 5 measured, 2 forecast
+            assert drawn == {"series-0-efficiency": 40, "series-0-per-gpu": 40,
+                             "series-0-at-scale": 7}, dom[:3000]
+            assert 'data-charts="3"' in dom and "<canvas" in dom
 
     # the control: without its chart library the page draws nothing and says why
     broken = site / "systems/polaris/broken.html"

@@ -24,10 +24,10 @@ from scalestudy.results.analysis import columns as col
 from scalestudy.results.history import site_schema as s
 from scalestudy.results.history.best import best_known
 from scalestudy.results.history.changes import ChangePoint, changes
-from scalestudy.results.history.ledger import score, summary
+from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, score, summary
 from scalestudy.results.history.nodes import slow_nodes
 from scalestudy.results.history.store import OWN, campaign_of, latest_attempts
-from scalestudy.results.history.timeline import Change, timeline
+from scalestudy.results.history.timeline import Change, series_label, timeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -81,7 +81,7 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         page = s.SystemPage(
             schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
             model=model, updated=_latest(mine), attempts=len(mine),
-            series=_series(points),
+            series=_series(points, {series_label(r): _point(r) for r in mine}),
             changes=[_change(c) for c in marks],
             provenance=[_provenance(p) for p in provenance],
             front=_front(mine), forecasts=[_forecast(sc) for sc in here],
@@ -141,7 +141,14 @@ def _integer(value: object) -> int | None:
     return None if number is None else int(number)
 
 
-def _series(points: pd.DataFrame) -> list[s.Series]:
+def _point(row: Mapping[str, Any]) -> dict[str, object]:
+    """A series' point as the ledger's forecasts name it (results.history.ledger)."""
+    params = row.get(col.PARAMS) or {}
+    return {**{k: row.get(k) for k in POINT_COLUMNS if row.get(k) is not None},
+            **{k: params[k] for k in POINT_PARAMS if params.get(k) is not None}}
+
+
+def _series(points: pd.DataFrame, named: Mapping[str, dict[str, object]]) -> list[s.Series]:
     out: list[s.Series] = []
     for label, group in points.groupby(col.GROUP, sort=True):
         scales: list[s.Scale] = []
@@ -153,7 +160,7 @@ def _series(points: pd.DataFrame) -> list[s.Series]:
                         repeats=int(p.repeats))
                 for p in line.sort_values("when").itertuples()]))
         out.append(s.Series(label=str(label), unit=str(group[col.UNIT].iloc[0]),
-                            scales=scales))
+                            point=named.get(str(label), {}), scales=scales))
     return out
 
 

@@ -49,6 +49,7 @@ class Series(TypedDict):
 
     label: str
     unit: str
+    point: dict[str, object]  # what a forecast of it names (model, batch_size, backend, ...)
     scales: list[Scale]
 
 

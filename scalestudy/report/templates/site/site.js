@@ -107,6 +107,48 @@
     ctx.restore();
   }
 
+  // The latest campaign's throughput at each scale, and the ledger's newest forecast of
+  // each scale with its interval: where the series is headed, at scales not yet paid for.
+  function scaleChart(box, series, forecasts, unit) {
+    const latest = new Map(series.scales.map(sc => {
+      const p = sc.points[sc.points.length - 1];
+      return [sc.world_size, p.per_gpu * sc.world_size];
+    }));
+    const newest = new Map();
+    for (const f of forecasts) {
+      const held = newest.get(f.gpus);
+      if (!held || Date.parse(f.made) >= Date.parse(held.made)) newest.set(f.gpus, f);
+    }
+    const gpus = [...new Set([...latest.keys(), ...newest.keys()])].sort((a, b) => a - b);
+    const pick = (source, field) => gpus.map(g => source.has(g) ? field(source.get(g)) : null);
+    const data = [gpus, pick(latest, v => v), pick(newest, f => f.throughput),
+                  pick(newest, f => f.high), pick(newest, f => f.low)];
+    const opts = {
+      title: "At scale: the latest campaign, and forecasts with their intervals",
+      width: Math.max(320, box.clientWidth || 900), height: 300,
+      scales: {x: {time: false, distr: 3, log: 2}},
+      series: [{label: "GPUs"},
+               {label: "measured", stroke: COLORS[0], width: 2,
+                points: {show: true, size: 6, fill: COLORS[0]}},
+               {label: "forecast", stroke: COLORS[3], width: 2, dash: [6, 4],
+                points: {show: true, size: 6, fill: COLORS[3]}},
+               {label: "high", stroke: fade(COLORS[3], 0.3), width: 1},
+               {label: "low", stroke: fade(COLORS[3], 0.3), width: 1}],
+      bands: [{series: [3, 4], fill: fade(COLORS[3], 0.12)}],
+      axes: [{label: "GPUs"}, {label: unit, size: 80}],
+    };
+    const chart = new uPlot(opts, data, box);
+    const entries = chart.root.querySelectorAll(".u-legend .u-series");
+    for (const k of [3, 4]) if (entries[k]) entries[k].style.display = "none";
+    const drawn = data[1].filter(v => v !== null).length + data[2].filter(v => v !== null).length;
+    box.dataset.points = String(drawn);
+    return drawn;
+  }
+
+  function matches(forecast, series) {
+    return Object.entries(forecast.point).every(([k, v]) => series.point[k] === v);
+  }
+
   function systemPage(page) {
     const root = document.getElementById("charts");
     let charts = 0;
@@ -137,6 +179,15 @@
         charts += 2;
       } else {
         efficiency.remove();
+        charts += 1;
+      }
+      const ahead = page.forecasts.filter(f => matches(f, series));
+      if (ahead.length) {
+        const atScale = document.createElement("div");
+        atScale.className = "chart";
+        atScale.id = `series-${n}-at-scale`;
+        block.appendChild(atScale);
+        scaleChart(atScale, series, ahead, series.unit);
         charts += 1;
       }
     });
