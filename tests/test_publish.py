@@ -197,3 +197,30 @@ def test_it_refuses_a_directory_it_did_not_publish_and_an_empty_store(tmp_path: 
                     f"sqlite:///{tmp_path / 'empty.sqlite'}", cwd=tmp_path)
     assert empty.returncode == 2 and "nothing to publish" in empty.stderr
     assert not (tmp_path / "site").exists()
+
+
+def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
+    """nccl-tests' bus bandwidth (no throughput) is drawn as a measurement over time, by
+    message size; the page is named by its format where the file names no model."""
+    url, _ = make_store(tmp_path, nights=2)
+    data = Path(__file__).parent / "data" / "imports"
+    done = run_cli("history", "import", "--format", "nccl-tests", "--system", "polaris",
+                   "--date", "2026-03-05", str(data / "nccl_tests_allreduce_2node_h100.txt"),
+                   "--store", url, "--results", str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    publish(url, site)
+    entry = [e for e in page(site, "index.json")["systems"] if e["model"] == "nccl-tests"]
+    assert [e["href"] for e in entry] == ["systems/polaris/nccl-tests.html"]
+    nccl = page(site, "systems/polaris/nccl-tests.json")
+    assert nccl["series"] == [] and nccl["fallback"] is None
+    stored = [r for r in Store(url).rows(system="polaris") if r["source"] == "nccl-tests"
+              and r["state"] == "completed"]
+    readings = {(m["label"], m["unit"]): m["readings"] for m in nccl["measures"]}
+    assert sum(len(r) for r in readings.values()) == len(stored) > 10
+    biggest = max(stored, key=lambda r: r["params"]["message_bytes"])
+    [line] = [k for k in readings if f"message_bytes {biggest['params']['message_bytes']} "
+              in f"{k[0]} "]
+    assert readings[line][0]["value"] == biggest["metrics"]["value"]
+    assert line[1] == "GB/s busbw"
+    assert "Imported measurements" in (site / "systems/polaris/nccl-tests.html").read_text()

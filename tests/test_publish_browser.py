@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_cli
 from tests.test_publish import make_store, publish
 
 pytestmark = pytest.mark.slow
@@ -73,6 +74,11 @@ def served(root: Path) -> Iterator[str]:
 def test_the_site_opens_in_chromium_from_a_file_and_from_a_server(tmp_path: Path) -> None:
     browser()
     url, _ = make_store(tmp_path, nights=8)
+    nccl = Path(__file__).parent / "data" / "imports" / "nccl_tests_allreduce_2node_h100.txt"
+    done = run_cli("history", "import", "--format", "nccl-tests", "--system", "polaris",
+                   "--date", "2026-03-05", str(nccl), "--store", url, "--results",
+                   str(tmp_path / "results"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
     site = tmp_path / "site"
     publish(url, site)
     with served(site) as http_root:
@@ -89,6 +95,11 @@ def test_the_site_opens_in_chromium_from_a_file_and_from_a_server(tmp_path: Path
             assert drawn == {"series-0-efficiency": 40, "series-0-per-gpu": 40,
                              "series-0-at-scale": 7}, dom[:3000]
             assert 'data-charts="3"' in dom and "<canvas" in dom
+
+    # an import's page: its bus bandwidths drawn as measurements over time
+    dom, console = open_page((site / "systems/polaris/nccl-tests.html").as_uri(),
+                             tmp_path / "profile-import")
+    assert console == [] and charts(dom) == {"measures-0": 31}, console
 
     # the control: without its chart library the page draws nothing and says why
     broken = site / "systems/polaris/broken.html"

@@ -62,7 +62,8 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
     """The site's pages from stored attempts (oldest first) and the ledger's forecasts."""
     by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
-        by_page.setdefault((_system(r), str(r.get(col.MODEL) or "?")), []).append(r)
+        by_page.setdefault((_system(r), str(r.get(col.MODEL) or r.get(col.SOURCE) or "?")),
+                           []).append(r)
     scores = score(forecasts, rows) if forecasts else []
     study_links = _study_links(rows)
     site = Site(s.IndexPage(schema=s.SCHEMA, kind="index", title=title,
@@ -82,6 +83,7 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
             schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
             model=model, updated=_latest(mine), attempts=len(mine),
             series=_series(points, {series_label(r): _point(r) for r in mine}),
+            measures=_measures(mine),
             changes=[_change(c) for c in marks],
             provenance=[_provenance(p) for p in provenance],
             front=_front(mine), forecasts=[_forecast(sc) for sc in here],
@@ -162,6 +164,26 @@ def _series(points: pd.DataFrame, named: Mapping[str, dict[str, object]]) -> lis
         out.append(s.Series(label=str(label), unit=str(group[col.UNIT].iloc[0]),
                             point=named.get(str(label), {}), scales=scales))
     return out
+
+
+def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
+    """The imported results that are no throughput: each (its parameters but the model,
+    and its unit) over time."""
+    lines: dict[tuple[str, str], list[s.Reading]] = {}
+    for r in rows:
+        metrics = r.get(col.METRICS) or {}
+        value = metrics.get("value")
+        if r.get(col.STATE) != "completed" or r.get(col.THROUGHPUT_PER_GPU) is not None or \
+                r.get(col.ENDED) is None or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            continue
+        params = r.get(col.PARAMS) or {}
+        label = " ".join(f"{k} {v}" for k, v in sorted(params.items()) if k != col.MODEL)
+        unit = str(metrics.get(col.UNIT) or r.get(col.UNIT) or "")
+        lines.setdefault((label or str(r.get(col.SOURCE)), unit), []).append(
+            s.Reading(when=_when(r[col.ENDED]) or "", value=float(value)))
+    return [s.Measure(label=label, unit=unit, readings=sorted(got, key=lambda g: g["when"]))
+            for (label, unit), got in sorted(lines.items())]
 
 
 def _change(c: ChangePoint) -> s.ChangeMark:

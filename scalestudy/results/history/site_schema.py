@@ -53,6 +53,20 @@ class Series(TypedDict):
     scales: list[Scale]
 
 
+class Reading(TypedDict):
+    when: str
+    value: float
+
+
+class Measure(TypedDict):
+    """An imported measurement that is not a throughput (a ReFrame check's bandwidth or
+    time, an nccl-tests bus bandwidth, a time to train) over time, one line each."""
+
+    label: str
+    unit: str
+    readings: list[Reading]
+
+
 class ChangeMark(TypedDict):
     """A change point (`history changes`) on a series."""
 
@@ -141,6 +155,7 @@ class SystemPage(TypedDict):
     updated: str | None
     attempts: int
     series: list[Series]
+    measures: list[Measure]
     changes: list[ChangeMark]
     provenance: list[ProvenanceMark]
     front: list[FrontPoint]

@@ -145,6 +145,28 @@
     return drawn;
   }
 
+  // Imported measurements that are no throughput, one chart per unit, a line each.
+  function measureChart(box, unit, measures) {
+    const times = [...new Set(measures.flatMap(m => m.readings.map(r => seconds(r.when))))]
+      .sort((a, b) => a - b);
+    const at = new Map(times.map((t, i) => [t, i]));
+    const data = [times];
+    let drawn = 0;
+    const specs = [{}];
+    measures.forEach((m, i) => {
+      const y = times.map(() => null);
+      for (const r of m.readings) { y[at.get(seconds(r.when))] = r.value; drawn += 1; }
+      data.push(y);
+      const color = COLORS[i % COLORS.length];
+      specs.push({label: m.label, stroke: color, width: 2, spanGaps: true,
+                  points: {show: true, size: 5, fill: color}});
+    });
+    new uPlot({title: `Imported measurements (${unit || "no unit"})`,
+               width: Math.max(320, box.clientWidth || 900), height: 300, series: specs,
+               scales: {x: {time: true}}, axes: [{}, {label: unit, size: 70}]}, data, box);
+    box.dataset.points = String(drawn);
+  }
+
   function matches(forecast, series) {
     return Object.entries(forecast.point).every(([k, v]) => series.point[k] === v);
   }
@@ -190,6 +212,15 @@
         scaleChart(atScale, series, ahead, series.unit);
         charts += 1;
       }
+    });
+    const units = [...new Set(page.measures.map(m => m.unit))];
+    units.forEach((unit, n) => {
+      const box = document.createElement("div");
+      box.className = "chart";
+      box.id = `measures-${n}`;
+      root.appendChild(box);
+      measureChart(box, unit, page.measures.filter(m => m.unit === unit));
+      charts += 1;
     });
     document.body.dataset.charts = String(charts);
   }
