@@ -199,6 +199,7 @@ def test_it_refuses_a_directory_it_did_not_publish_and_an_empty_store(tmp_path: 
     assert not (tmp_path / "site").exists()
 
 
+@pytest.mark.slow
 def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
     """nccl-tests' bus bandwidth (no throughput) is drawn as a measurement over time, by
     message size; the page is named by its format where the file names no model."""
