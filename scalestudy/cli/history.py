@@ -344,7 +344,8 @@ def import_(
     files: Annotated[list[Path], typer.Argument(help="the tools' output files")],
     fmt: Annotated[str, typer.Option(
         "--format", help="nccl-tests (text or -J JSON), horovod (synthetic benchmark log), "
-        "torchtitan (training log), mlperf (:::MLLOG result log)")],
+        "torchtitan (training log), mlperf (:::MLLOG result log), reframe (JSON run report "
+        "or perflog; stored under the system it names unless --system is given)")],
     system: Annotated[str | None, typer.Option(help="the system it ran on")] = None,
     name: Annotated[str | None, typer.Option(
         help="the name it is listed under [default: the file's name]")] = None,

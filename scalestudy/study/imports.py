@@ -48,6 +48,9 @@ class Options:
     gpus: int | None = None
     nodes: int | None = None
     date: datetime | None = None
+    #: a kept import's date (`history ingest`), for a file whose log names none: when
+    #: it was dated at its import (the copy's modification time is not when it ran)
+    dated: datetime | None = None
 
     def record(self) -> dict[str, Any]:
         """As import.json keeps them."""
@@ -67,7 +70,7 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
     store = Store(url)
     try:
         store.put_imported([(f"import:{r['sha256']}", options.name or Path(r["path"]).stem,
-                             options.system, options.fmt, r["rows"]) for r in read])
+                             r["system"], options.fmt, r["rows"]) for r in read])
     except BaseException:
         for tmp, _ in staged:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -98,25 +101,34 @@ def reimport(folder: Path, url: str | None = None) -> ImportedFile:
     if version > RECORD_VERSION:
         raise ScalestudyError(f"{folder}/import.json: version {version} is newer than this "
                               f"scalestudy reads ({RECORD_VERSION}): upgrade scalestudy")
-    date = opts.get("date") or record.get("dated")
+    date, dated = opts.get("date"), record.get("dated")
     options = Options(opts["format"], opts.get(col.SYSTEM), opts.get("name") or
                       Path(record.get("file", source.name)).stem, tuple(opts.get(col.TAGS, ())),
                       opts.get(col.GPUS), opts.get(col.NODES),
-                      datetime.fromisoformat(date) if date else None)
+                      datetime.fromisoformat(date) if date else None,
+                      datetime.fromisoformat(dated) if dated else None)
     [done] = import_results([source], options, url, results=None)
     return done
 
 
 def _read(path: Path, options: Options) -> dict[str, Any]:
-    """One file parsed into stored rows, with its hash and its summary."""
+    """One file parsed into stored rows, with its hash, its system (--system, else the
+    one the file names itself, as ReFrame's do) and its summary."""
 
     found = parse(path, options.fmt, options.gpus)
+    own = sorted({str(i.details[col.SYSTEM]) for i in found if i.details.get(col.SYSTEM)})
+    if options.system is None and len(own) > 1:
+        raise ScalestudyError(f"{path}: results of {len(own)} systems ({', '.join(own)}): "
+                              "import each system's file on its own, or give --system NAME "
+                              "to store them under one name")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     ended = next((i.ended for i in reversed(found) if i.ended is not None), None)
     if options.date is not None:
         when, dated_by = options.date, "--date"
     elif ended is not None:
         when, dated_by = ended, "the log"
+    elif options.dated is not None:
+        when, dated_by = options.dated, "its first import"
     else:
         when = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
         dated_by = "the file's modification time (the log has no date: --date sets one)"
@@ -128,6 +140,7 @@ def _read(path: Path, options: Options) -> dict[str, Any]:
         if item.status != "completed":
             bad[item.status] = bad.get(item.status, 0) + 1
     return {"path": path, "sha256": digest, "rows": rows, "when": when,
+            "system": options.system or (own[0] if own else None),
             "summary": ImportedFile(path, options.fmt, len(found), bad, dated_by, when)}
 
 
@@ -160,7 +173,8 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
     """One imported measurement as a stored attempt: a throughput where it is one
     (img/s, tokens/s), else its value and unit in the metrics; what the log says is not
     a result (aborted, warm-up only) is a failed attempt with no value. `--nodes`: what
-    the file does not say (the ranks per node follow, where they divide evenly)."""
+    the file does not say (the ranks per node follow, where they divide evenly). It ended
+    when the log says it did (a ReFrame test case: its job), else when the file did."""
     nodes = options.nodes
     point = {**item.point, **({"nodes": nodes} if nodes else {})}
     world = point.get(col.WORLD_SIZE)
@@ -172,7 +186,7 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
     metrics = {"value": item.value if result else None, "unit": item.unit, **item.details}
     if not result:
         metrics["failure"] = item.status
-    versions = {k: item.details[k] for k in ("nccl",) if item.details.get(k)}
+    versions = {k: item.details[k] for k in ("nccl", "reframe") if item.details.get(k)}
     return {
         "run_id": f"{index:05d}", "attempt": 1,
         "state": "completed" if result else "failed",
@@ -182,7 +196,8 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
         "backend": None, "tuning": None, "model": point.get(col.MODEL), "repeat": 0,
         "throughput": item.value if rate else None,
         "throughput_per_gpu": item.value / world if rate and world else None,
-        "unit": item.unit, "started": None, "ended": when,
+        "unit": item.unit, "started": None,
+        "ended": item.ended if item.ended and options.date is None else when,
         "params": {k: v for k, v in point.items() if v is not None},
         "metrics": metrics,
         "provenance": {"source": source, "versions": versions,

@@ -7,7 +7,10 @@ format, each with real samples in tests/data/imports:
   JSON (`-J`): bus bandwidth per message size at N ranks;
 - Horovod's synthetic benchmarks: `Total img/sec on N GPU(s): X +-Y`;
 - torchtitan's training log: tokens/s per GPU (`tps`, or `wps` in older releases), MFU;
-- MLPerf Training result logs (`:::MLLOG`): time to train, from run_start to run_stop.
+- MLPerf Training result logs (`:::MLLOG`): time to train, from run_start to run_stop;
+- ReFrame: every performance variable of every test case (value, unit, reference and
+  thresholds, system:partition, environment, job, result), from its JSON run report or
+  its perflog (read by the perflog's own header line).
 
 Imports are checked like runs: a layout a reader does not know is refused with the
 reason; an aborted run or a log that holds only warm-up steps is recorded as such, never
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.history.imports import horovod, mlperf, nccl, torchtitan
+from scalestudy.results.history.imports import horovod, mlperf, nccl, reframe, torchtitan
 from scalestudy.results.history.imports.common import Imported
 
 __all__ = ["FORMATS", "Imported", "parse"]
@@ -32,6 +35,7 @@ READERS: dict[str, tuple[Callable[[str, int | None], list[Imported]], str]] = {
     "horovod": (horovod.read, horovod.EXPECTED),
     "torchtitan": (torchtitan.read, torchtitan.EXPECTED),
     "mlperf": (mlperf.read, mlperf.EXPECTED),
+    "reframe": (reframe.read, reframe.EXPECTED),
 }
 FORMATS: tuple[str, ...] = tuple(READERS)
 
