@@ -22,10 +22,12 @@ def publish(
     title: Annotated[str, typer.Option(help="the index page's title")] = "Scaling results",
     store: StoreOpt = None,
 ) -> None:
-    """Publish the store as a static site: an index of systems and models; per system and
-    model, throughput and efficiency per scale over time with repeat bands, change points
-    and provenance changes, the best-known front, forecasts and how they scored, slow
-    nodes; a page per study with its report. A rebuild writes only what changed."""
+    """Publish the store as a static site (a JSON file beside each page).
+
+    An index of systems and models; per system and model, throughput and efficiency per
+    scale over time with repeat bands, change points and provenance changes, the
+    best-known front, forecasts and how they scored, slow nodes; a page per study with
+    its report. A rebuild writes only what changed."""
     from scalestudy.study.publish import publish as build
 
     done = build(output, store, system=system, since_text=since, title=title)
