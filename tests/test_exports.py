@@ -192,6 +192,7 @@ def test_an_empty_store_is_one_clean_error(tmp_path: Path) -> None:
                                   "export")
 
 
+@pytest.mark.slow  # the CLI in subprocesses
 def test_the_command_writes_a_file_or_stdout_and_refuses_bad_options(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": store(tmp_path)}
     shown = run_cli("history", "export", "--format", "csv", cwd=tmp_path, env_extra=env)

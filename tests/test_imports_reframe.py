@@ -232,6 +232,7 @@ def test_text_that_is_no_reframe_output_has_no_results() -> None:
         parse(DATA / "SOURCES.md", "reframe")
 
 
+@pytest.mark.slow  # the CLI in subprocesses
 def test_history_import_of_a_report_stores_each_variable(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
     done = run_cli("history", "import", str(REPORT), "--format", "reframe", cwd=tmp_path,
@@ -260,6 +261,7 @@ def test_history_import_of_a_report_stores_each_variable(tmp_path: Path) -> None
     assert len(rows) == 8 and {r["system"] for r in rows} == {"daint"}  # --system wins
 
 
+@pytest.mark.slow  # the CLI in subprocesses
 def test_a_file_of_two_systems_needs_system(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
     two = tmp_path / "two.log"  # two systems' perflogs appended to each other
@@ -295,6 +297,7 @@ def test_a_malformed_file_stores_nothing_and_keeps_nothing(tmp_path: Path, bad: 
     assert not list((tmp_path / "results").glob("imports/*"))  # no copy, no staging folder
 
 
+@pytest.mark.slow  # the CLI in subprocesses
 def test_each_case_keeps_its_own_date_through_a_rebuild(tmp_path: Path) -> None:
     store = tmp_path / "h.sqlite"
     env = {"SCALESTUDY_STORE": str(store)}
