@@ -67,6 +67,25 @@ def test_a_packed_runs_state_from_its_allocation_and_step(tmp_path: Path) -> Non
     assert step_times([started, ended]) == ("2026-11-26T00:01:00+00:00", 150.0)
 
 
+def test_a_step_whose_allocation_had_ended_is_interrupted_not_failed(tmp_path: Path) -> None:
+    """srun started as the allocation was cancelled (seen on the Slurm testbed): the step
+    never ran, so the next `run` starts it again; a step that failed on its own stays
+    failed."""
+    from scalestudy.site.schedulers.slurm import Slurm
+
+    over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
+    failed = StepEvent(Event.ENDED, "2026-11-26T00:03:30+00:00", "r1", rc=1)
+    (tmp_path / "stderr.log").write_text("Traceback (most recent call last):\n"
+                                         "RuntimeError: the program's own failure\n")
+    own = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    assert own.ended is not None and own.ended.state is JobStatus.FAILED
+    (tmp_path / "stderr.log").write_text("srun: error: Slurm job 101 has expired\n")
+    gone = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    assert gone.state is RunState.INTERRUPTED and gone.ended is None
+    assert "Slurm job 101 has expired" in (gone.reason or "")
+    assert step_state(tmp_path, ENTRY, over, failed).ended is not None  # no pattern: failed
+
+
 def test_pack_on_a_system_without_a_queue_is_a_one_line_error(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -176,12 +177,18 @@ def step_times(events: Sequence[StepEvent]) -> tuple[str | None, float | None]:
 
 
 def step_state(run_dir: Path, entry: Job, job: JobState | None,
-               event: StepEvent | None) -> StepState:
+               event: StepEvent | None, gone: str = "") -> StepState:
     """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
-    last step event."""
+    last step event; `gone`: what the launcher prints when the allocation has ended
+    (Scheduler.allocation_gone)."""
     name = entry.allocation
     where = f"allocation {name} (job {entry.job_id})"
     if event is not None and event.event is Event.ENDED:
+        said = _gone(run_dir, gone) if event.rc not in (None, 0) else None
+        if said is not None:  # the launcher found the allocation ended: the step never ran
+            return StepState(RunState.INTERRUPTED, f"{where} ended as this run's step was "
+                             f"to start ({said}): the next `run` starts it in a new "
+                             "allocation")
         return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
     if job is None or not job.done:  # alive
         if event is not None and event.event is Event.STARTED:
@@ -218,6 +225,14 @@ def _ended(job_id: str, event: StepEvent) -> JobState:
                         reason=event.why, failure=Failure.SCHEDULER)
     return JobState(job_id, JobStatus.COMPLETED if rc == 0 else JobStatus.FAILED,
                     f"step ended (exit {rc})", rc)
+
+
+def _gone(run_dir: Path, pattern: str) -> str | None:
+    """The launcher's line in the step's stderr that says its allocation had ended."""
+    if not pattern:
+        return None
+    found = re.search(pattern, ws.tail_text(run_dir / "stderr.log", 20))
+    return found.group(0) if found else None
 
 
 def _exit_code(run_dir: Path) -> int | None:

@@ -116,7 +116,8 @@ class Tracker:
         run_dir = self.plan.run_dir(run)
         if job is None and _age_s(entry) >= GRACE_S:
             job = JobState(entry.job_id, JobStatus.LOST, "not listed")
-        found = packing.step_state(run_dir, entry, job, events[-1] if events else None)
+        found = packing.step_state(run_dir, entry, job, events[-1] if events else None,
+                                   self.plan.scheduler.allocation_gone)
         if found.ended is not None:
             view = self._update(run, entry, found.ended)
             packing.add_times(run_dir, packing.step_times(events))

@@ -169,6 +169,9 @@ class Scheduler:
     #: Starts of the lines its commands write into a job's stderr, which are never the
     #: program's last words (a regex).
     log_noise: ClassVar[str] = ""
+    #: What a packed step's launcher prints when the allocation it was to start in has
+    #: just ended (a regex): the step never ran, so its run was interrupted, not failed.
+    allocation_gone: ClassVar[str] = ""
 
     def pack_engine(self, asked: str) -> PackEngine:
         """The engine of this scheduler's packed allocations, given the spec's (a job

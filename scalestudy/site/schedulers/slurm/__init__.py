@@ -161,6 +161,10 @@ class Slurm(Scheduler):
         Failure.NOT_FOUND: r"execve\(\).*No such file",  # slurmstepd
     }
     log_noise = r"srun|slurmstepd|salloc|sbatch"
+    # srun started as the allocation was cancelled or ran out (seen on the testbed:
+    # "srun: error: Slurm job 101 has expired")
+    allocation_gone = (r"srun: error: (?:Slurm job \d+ has expired|Unable to create step for "
+                       r"job \d+: Job/step already completing or completed)")
     starts_flux = ('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
                   '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
                   'flux start')
