@@ -6,15 +6,16 @@ from pathlib import Path
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.report.publish import Published, write_site
-from scalestudy.results.history.ledger import as_utc
 from scalestudy.results.history.pages import build
+from scalestudy.results.history.store import as_utc
 from scalestudy.study.history import open_store, since
 
 
 def publish(out: Path, url: str | None = None, *, system: str | None = None,
             since_text: str | None = None, title: str = "Scaling results") -> Published:
     """Build the site of the stored attempts (of one system, ended since) under `out`;
-    each study's report (its directory's report/) is copied in beside its page."""
+    each study's report (its directory's report/, where one was written) is copied in
+    beside its page."""
     start = since(since_text)
     store = open_store(url)
     try:
@@ -27,7 +28,5 @@ def publish(out: Path, url: str | None = None, *, system: str | None = None,
         raise ScalestudyError("the store holds no runs that match: nothing to publish; "
                               "`scalestudy history ingest results/` adds the studies there")
     site = build(rows, kept, title)
-    reports = {path: Path(page["directory"]) / "report"
-               for path, page in site.studies.items()
-               if (Path(page["directory"]) / "report" / "index.html").is_file()}
-    return write_site(site, out, reports)
+    return write_site(site, out, {path: Path(page["directory"]) / "report"
+                                  for path, page in site.studies.items()})

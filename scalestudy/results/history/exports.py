@@ -36,7 +36,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -45,7 +45,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.changes import series
 from scalestudy.results.history.regression import Point, work_of
-from scalestudy.results.history.store import OWN, campaign_of
+from scalestudy.results.history.store import OWN, as_utc, campaign_of
 
 #: The formats `history export` writes.
 FORMATS: tuple[str, ...] = ("bencher", "otava", "csv")
@@ -73,12 +73,6 @@ NOT_MEASURED = "not_measured"
 JOIN = " "
 
 Bmf = dict[str, dict[str, dict[str, float]]]
-
-
-def utc(moment: datetime) -> datetime:
-    """An aware UTC time (SQLite gives back naive ones, which are UTC)."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None \
-        else moment.astimezone(timezone.utc)
 
 
 def point_name(row: Mapping[str, Any]) -> str:
@@ -231,7 +225,7 @@ def otava(rows: Sequence[Mapping[str, Any]]) -> OtavaExport:
         for c in campaigns:
             cells.setdefault(c.key, {})[k] = statistics.median(c.values)
             members.setdefault(c.key, []).extend(c.rows)
-    ended = {ck: max(utc(r[col.ENDED]) for r in rs) for ck, rs in members.items()}
+    ended = {ck: max(as_utc(r[col.ENDED]) for r in rs) for ck, rs in members.items()}
     order = sorted(cells, key=lambda ck: (ended[ck], str(ck)))
     filled, carried = _filled(order, cells, keys)
     versions = sorted({str(v) for rs in members.values() for r in rs
@@ -308,5 +302,5 @@ def _cell(name: str, row: Mapping[str, Any]) -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return utc(value).isoformat()
+        return as_utc(value).isoformat()
     return repr(value) if isinstance(value, float) else str(value)

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history.store import as_utc
 
 #: What a forecast's point names (the work and the way it ran), matched against the
 #: stored attempts' columns, or their parameters for the last two.
@@ -96,12 +97,6 @@ def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
     params = attempt.get(col.PARAMS) or {}
     return all(attempt.get(k) == point[k] for k in POINT_COLUMNS if k in point) and all(
         params.get(k) == point[k] for k in POINT_PARAMS if k in point)
-
-
-def as_utc(value: object) -> datetime:
-    """A stored time as an aware UTC datetime (SQLite gives them back without a zone)."""
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _point(point: Mapping[str, Any]) -> str:

@@ -15,7 +15,6 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -26,7 +25,7 @@ from scalestudy.results.history.best import best_known
 from scalestudy.results.history.changes import ChangePoint, changes
 from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, score, summary
 from scalestudy.results.history.nodes import slow_nodes
-from scalestudy.results.history.store import OWN, campaign_of, latest_attempts
+from scalestudy.results.history.store import OWN, as_utc, campaign_of, latest_attempts
 from scalestudy.results.history.timeline import Change, series_label, timeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -123,11 +122,7 @@ def _when(value: object) -> str | None:
 
 def _latest(rows: Sequence[Mapping[str, Any]]) -> str | None:
     ends = [r[col.ENDED] for r in rows if r.get(col.ENDED) is not None]
-    return _when(max(ends, key=_aware)) if ends else None
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return _when(max(ends, key=as_utc)) if ends else None
 
 
 def _number(value: object) -> float | None:
@@ -282,6 +277,6 @@ def _study(rows: Sequence[Mapping[str, Any]], directory: str,
         study=str(first.get(col.STUDY) or "?"), system=_text(first.get(col.SYSTEM)),
         source=str(first.get(col.SOURCE) or OWN), directory=directory,
         campaigns=len({campaign_of(r) for r in rows}),
-        started=_when(min(starts, key=_aware)) if starts else None, ended=_latest(rows),
+        started=_when(min(starts, key=as_utc)) if starts else None, ended=_latest(rows),
         completed=completed, failed=len(latest) - completed, rows=table, report=None,
         pages=pages)

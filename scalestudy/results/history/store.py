@@ -278,6 +278,14 @@ class Store:
             self.engine.dispose()
 
 
+def as_utc(value: object) -> datetime:
+    """A stored time (a datetime, or its ISO text) as an aware UTC datetime: SQLite gives
+    times back without a zone, and they are UTC."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None \
+        else moment.astimezone(timezone.utc)
+
+
 def campaign_of(row: Mapping[str, Any]) -> str:
     """A stored attempt's campaign; for one stored before campaigns, its attempt number
     (a study's runs were started together, attempt by attempt)."""
