@@ -200,7 +200,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_rows(empty_url: str) -> Non
             provenance={}, tags=["v1"]))
     engine.dispose()
     opened = Store(empty_url)
-    assert opened.version() == store_module.SCHEMA_VERSION == 3
+    assert opened.version() == store_module.SCHEMA_VERSION == 4
     [row] = opened.rows()
     assert (row["study"], row["source"], row["throughput"], row["tags"]) == (
         "s", "scalestudy", 400.0, ["v1"])
@@ -231,7 +231,7 @@ def test_a_version_2_store_is_migrated_to_campaigns(empty_url: str) -> None:
         assert "campaign" not in {c["name"] for c in sa.inspect(conn).get_columns("attempts")}
     engine.dispose()
     opened = Store(empty_url)
-    assert opened.version() == 3
+    assert opened.version() == store_module.SCHEMA_VERSION
     [row] = opened.rows()
     assert (row["run_id"], row["attempt"], row["throughput"], row["campaign"]) == (
         "abc", 2, 400.0, None)
@@ -244,14 +244,14 @@ def test_a_version_3_store_without_the_ledger_table_gets_it(tmp_path: Path) -> N
     campaigns' release) keeps forecasts once opened, as any version-3 store."""
     url = str(tmp_path / "h.sqlite")
     made = Store(url)
-    assert made.version() == 3
+    assert made.version() == store_module.SCHEMA_VERSION
     made.dispose()
     engine = sa.create_engine(store_module.store_url(url))
     with engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE forecasts"))
     engine.dispose()
     opened = Store(url)
-    assert opened.version() == 3 and opened.forecasts() == []
+    assert opened.version() == store_module.SCHEMA_VERSION and opened.forecasts() == []
     opened.dispose()
 
 
@@ -264,7 +264,7 @@ def test_the_previous_release_store_file_opens(tmp_path: Path) -> None:
     url = str(tmp_path / "h.sqlite")
     shutil.copyfile(data / "history-v2.sqlite", url)
     store = Store(url)
-    assert store.version() == 3
+    assert store.version() == store_module.SCHEMA_VERSION
     rows = store.rows()
     assert sorted(r["source"] for r in rows) == ["horovod", "scalestudy", "scalestudy"]
     assert all(r["campaign"] is None for r in rows)

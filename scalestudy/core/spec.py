@@ -284,6 +284,10 @@ class Study(Model):
 
     _source: Path | None = PrivateAttr(default=None)
     _lines: dict[Loc, int] = PrivateAttr(default_factory=dict)
+    # `system` as the spec wrote it, where that was a profile file: a run's id keeps
+    # depending on it (ids stay stable), while `system` becomes the profile's name.
+    _system_written: str | None = PrivateAttr(default=None)
+    _system_file: Path | None = PrivateAttr(default=None)
 
     @field_validator("system")
     @classmethod
@@ -343,6 +347,25 @@ class Study(Model):
         self._source = Path(source)
         self._lines = dict(lines)
         return self
+
+    def on_system(self, name: str, found: Path | None) -> Study:
+        """This study with `system` as the profile's own name; `found`: the profile file a
+        path in `system` led to (kept beside the name, never instead of it)."""
+        if found is None or name == self.system:
+            return self
+        study = self.model_copy(update={"system": name})
+        study._system_written, study._system_file = self.system, found
+        return study
+
+    @property
+    def system_file(self) -> Path | None:
+        """Where the profile was found, when the spec gave a file instead of a name."""
+        return self._system_file
+
+    @property
+    def system_identity(self) -> str:
+        """`system` as the spec wrote it: what a run's id depends on."""
+        return self._system_written or self.system
 
     def line_of(self, loc: Loc) -> str:
         """`file:line: key` for messages about this study (best effort)."""

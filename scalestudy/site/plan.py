@@ -55,6 +55,10 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
     except SpecError as exc:
         msg = str(exc).removeprefix("system: ")
         raise SpecError(f"{study.line_of(('system',))}: {msg}") from None
+    # One name everywhere: a profile file's own `name` is the system (store, run.json,
+    # report, site, --system filters); the file is where it was found.
+    study = study.on_system(system.name, Path(name).resolve()
+                            if name.endswith((".yaml", ".yml")) else None)
     runs = expand(study, resolve.ranks_per_node(study, system)[0])
     problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
     if problems:

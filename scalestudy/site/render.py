@@ -187,6 +187,8 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         "version": __version__,
         "run": run.params(),
         "what": describe_run(study, run),
+        # where the profile was found, when the spec gave a file (provenance keeps it)
+        "system_file": str(study.system_file or ""),
         "run_dir": str(run_dir),
         "workdir": str(workdir(study)),
         "python": python,

@@ -107,10 +107,33 @@ def history(url: str | None = None, *, system: str | None = None, model: str | N
     """The stored run attempts, oldest first, filtered (`directory`: one study's)."""
     store = open_store(url)
     try:
+        known_system(store, system)
         return store.rows(system=system, model=model, since=since(since_text), tag=tag,
                           study=study, directory=directory)
     finally:
         store.dispose()
+
+
+def known_system(store: Store, system: str | None) -> None:
+    """Refuse a `--system` the store holds no runs of (exit 2), naming those it holds: a
+    filter that matches nothing must not read as "nothing changed"."""
+    if system is None:
+        return
+    known = store.systems()
+    if system in known:
+        return
+    hint = ""
+    if system.endswith((".yaml", ".yml")):
+        hint = " (a system is named by its profile's `name`, not by the profile's file)"
+    else:
+        import difflib
+
+        close = difflib.get_close_matches(system, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+    holds = (f"it holds {', '.join(known)}" if known else
+             "it holds none yet: `scalestudy history ingest results/` adds the studies there")
+    raise ScalestudyError(f"--system {system}: the store holds no runs of that system{hint}; "
+                          f"{holds}")
 
 
 @dataclass(frozen=True)
@@ -258,6 +281,7 @@ def predictions(url: str | None = None, *, system: str | None = None
 
     store = open_store(url)
     try:
+        known_system(store, system)
         kept = store.forecasts(system)
         scores = score(kept, store.rows(system=system) if kept else [])
     finally:

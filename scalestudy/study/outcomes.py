@@ -241,7 +241,8 @@ def _refuse_an_empty_report(plan: Plan) -> None:
         if run_json.parent.name in planned:
             continue
         system = str((ws.read_run(run_json.parent) or {}).get(col.SYSTEM, "?"))
-        key = (Path(system).stem, read_state(run_json.parent).value)
+        key = (Path(system).stem if system.endswith((".yaml", ".yml")) else system,
+               read_state(run_json.parent).value)
         held[key] = held.get(key, 0) + 1
     if not held:  # only this spec's runs (all failed so far): report them as they are
         return

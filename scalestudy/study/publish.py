@@ -8,7 +8,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.report.publish import Published, write_site
 from scalestudy.results.history.pages import build
 from scalestudy.results.history.store import as_utc
-from scalestudy.study.history import open_store, since
+from scalestudy.study.history import known_system, open_store, since
 
 
 def publish(out: Path, url: str | None = None, *, system: str | None = None,
@@ -19,6 +19,7 @@ def publish(out: Path, url: str | None = None, *, system: str | None = None,
     start = since(since_text)
     store = open_store(url)
     try:
+        known_system(store, system)
         rows = store.rows(system=system, since=start)
         kept = [f for f in store.forecasts(system)
                 if start is None or as_utc(f["made"]) >= start] if rows else []

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -187,7 +186,7 @@ def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
 def measured_on(where: Where, runs: pd.DataFrame) -> str:
     """Which system the numbers describe: every throughput, cost and prediction prices
     training on that system and nothing else."""
-    name = Path(where.system).stem if where.system else "unknown"
+    name = where.system or "unknown"
     devices = sorted({str(d) for d in runs.get(col.DEVICE, pd.Series(dtype=str)).dropna()})
     on = ("CPUs" if devices == ["cpu"] else "GPUs" if devices == ["cuda"]
           else " and ".join(devices) if devices else "")

@@ -141,6 +141,8 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
         "configuration": {
             "system": env.get("SCALESTUDY_SYSTEM") or params.get(col.SYSTEM),
             "tuning": params.get(col.TUNING),
+            **({"system_file": env["SCALESTUDY_SYSTEM_FILE"]}
+               if env.get("SCALESTUDY_SYSTEM_FILE") else {}),
             "environment": {k: v for k, v in sorted(env.items())
                             if k.startswith(TUNING_PREFIXES)},
             **({"container": container} if container else {}),

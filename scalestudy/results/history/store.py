@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -24,91 +24,25 @@ import sqlalchemy as sa
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.provenance import Attempt, attempts_of
+from scalestudy.results.history.schema import (
+    MIGRATIONS,
+    OWN,
+    SCHEMA_VERSION,
+    attempts,
+    forecasts,
+    is_profile_file,
+    meta,
+    metadata,
+    studies,
+    system_name,
+)
 
 #: The variable that names the store (a URL, or a SQLite file's path).
 URL_VARIABLE = "SCALESTUDY_STORE"
-#: The schema this release writes and reads; older ones are migrated on open.
-SCHEMA_VERSION = 3
-#: What measured a study's rows when scalestudy did not (the import's format).
-OWN = "scalestudy"
 
-metadata = sa.MetaData()
-meta = sa.Table(
-    "scalestudy_meta", metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False))
-studies = sa.Table(
-    "studies", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("directory", sa.Text, nullable=False, unique=True),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("system", sa.Text),
-    sa.Column("scaling", sa.Text),
-    sa.Column("ingested", sa.DateTime(timezone=True), nullable=False),
-    # version 2: scalestudy, or the format of imported results (nccl-tests, horovod, ...)
-    sa.Column("source", sa.Text, nullable=False, server_default=OWN))
-attempts = sa.Table(
-    "attempts", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("study_id", sa.Integer, sa.ForeignKey("studies.id", ondelete="CASCADE"),
-              nullable=False),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("nodes", sa.Integer),
-    sa.Column("ranks_per_node", sa.Integer),
-    sa.Column("world_size", sa.Integer),
-    sa.Column("batch_size", sa.Integer),
-    sa.Column("global_batch", sa.Integer),
-    sa.Column("backend", sa.Text),
-    sa.Column("tuning", sa.Text),
-    sa.Column("model", sa.Text),
-    sa.Column("repeat", sa.Integer),
-    sa.Column("throughput", sa.Float),
-    sa.Column("throughput_per_gpu", sa.Float),
-    sa.Column("unit", sa.Text),
-    sa.Column("started", sa.DateTime(timezone=True)),
-    sa.Column("ended", sa.DateTime(timezone=True)),
-    sa.Column("params", sa.JSON, nullable=False),
-    sa.Column("metrics", sa.JSON),
-    sa.Column("provenance", sa.JSON, nullable=False),
-    sa.Column("tags", sa.JSON, nullable=False),
-    # version 3: the campaign (one `scalestudy run`) that started the attempt
-    sa.Column("campaign", sa.Text),
-    sa.UniqueConstraint("study_id", "run_id", "attempt"))
-sa.Index("attempts_by_point", attempts.c.model, attempts.c.world_size, attempts.c.ended)
-# version 3: the prediction ledger, every forecast `predict` made with what it came from
-forecasts = sa.Table(
-    "forecasts", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("made", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("system", sa.Text, nullable=False),
-    sa.Column("source", sa.Text, nullable=False),
-    sa.Column("point", sa.JSON, nullable=False),  # model, batch_size, backend, tuning
-    sa.Column("gpus", sa.Integer, nullable=False),
-    sa.Column("throughput", sa.Float, nullable=False),
-    sa.Column("low", sa.Float, nullable=False),
-    sa.Column("high", sa.Float, nullable=False),
-    sa.Column("level", sa.Float, nullable=False),
-    sa.Column("unit", sa.Text, nullable=False),
-    sa.Column("model", sa.JSON, nullable=False))
-
-def _add_source(conn: sa.Connection) -> None:
-    """Version 2: studies say what measured them (imports beside scalestudy's runs)."""
-    conn.execute(sa.text(f"ALTER TABLE studies ADD COLUMN source TEXT NOT NULL "
-                         f"DEFAULT '{OWN}'"))
-
-
-def _add_campaign(conn: sa.Connection) -> None:
-    """Version 3: each attempt names its campaign (NULL for attempts stored before; the
-    run directories say it where they know it, and `history ingest` fills it in), and
-    the prediction ledger's table."""
-    conn.execute(sa.text("ALTER TABLE attempts ADD COLUMN campaign TEXT"))
-    forecasts.create(conn, checkfirst=True)
-
-
-#: Migrations: version n-1 -> n, each in the transaction that records version n.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {2: _add_source, 3: _add_campaign}
+#: The schema's names, kept importable from here (store.SCHEMA_VERSION, store.studies, ...).
+__all__ = ["MIGRATIONS", "OWN", "SCHEMA_VERSION", "attempts", "forecasts", "meta",
+           "metadata", "studies"]
 
 
 def default_path() -> Path:
@@ -203,7 +137,12 @@ class Store:
         found = attempts_of(study_dir)
         if not found:
             return 0
-        first = found[0].params
+        first = dict(found[0].params)
+        first["system_file"] = (found[0].provenance or {}).get(
+            "configuration", {}).get("system_file")
+        if is_profile_file(first.get(col.SYSTEM)):  # run.json of a release before 4
+            first["system_file"] = first["system_file"] or first[col.SYSTEM]
+            first[col.SYSTEM] = system_name(first[col.SYSTEM], found[0].provenance)
         with self._failing("store the study's runs"), self.engine.begin() as conn:
             study_id = _study_row(conn, study_dir, first)
             conn.execute(sa.delete(attempts).where(attempts.c.study_id == study_id))
@@ -217,7 +156,8 @@ class Store:
         """Ingested attempts (with their study's name, system and directory), oldest
         first, filtered by system, model, end time, tag, study name and directory."""
         query = (sa.select(attempts, studies.c.name.label("study"),
-                           studies.c.directory, studies.c.system, studies.c.source)
+                           studies.c.directory, studies.c.system, studies.c.system_file,
+                           studies.c.source)
                  .join(studies, attempts.c.study_id == studies.c.id)
                  .order_by(attempts.c.ended, attempts.c.id))
         if system:
@@ -233,6 +173,13 @@ class Store:
         with self._failing("read it"), self.engine.connect() as conn:
             found = [dict(r._mapping) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r[col.TAGS] or [])]
+
+    def systems(self) -> list[str]:
+        """The systems the store holds runs or kept forecasts of, by name."""
+        with self._failing("read it"), self.engine.connect() as conn:
+            found = {s for table in (studies, forecasts)
+                     for (s,) in conn.execute(sa.select(table.c.system).distinct())}
+        return sorted(s for s in found if s)
 
     def put_imported(self, files: list[tuple[str, str, str | None, str, list[dict[str, Any]]]]
                      ) -> list[int]:
@@ -347,7 +294,8 @@ def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, 
     now = datetime.now(timezone.utc)
     values = {"name": str(params.get(col.STUDY) or Path(directory).name),
               "system": _text(params.get(col.SYSTEM)), "scaling": _text(params.get("scaling")),
-              "ingested": now, "source": source}
+              "system_file": _text(params.get("system_file")), "ingested": now,
+              "source": source}
     found = conn.execute(sa.select(studies.c.id).where(studies.c.directory == str(directory))
                          ).scalar_one_or_none()
     if found is not None:
