@@ -4,6 +4,7 @@ line; the cases of issue 33's "Why", tried as a new Polaris user would."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -106,3 +107,40 @@ def test_one_study_across_queues(tmp_path: Path, queue: str) -> None:
     scripts = {r["nodes"]: (tmp_path / "results" / "s" / "runs" / r["run_id"] / "job.sh")
                .read_text() for r in runs}
     assert "#PBS -q prod" in scripts[16] and "#PBS -q debug-scaling" in scripts[8]
+
+
+@pytest.mark.parametrize(("start", "nodes"), [
+    ("[debug]", "[1, 2, 4, 8, 16]"), ("debug", "[1, 2, 4, 8, 16, 32, 128]"),
+    ("[prod]", "[1, 16]"), ("[debug, debug-scaling]", "[1, 2, 4, 8, 16]"),
+    ("[debug, prod]", "[1, 2, 4, 8, 16]")])
+def test_following_the_queue_suggestions_reaches_a_plan_that_passes(
+        tmp_path: Path, start: str, nodes: str) -> None:
+    """Issue 46: from [debug], Polaris's suggestions went round ([debug] -> [debug,
+    debug-scaling] -> [debug, prod] -> ...) and never offered [debug-scaling, prod].
+    Do what each error says until the study passes; a queue set seen twice is a circle."""
+    spec = study(tmp_path, "polaris", nodes, f"queue: {start}, account: A")
+    seen: list[str] = []
+    for _ in range(5):
+        errors = offline(make_plan(spec, tmp_path / "results")).errors
+        if not errors:
+            break
+        found = re.search(r"e\.g\. job\.queue: (\[[^]]+\]|[\w-]+) \(", errors[0].text)
+        assert found, errors[0].text
+        queues = found.group(1)
+        assert queues not in seen, f"went round in a circle: {seen} then {queues}"
+        seen.append(queues)
+        spec.write_text(spec.read_text().replace(
+            re.search(r"queue: (\[[^]]+\]|[\w-]+),", spec.read_text()).group(0),
+            f"queue: {queues},"))
+    assert not offline(make_plan(spec, tmp_path / "results")).errors, seen
+    assert len(seen) == 1  # one suggestion, checked before it is offered, is enough
+    done = run_cli("validate", str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+    assert done.returncode == 0, done.stderr
+
+
+def test_no_set_of_queues_takes_the_study_so_none_is_suggested(tmp_path: Path) -> None:
+    # 8 h: no queue the profile documents takes a 1-node (or 32-node) job that long
+    spec = study(tmp_path, "polaris", "[1, 32]",
+                 "queue: debug-scaling, account: A, walltime: '08:00:00'")
+    errors = offline(make_plan(spec, tmp_path / "results")).errors
+    assert errors and not any("e.g. job.queue: [" in e.text for e in errors), errors
