@@ -39,6 +39,10 @@ def study(tmp_path: Path, system: str, nodes: str, job: str) -> Path:
      "03:00:00 is longer than partition batch allows (02:00:00 for 16 node(s)"),
     ("el-capitan", "[64]", "queue: pdebug, account: A",
      "64 node(s): queue pdebug takes at most 32 nodes"),
+    ("perlmutter", "[4, 16]", "qos: debug, account: A, walltime: '00:30:00'",
+     "16 node(s): QOS debug takes at most 8 nodes"),
+    ("perlmutter", "[4]", "qos: debug, account: A, walltime: '01:00:00'",
+     "01:00:00 is longer than QOS debug allows (00:30:00"),
 ])
 def test_the_sites_limits_are_known_offline(tmp_path: Path, system: str, nodes: str,
                                             job: str, says: str) -> None:
@@ -144,3 +148,22 @@ def test_no_set_of_queues_takes_the_study_so_none_is_suggested(tmp_path: Path) -
                  "queue: debug-scaling, account: A, walltime: '08:00:00'")
     errors = offline(make_plan(spec, tmp_path / "results")).errors
     assert errors and not any("e.g. job.queue: [" in e.text for e in errors), errors
+
+
+def test_perlmutters_72_hour_1024_node_plan_is_refused_offline(tmp_path: Path) -> None:
+    """Issue 46: with no QOS limits in the profile, 72 h x 1,024 nodes (74,952
+    node-hours over the grid) passed with exit 0; regular stops at 48 h."""
+    spec = study(tmp_path, "perlmutter", "[1, 8, 64, 256, 1024]",
+                 "account: m1_g, walltime: '72:00:00'")
+    for command in (["validate"], ["plan"], ["run", "--dry-run"]):
+        done = run_cli(*command, str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert ("job.walltime: 72:00:00 is longer than system 'perlmutter' allows "
+                "(48:00:00") in done.stderr and "lower job.walltime to 48:00:00" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()
+    # at 48 h the profile's default QOS, regular, takes every size
+    spec.write_text(spec.read_text().replace("72:00:00", "48:00:00"))
+    found = offline(make_plan(spec, tmp_path / "results"))
+    assert not found.errors and "QOS regular takes 1+ nodes and 2-00:00:00 (profile " \
+        "perlmutter, from the site's docs)" in found.checked, found.checked

@@ -101,7 +101,9 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
     limit = system.scheduler_options.max_walltime
     if limit and walltime_seconds(job.walltime) > walltime_seconds(limit):
         problems.append((("job", "walltime"), (
-            f"{job.walltime} is longer than system {system.name!r} allows ({limit})")))
+            f"{job.walltime} is longer than system {system.name!r} allows ({limit}, the "
+            f"longest of its documented queues): the jobs would be refused; lower "
+            f"job.walltime to {limit} or less")))
     if job.submit == "submitit" and not scheduler.submitit:
         problems.append((("job", "submit"), (
             f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
