@@ -167,3 +167,16 @@ def test_perlmutters_72_hour_1024_node_plan_is_refused_offline(tmp_path: Path) -
     found = offline(make_plan(spec, tmp_path / "results"))
     assert not found.errors and "QOS regular takes 1+ nodes and 2-00:00:00 (profile " \
         "perlmutter, from the site's docs)" in found.checked, found.checked
+
+
+def test_aurora_documents_its_per_user_job_limits(tmp_path: Path) -> None:
+    # ALCF's Aurora queue table: debug-scaling takes one job per user, queued or running
+    spec = study(tmp_path, "aurora", "[2, 4, 8]", "queue: debug-scaling, account: A")
+    found = offline(make_plan(spec, tmp_path / "results"))
+    assert not found.errors
+    [warning] = found.problems
+    assert "queue debug-scaling lets one user have 1 job(s) in it at once" in warning.text
+    assert "ALCF Aurora queue table" in warning.text
+    short = study(tmp_path, "aurora", "[2]", "queue: debug, account: A, walltime: '00:04:00'")
+    [error] = offline(make_plan(short, tmp_path / "results")).errors
+    assert "00:04:00 is shorter than queue debug accepts (00:05:00" in error.text
