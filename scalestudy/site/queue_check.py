@@ -211,7 +211,8 @@ def _routes_all(plan: Plan, key: str, names: list[str]) -> bool:
     study = plan.study.model_copy(update={"job": plan.study.job.model_copy(
         update={key: value})})
     wall = walltime_seconds(study.job.walltime)
-    for run in plan.runs:
+    by_size = {run.nodes: run for run in plan.runs}  # routing reads the node count alone
+    for run in by_size.values():
         chosen = queue_for(study, plan.system, run)
         limits = documented(plan.system, chosen) if chosen else None
         if limits is None or not limits.takes(run.nodes, wall):
