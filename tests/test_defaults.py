@@ -18,7 +18,7 @@ from tests.conftest import run_cli
 GPU_PROFILES = [n for n in available() if load_system(n).gpus_per_node > 0]
 SPEC = "name: d\nsystem: {system}\ngrid: {{nodes: [1, 2], {rpn}batch_size: [8]}}\n" \
        "job: {{account: A, walltime: '01:00:00'}}\n{workload}"
-#: Where the bundled benchmark cannot run (Aurora's xpu GPUs), the user's own program.
+#: On Intel GPUs (Aurora's xpu) the user's own program, beside the bundled benchmark elsewhere.
 COMMAND = "workload: {kind: command, command: [./train.sh, '{batch_size}']}\n"
 
 

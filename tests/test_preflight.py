@@ -227,8 +227,9 @@ def test_where_the_scheduler_cannot_be_asked_the_profiles_limits_apply(
     assert found.errors[0].text.startswith(
         f"{spec}:3: grid.nodes: 16 node(s): queue debug-scaling takes at most 10 nodes "
         "(profile polaris, from the site's docs), so 1 run(s) would be refused or wait for "
-        "ever; name prod too, e.g. job.queue: [debug-scaling, prod] (it takes 16-node jobs "
-        "of 00:30:00; each run goes to the first that takes it), or pack the study (`run "
+        "ever; name prod too, e.g. job.queue: [debug-scaling, prod] (together they take "
+        "every run of the study, 1-16-node jobs of 00:30:00; each run goes to the first "
+        "that takes it), or pack the study (`run "
         "--pack`: each allocation goes to a queue that takes its size)")
     # naming none, the runs the default queue does not take go to one that does
     spec.write_text("name: t\nsystem: polaris\ngrid: {nodes: [1, 16]}\njob: {account: A}\n")

@@ -4,6 +4,7 @@ line; the cases of issue 33's "Why", tried as a new Polaris user would."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +39,10 @@ def study(tmp_path: Path, system: str, nodes: str, job: str) -> Path:
      "03:00:00 is longer than partition batch allows (02:00:00 for 16 node(s)"),
     ("el-capitan", "[64]", "queue: pdebug, account: A",
      "64 node(s): queue pdebug takes at most 32 nodes"),
+    ("perlmutter", "[4, 16]", "qos: debug, account: A, walltime: '00:30:00'",
+     "16 node(s): QOS debug takes at most 8 nodes"),
+    ("perlmutter", "[4]", "qos: debug, account: A, walltime: '01:00:00'",
+     "01:00:00 is longer than QOS debug allows (00:30:00"),
 ])
 def test_the_sites_limits_are_known_offline(tmp_path: Path, system: str, nodes: str,
                                             job: str, says: str) -> None:
@@ -106,3 +111,72 @@ def test_one_study_across_queues(tmp_path: Path, queue: str) -> None:
     scripts = {r["nodes"]: (tmp_path / "results" / "s" / "runs" / r["run_id"] / "job.sh")
                .read_text() for r in runs}
     assert "#PBS -q prod" in scripts[16] and "#PBS -q debug-scaling" in scripts[8]
+
+
+@pytest.mark.parametrize(("start", "nodes"), [
+    ("[debug]", "[1, 2, 4, 8, 16]"), ("debug", "[1, 2, 4, 8, 16, 32, 128]"),
+    ("[prod]", "[1, 16]"), ("[debug, debug-scaling]", "[1, 2, 4, 8, 16]"),
+    ("[debug, prod]", "[1, 2, 4, 8, 16]")])
+def test_following_the_queue_suggestions_reaches_a_plan_that_passes(
+        tmp_path: Path, start: str, nodes: str) -> None:
+    """Issue 46: from [debug], Polaris's suggestions went round ([debug] -> [debug,
+    debug-scaling] -> [debug, prod] -> ...) and never offered [debug-scaling, prod].
+    Do what each error says until the study passes; a queue set seen twice is a circle."""
+    spec = study(tmp_path, "polaris", nodes, f"queue: {start}, account: A")
+    seen: list[str] = []
+    for _ in range(5):
+        errors = offline(make_plan(spec, tmp_path / "results")).errors
+        if not errors:
+            break
+        found = re.search(r"e\.g\. job\.queue: (\[[^]]+\]|[\w-]+) \(", errors[0].text)
+        assert found, errors[0].text
+        queues = found.group(1)
+        assert queues not in seen, f"went round in a circle: {seen} then {queues}"
+        seen.append(queues)
+        spec.write_text(spec.read_text().replace(
+            re.search(r"queue: (\[[^]]+\]|[\w-]+),", spec.read_text()).group(0),
+            f"queue: {queues},"))
+    assert not offline(make_plan(spec, tmp_path / "results")).errors, seen
+    assert len(seen) == 1  # one suggestion, checked before it is offered, is enough
+    done = run_cli("validate", str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+    assert done.returncode == 0, done.stderr
+
+
+def test_no_set_of_queues_takes_the_study_so_none_is_suggested(tmp_path: Path) -> None:
+    # 8 h: no queue the profile documents takes a 1-node (or 32-node) job that long
+    spec = study(tmp_path, "polaris", "[1, 32]",
+                 "queue: debug-scaling, account: A, walltime: '08:00:00'")
+    errors = offline(make_plan(spec, tmp_path / "results")).errors
+    assert errors and not any("e.g. job.queue: [" in e.text for e in errors), errors
+
+
+def test_perlmutters_72_hour_1024_node_plan_is_refused_offline(tmp_path: Path) -> None:
+    """Issue 46: with no QOS limits in the profile, 72 h x 1,024 nodes (74,952
+    node-hours over the grid) passed with exit 0; regular stops at 48 h."""
+    spec = study(tmp_path, "perlmutter", "[1, 8, 64, 256, 1024]",
+                 "account: m1_g, walltime: '72:00:00'")
+    for command in (["validate"], ["plan"], ["run", "--dry-run"]):
+        done = run_cli(*command, str(spec), cwd=tmp_path, path=NO_SCHEDULER)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert ("job.walltime: 72:00:00 is longer than system 'perlmutter' allows "
+                "(48:00:00") in done.stderr and "lower job.walltime to 48:00:00" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "results").exists()
+    # at 48 h the profile's default QOS, regular, takes every size
+    spec.write_text(spec.read_text().replace("72:00:00", "48:00:00"))
+    found = offline(make_plan(spec, tmp_path / "results"))
+    assert not found.errors and "QOS regular takes 1+ nodes and 2-00:00:00 (profile " \
+        "perlmutter, from the site's docs)" in found.checked, found.checked
+
+
+def test_aurora_documents_its_per_user_job_limits(tmp_path: Path) -> None:
+    # ALCF's Aurora queue table: debug-scaling takes one job per user, queued or running
+    spec = study(tmp_path, "aurora", "[2, 4, 8]", "queue: debug-scaling, account: A")
+    found = offline(make_plan(spec, tmp_path / "results"))
+    assert not found.errors
+    [warning] = found.problems
+    assert "queue debug-scaling lets one user have 1 job(s) in it at once" in warning.text
+    assert "ALCF Aurora queue table" in warning.text
+    short = study(tmp_path, "aurora", "[2]", "queue: debug, account: A, walltime: '00:04:00'")
+    [error] = offline(make_plan(short, tmp_path / "results")).errors
+    assert "00:04:00 is shorter than queue debug accepts (00:05:00" in error.text

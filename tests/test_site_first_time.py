@@ -19,20 +19,29 @@ ACCOUNTS = "job: {account: MyProject}\n"
 
 
 def workload_for(system: str) -> str:
-    """The user's own program where the bundled benchmark cannot run (Aurora's xpu)."""
-    from scalestudy.site.profiles import load_system
-
-    return ("workload: {kind: command, command: [./train.sh]}\n"
-            if load_system(system).gpu_api != "cuda" else "")
+    """The bundled benchmark runs on every shipped GPU profile (CUDA, and Aurora's xpu)."""
+    return ""
 
 
-def test_the_bundled_benchmark_is_refused_where_its_device_api_is_missing(
-        tmp_path: Path) -> None:
-    """Aurora's tiles are xpu devices: every bundled-benchmark job would fail there."""
-    with pytest.raises(SpecError, match="bundled benchmark runs on CUDA devices only"):
-        make_plan(spec(tmp_path, f"name: s\nsystem: aurora\n{ACCOUNTS}"), tmp_path)
-    assert make_plan(spec(tmp_path, f"name: s\nsystem: aurora\n{ACCOUNTS}"
-                          + workload_for("aurora")), tmp_path).runs
+def test_the_bundled_benchmark_runs_on_aurora_through_torch_xpu(tmp_path: Path) -> None:
+    """Issue 46: Aurora's tiles are xpu devices; torch 2.8+ has torch.xpu and the xccl
+    backend, so the bundled benchmark is no longer refused there: its job asks for
+    --device xpu (set_device(local rank), xccl, bf16 autocast on xpu). What it cannot do
+    on Intel GPUs (Horovod, DeepSpeed, fp16) is refused before anything is written."""
+    plan = make_plan(spec(tmp_path, "name: s\nsystem: aurora\nworkload: {model: resnet50, "
+                          f"precision: bf16}}\n{ACCOUNTS}"), tmp_path)
+    script = render(plan.study, plan.system, plan.runs[0], tmp_path / "r", python="python3")
+    [launch] = [ln for ln in script.splitlines() if ln.startswith("mpiexec ")]
+    assert " --ppn 12 --cpu-bind list:1-8:" in launch and launch.endswith("--device xpu")
+    assert "--precision bf16" in launch and "export ZE_FLAT_DEVICE_HIERARCHY=FLAT" in script
+    with pytest.raises(SpecError) as raised:
+        make_plan(spec(tmp_path, "name: s\nsystem: aurora\nworkload: {precision: fp16}\n"
+                       "grid: {backend: [ddp, horovod, deepspeed]}\n" + ACCOUNTS), tmp_path)
+    said = str(raised.value).splitlines()
+    assert [ln.split(": ")[1] for ln in said] == [
+        "grid.backend[1]", "grid.backend[2]", "workload"], said
+    assert "backend horovod does not run on the Intel GPUs of system 'aurora'" in said[0]
+    assert "use ddp or fsdp" in said[0] and "use bf16 (autocast on xpu) or fp32" in said[2]
 
 
 def spec(tmp_path: Path, text: str) -> Path:

@@ -124,10 +124,12 @@ class SyntheticWorkload(TrainOptions):
 
     def program_args(self, run: RunValues, options: Mapping[str, Value],
                      lr: Mapping[str, float | None], run_dir: Path, gpus: bool = False,
-                     extra: Sequence[str] = (), peaks: Peaks | None = None) -> list[str]:
+                     extra: Sequence[str] = (), peaks: Peaks | None = None,
+                     device: str = "cuda") -> list[str]:
         """The arguments of `-m scalestudy.workload` for a run: `options` its training
         options, `lr` its learning-rate values; on a GPU system (`gpus`) the benchmark must
-        find a GPU rather than fall back to CPU; `extra`: more arguments (the batch-size
+        find a GPU (of type `device`: cuda, or xpu on Intel GPUs) rather than fall back to
+        CPU; `extra`: more arguments (the batch-size
         probe's); `peaks`: the system's peak TFLOP/s per precision (MFU's denominator)."""
         lm = is_transformer(self.model)
         precision = str(options["precision"])
@@ -146,7 +148,7 @@ class SyntheticWorkload(TrainOptions):
             *to_args(rest, run.backend),
             *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
               if lr else []),
-            *(["--device", "cuda"] if gpus else []),
+            *(["--device", device] if gpus else []),
             *extra,
         ]
 
@@ -210,9 +212,10 @@ class CommandWorkload(Model):
 
     def program_args(self, run: RunValues, options: Mapping[str, Value],
                      lr: Mapping[str, float | None], run_dir: Path, gpus: bool = False,
-                     extra: Sequence[str] = (), peaks: Peaks | None = None) -> list[str]:
+                     extra: Sequence[str] = (), peaks: Peaks | None = None,
+                     device: str = "cuda") -> list[str]:
         """The command's argv, its `{placeholders}` filled with the run's values (`gpus`,
-        `extra` and `peaks` are the bundled benchmark's: a command reads none)."""
+        `extra`, `peaks` and `device` are the bundled benchmark's: a command reads none)."""
         values = {**DEFAULTS, **options, **lr, **run.params(), "run_dir": str(run_dir)}
         return [arg.format(**values) for arg in self.command]
 

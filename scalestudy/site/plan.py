@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.core.errors import Loc, SpecError
-from scalestudy.core.grid import Run, expand
+from scalestudy.core.grid import Run, expand, run_options
 from scalestudy.core.load import load_study
 from scalestudy.core.spec import Study, walltime_seconds
 from scalestudy.site import containers, resolve, schedulers
@@ -61,6 +61,7 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
                             if name.endswith((".yaml", ".yml")) else None)
     runs = expand(study, resolve.ranks_per_node(study, system)[0])
     problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
+    problems += _xpu_precision(study, system, runs)
     if problems:
         raise SpecError("\n".join(problems))
     return Plan(study, system, runs, results)
@@ -80,12 +81,8 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             f"{', '.join(map(str, too_big))} node(s) is more than system {system.name!r} "
             f"allows ({system.max_nodes}): lower grid.nodes")))
     problems += _gpu_sharing(study, system)
-    if system.gpus_per_node and system.gpu_api != "cuda" and study.workload.bundled:
-        problems.append((("workload", "kind"), (
-            f"system {system.name!r} has {system.gpu_api} GPUs (Intel: torch.xpu), and the "
-            "bundled benchmark runs on CUDA devices only (NVIDIA, or AMD through ROCm): every "
-            "run would fail at start. Run your own program there with `workload: {kind: "
-            "command, command: [...]}` (e.g. with intel_extension_for_pytorch and oneCCL)")))
+    if system.gpus_per_node and system.gpu_api == "xpu" and study.workload.bundled:
+        problems += _xpu_checks(study, system)
     job = study.job
     for key in _SCHEDULER_OPTIONS:
         if getattr(job, key) and key not in scheduler.job_options:
@@ -105,7 +102,9 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
     limit = system.scheduler_options.max_walltime
     if limit and walltime_seconds(job.walltime) > walltime_seconds(limit):
         problems.append((("job", "walltime"), (
-            f"{job.walltime} is longer than system {system.name!r} allows ({limit})")))
+            f"{job.walltime} is longer than system {system.name!r} allows ({limit}, the "
+            f"longest of its documented queues): the jobs would be refused; lower "
+            f"job.walltime to {limit} or less")))
     if job.submit == "submitit" and not scheduler.submitit:
         problems.append((("job", "submit"), (
             f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
@@ -120,6 +119,37 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
         problems += _local_backend_checks(study)
     problems += containers.checks(study, system)
     return problems
+
+
+#: What the bundled benchmark runs on Intel GPUs (torch.xpu): the torch.distributed
+#: backends, over xccl. Horovod and DeepSpeed builds for XPU are not what it starts.
+XPU_BACKENDS = ("ddp", "fsdp")
+
+
+def _xpu_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
+    """The backends the bundled benchmark cannot run on Intel GPUs (torch.xpu, process
+    group xccl): Horovod and DeepSpeed, said before any run starts."""
+    problems: list[tuple[Loc, str]] = []
+    for i, backend in enumerate(study.grid.backend):
+        if backend not in XPU_BACKENDS:
+            problems.append((("grid", "backend", i), (
+                f"backend {backend} does not run on the Intel GPUs of system {system.name!r} "
+                f"in the bundled benchmark (torch.xpu with xccl runs "
+                f"{' and '.join(XPU_BACKENDS)}): use {' or '.join(XPU_BACKENDS)}, or "
+                "run your own program with `workload: {kind: command, ...}`")))
+    return problems
+
+
+def _xpu_precision(study: Study, system: SystemProfile, runs: list[Run]) -> list[str]:
+    """fp16 runs of the bundled benchmark on Intel GPUs (its loss scaling is CUDA's)."""
+    if not (system.gpus_per_node and system.gpu_api == "xpu" and study.workload.bundled):
+        return []
+    fp16 = sum(1 for r in runs if run_options(study, r).get("precision") == "fp16")
+    if not fp16:
+        return []
+    return [f"{study.line_of(('workload',))}: {fp16} run(s) in precision fp16, which the "
+            f"bundled benchmark does not run on the Intel GPUs of system {system.name!r} (its "
+            "loss scaling is CUDA's): use bf16 (autocast on xpu) or fp32"]
 
 
 def _gpu_sharing(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:

@@ -63,6 +63,6 @@ def program(study: Study, system: SystemProfile, run: Run, run_dir: Path, python
     workload = study.workload
     args = workload.program_args(run, run_options(study, run), lr_values(study, run), run_dir,
                                  gpus=system.gpus_per_node > 0, extra=extra,
-                                 peaks=system.peak_tflops)
+                                 peaks=system.peak_tflops, device=system.gpu_api)
     return Program(python=python, args=tuple(args), bundled=workload.bundled,
                    container=container)

@@ -5,6 +5,7 @@ plan and run --dry-run check with no scheduler at hand). Pure: one problem a lin
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Sequence
 
 from scalestudy.core.grid import Run
@@ -123,13 +124,11 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
         verb = "they take" if len(fits) > 1 else "it takes"
         packs = ("pack the study (`run --pack`: each allocation goes to a queue that "
                  "takes its size), or " if pack and key == "queue" else "")
+        cover = covering(plan, known) if documented(plan.system, name) else None
+        if cover:
+            return f"{suggest(plan, key, cover)}, or {packs}"
         if not fits:
             return ""
-        if documented(plan.system, name) and documented(plan.system, fits[0]):
-            # the profile documents both: one spec can name both and route each run
-            return (f"name {' or '.join(fits)} too, e.g. job.{key}: [{name}, {fits[0]}] "
-                    f"({verb} {n}-node jobs of {study.job.walltime}; each run goes to the "
-                    f"first that takes it), or {packs}")
         return (f"run those node counts as a study of their own with job.{key}: "
                 f"{' or '.join(fits)} ({verb} {n}-node jobs of {study.job.walltime}), or "
                 f"{packs}")
@@ -179,6 +178,65 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
     if len(out.problems) == before:
         out.checked.append(f"{kind} {name} takes {limits.describe()}"
                            + (f" ({src})" if src.startswith("profile ") else ""))
+
+
+def covering(plan: Plan, known: dict[str, QueueLimits]) -> list[str] | None:
+    """The fewest of the profile's documented queues that together take every run of the
+    study (its node counts at its walltime), in the order to name them: those the spec
+    names first, then the profile's order. Of several such sets, the one that keeps most
+    of the queues already named. The set is checked as routing would use it (each run to
+    the first queue that takes it) before it is offered; None when no set takes them all.
+    A search over sets, not one queue swapped at a time: swapping one at a time can go
+    round in a circle ([debug] -> [debug, debug-scaling] -> [debug, prod] -> ...)."""
+    key = plan.scheduler.queue_key
+    if key is None or not known:
+        return None
+    wall = walltime_seconds(plan.study.job.walltime)
+    counts = sorted({r.nodes for r in plan.runs})
+    named = named_queues(plan.study.job, key)
+    order = [q for q in named if q in known] + [q for q in known if q not in named]
+    for size in range(1, min(len(order), 5) + 1):
+        sets = [c for c in itertools.combinations(order, size)
+                if all(any(known[q].takes(n, wall) for q in c) for n in counts)]
+        for chosen in sorted(sets, key=lambda c: -len(set(c) & set(named))):
+            if list(chosen) != named and _routes_all(plan, key, list(chosen)):
+                return list(chosen)
+    return None
+
+
+def _routes_all(plan: Plan, key: str, names: list[str]) -> bool:
+    """Whether, with job.<key> set to `names`, every run goes to a queue whose
+    documented limits take it (the check each suggestion passes before it is offered)."""
+    value: str | list[str] = names[0] if len(names) == 1 else names
+    study = plan.study.model_copy(update={"job": plan.study.job.model_copy(
+        update={key: value})})
+    wall = walltime_seconds(study.job.walltime)
+    by_size = {run.nodes: run for run in plan.runs}  # routing reads the node count alone
+    for run in by_size.values():
+        chosen = queue_for(study, plan.system, run)
+        limits = documented(plan.system, chosen) if chosen else None
+        if limits is None or not limits.takes(run.nodes, wall):
+            return False
+    return True
+
+
+def suggest(plan: Plan, key: str, cover: list[str]) -> str:
+    """The words of a suggestion to name `cover` (see `covering`)."""
+    named = named_queues(plan.study.job, key)
+    counts = sorted({r.nodes for r in plan.runs})
+    sizes = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
+    value = cover[0] if len(cover) == 1 else f"[{', '.join(cover)}]"
+    added = [q for q in cover if q not in named]
+    dropped = [q for q in named if q not in cover]
+    if not dropped:
+        verb = "name " + " and ".join(added) + " too"
+    elif not added:
+        verb = "leave out " + " and ".join(dropped)
+    else:
+        verb = "name " + " and ".join(added) + " instead of " + " and ".join(dropped)
+    takes = "it takes" if len(cover) == 1 else "together they take"
+    return (f"{verb}, e.g. job.{key}: {value} ({takes} every run of the study, {sizes}-node "
+            f"jobs of {plan.study.job.walltime}; each run goes to the first that takes it)")
 
 
 def _job_limits(plan: Plan, out: Preflight, kind: str, name: str, src: str,

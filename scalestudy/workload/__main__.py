@@ -105,10 +105,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batches-per-iter", type=_count(1), default=TIMING["batches_per_iter"],
                    help="batches per iteration")
     p.add_argument("--backend", default="ddp", help=f"one of {', '.join(BACKENDS)}")
-    p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl"), default="auto",
-                   help="torch.distributed backend (ddp, deepspeed)")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
-                   help="auto: CUDA when present, else CPU; cuda: fail rather than fall back")
+    p.add_argument("--dist-backend", choices=("auto", "gloo", "nccl", "xccl"), default="auto",
+                   help="torch.distributed backend (ddp, fsdp, deepspeed); auto: nccl on "
+                   "CUDA, xccl on Intel XPU, gloo on CPU")
+    p.add_argument("--device", choices=("auto", "cuda", "xpu", "cpu"), default="auto",
+                   help="auto: CUDA when present, else Intel XPU (torch.xpu), else CPU; "
+                   "cuda or xpu: fail rather than fall back")
     p.add_argument("--lr", type=_number(1e-12), default=0.01, help="learning rate")
     p.add_argument("--base-lr", type=_number(1e-12), default=None,
                    help="learning rate the warm-up starts from (default: --lr)")
@@ -195,13 +197,17 @@ def probe_main(args: argparse.Namespace) -> int:
     if device.type == "cpu":
         ddp.set_cpu_threads(env, os.environ)
     cfg = replace(_config(args), batch_size=args.min_batch)
-    ddp.init_process_group(env, "nccl" if device.type == "cuda" else "gloo",
-                           ddp.dist_timeout(os.environ), device)
+    try:
+        dist_backend = ddp.resolve_dist_backend("auto", device)
+    except train.WorkloadError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    ddp.init_process_group(env, dist_backend, ddp.dist_timeout(os.environ), device)
     model, _ = train.build(cfg, device)
 
     def wrap() -> torch.nn.Module:
         return DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+            model, device_ids=[device.index] if device.type != "cpu" else None)
 
     _log(f"Model: {cfg.model}, image size {cfg.image_size}, precision {cfg.precision}, "
          f"device {device.type}: batch sizes {args.min_batch}..{args.max_batch}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from . import accel
 from .timing import mean, time_iterations
 from .train import (
     Batch,
@@ -36,7 +37,8 @@ _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 def is_oom(exc: BaseException) -> bool:
     """Whether an exception is an allocator's out-of-memory error."""
-    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+    if isinstance(exc, (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError),
+                        torch.cuda.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXT)
 
@@ -125,9 +127,8 @@ class Point:
 
 
 def _peak_memory(device: torch.device) -> int:
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    return peak_resident_bytes()
+    peak = accel.peak_memory(device)  # the GPU's allocator (cuda, xpu)
+    return peak if peak is not None else peak_resident_bytes()
 
 
 def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.device,
@@ -142,12 +143,13 @@ def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.d
     if device.type == "cpu" and memory_limit_gb is not None:
         cpu_limit = resident_bytes() + int(memory_limit_gb * GIB)
         limit_address_space(memory_limit_gb + SAFETY_MARGIN_GIB)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    def sync() -> None:
+        accel.synchronize(device)
+
     tune_backends(device)  # as train.run: each batch's throughput is what a run gets
 
     def fits(batch_size: int) -> bool:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+        accel.reset_peak_memory(device)
         run_cfg = replace(cfg, batch_size=batch_size)
         model = wrap()
         optimizer = make_optimizer(model.parameters(), cfg)
@@ -178,8 +180,7 @@ def probe(wrap: Callable[[], torch.nn.Module], cfg: TrainConfig, device: torch.d
             optimizer.zero_grad(set_to_none=True)
             del data, target, step, optimizer, model  # free all before the next batch
             gc.collect()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            accel.empty_cache(device)
         points.append(point)
         log(f"Batch {batch_size}: " + (f"{point.throughput:.1f} img/sec per GPU"
                                         if point.fits else "does not fit (out of memory)"))

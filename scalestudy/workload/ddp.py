@@ -16,6 +16,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
+from . import accel
 from .env import DistEnv
 from .options import Value
 from .train import (
@@ -34,45 +35,67 @@ DEFAULT_TIMEOUT_S = 300.0
 
 
 def select_device(env: DistEnv, wanted: str = "auto") -> torch.device:
-    """The GPU of this local rank when CUDA is available, else the CPU.
+    """The GPU of this local rank (CUDA, else Intel XPU) when torch sees one, else the CPU.
 
-    `wanted="cuda"` (a GPU system's job) makes a missing GPU an error instead of a
-    silent CPU run whose numbers would mean nothing.
+    `wanted="cuda"` or `"xpu"` (a GPU system's job) makes a missing GPU an error instead
+    of a silent CPU run whose numbers would mean nothing.
     """
-    if wanted == "cuda" and not torch.cuda.is_available():
+    if wanted == "cpu":
+        return torch.device("cpu")
+    if wanted == "cuda" and not accel.available("cuda"):
         raise WorkloadError(
             "this job expects CUDA GPUs but torch sees none (torch "
             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); load the "
-            "site's CUDA or ROCm PyTorch in the profile's setup (Intel XPU devices, as on "
-            "Aurora, are not supported by the bundled benchmark yet)"
+            "site's CUDA or ROCm PyTorch in the profile's setup"
         )
-    if wanted == "cpu":
-        return torch.device("cpu")
-    if torch.cuda.is_available():
-        return torch.device("cuda", env.local_rank % torch.cuda.device_count())
+    if wanted == "xpu" and not accel.available("xpu"):
+        raise WorkloadError(
+            "this job expects Intel XPU devices but torch sees none (torch "
+            f"{torch.__version__}, XPU build: {getattr(torch.version, 'xpu', None) or 'no'}); "
+            "load the site's XPU PyTorch in the profile's setup (Aurora: `module load "
+            "frameworks`) and keep ZE_FLAT_DEVICE_HIERARCHY=FLAT (one device per tile)"
+        )
+    for kind in ((wanted,) if wanted in accel.DIST_BACKENDS else ("cuda", "xpu")):
+        if accel.available(kind):
+            return torch.device(kind, env.local_rank % accel.count(kind))
     return torch.device("cpu")
 
 
 def resolve_dist_backend(requested: str, device: torch.device) -> str:
-    """``auto`` -> nccl on CUDA, gloo on CPU; nccl without CUDA is an error."""
-    if requested == "auto":
-        return "nccl" if device.type == "cuda" else "gloo"
-    if requested == "nccl" and device.type != "cuda":
-        raise WorkloadError("--dist-backend nccl needs CUDA GPUs; use gloo (or auto) on CPU")
-    return requested
+    """``auto`` -> nccl on CUDA, xccl on XPU, gloo on CPU; a GPU backend on another
+    device is an error, and so is xccl in a torch built without it."""
+    wanted = accel.dist_backend(device) if requested == "auto" else requested
+    needs = {v: k for k, v in accel.DIST_BACKENDS.items()}.get(wanted)
+    if needs is not None and device.type != needs:
+        raise WorkloadError(
+            f"--dist-backend {wanted} needs {needs} devices, and this rank runs on "
+            f"{device.type}; use {accel.dist_backend(device)} (or auto)")
+    if wanted == "xccl" and not accel.xccl_available():
+        raise WorkloadError(
+            f"torch {torch.__version__} has no xccl backend "
+            "(torch.distributed.is_xccl_available() is False): load a torch built for "
+            "XPU with oneCCL (2.8 or later; Aurora: `module load frameworks`)")
+    return wanted
 
 
 def check_precision(precision: str, device: torch.device) -> None:
-    """fp16 needs CUDA (autocast + GradScaler); bf16 and fp32 run anywhere."""
+    """fp16 needs CUDA (autocast + GradScaler); bf16 and fp32 run anywhere (bf16
+    autocasts on the device's own type: cuda, xpu or cpu)."""
     if precision == "fp16" and device.type != "cuda":
-        raise WorkloadError("--precision fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
+        raise WorkloadError(f"--precision fp16 needs a CUDA GPU; use bf16 or fp32 on "
+                            f"{_named(device)}")
+
+
+def _named(device: torch.device) -> str:
+    """`CPU`, or the GPU's device type (xpu) as torch names it."""
+    return "CPU" if device.type == "cpu" else device.type
 
 
 def check_comm_hook(hook: str, device: torch.device) -> None:
     """torch's bf16 compression hook needs NCCL on CUDA; fp16 and none run anywhere."""
     if hook == "bf16" and device.type != "cuda":
         raise WorkloadError("--comm-hook bf16 needs CUDA GPUs with NCCL (torch's "
-                            "bf16_compress_hook); use fp16 on CPU")
+                            f"bf16_compress_hook); use fp16 on {_named(device)}")
 
 
 def dist_timeout(environ: Mapping[str, str]) -> timedelta:
@@ -101,8 +124,7 @@ def init_process_group(
     env: DistEnv, backend: str, timeout: timedelta, device: torch.device
 ) -> None:
     """Join the job's process group; a single process uses an in-memory store (no port)."""
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    accel.set_device(device)  # torch.cuda/torch.xpu.set_device(local rank's device)
     if env.world_size == 1:
         store = dist.HashStore()
         dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=timeout)
@@ -144,7 +166,7 @@ class DDPBackend:
         opts = self.options
         ddp = DistributedDataParallel(
             model,
-            device_ids=[device.index] if device.type == "cuda" else None,
+            device_ids=[device.index] if accel.is_gpu(device) else None,
             bucket_cap_mb=float(opts.get("bucket_cap_mb") or 25.0),
             gradient_as_bucket_view=bool(opts.get("gradient_as_bucket_view", False)),
             static_graph=bool(opts.get("static_graph", False)),
@@ -246,7 +268,7 @@ def shutdown(device: torch.device) -> None:
     """Barrier, drop garbage, destroy the group: avoids gloo aborts at interpreter exit."""
     if not dist.is_initialized():
         return
-    if dist.get_backend() == "nccl":
+    if dist.get_backend() in accel.DIST_BACKENDS.values():
         dist.barrier(device_ids=[device.index])
     else:
         dist.barrier()

@@ -102,11 +102,15 @@ def measure_matmul_tflops(device: torch.device, precision: str) -> float:
     import torch
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    kind = "cuda" if device.type == "cuda" else "cpu"
+    kind = "cpu" if device.type == "cpu" else "cuda"  # a GPU's sizes: cuda or xpu
     n = MATMUL_N[kind]
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    sync = (lambda: torch.cuda.synchronize(device)) if kind == "cuda" else (lambda: None)
+    from . import accel
+
+    def sync() -> None:
+        accel.synchronize(device)
+
     reps, batch = MATMUL_TIMINGS[kind]
     start = time.perf_counter()
     while True:  # at least one product, then until the warm-up time has passed

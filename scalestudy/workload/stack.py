@@ -35,6 +35,11 @@ def describe(device: torch.device, environ: Mapping[str, str]
             versions["cuda_driver"] = driver
         hardware["gpu_model"] = torch.cuda.get_device_name(device)
         hardware["gpus_per_node"] = torch.cuda.device_count()
+    elif device.type == "xpu":
+        if getattr(torch.version, "xpu", None):
+            versions["xpu_runtime"] = str(torch.version.xpu)
+        hardware["gpu_model"] = torch.xpu.get_device_name(device)
+        hardware["gpus_per_node"] = torch.xpu.device_count()
     else:
         cpu = _cpu_model()
         if cpu:

@@ -248,8 +248,11 @@ def compute_iters(cfg: TrainConfig) -> int:
 
 
 def _sync_fn(device: torch.device) -> Callable[[], None]:
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
+    """What the timers call before each clock read: torch.cuda/torch.xpu.synchronize."""
+    from . import accel
+
+    if accel.is_gpu(device):
+        return lambda: accel.synchronize(device)
     return lambda: None
 
 

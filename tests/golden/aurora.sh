@@ -30,6 +30,7 @@ unset MPIR_CVAR_CH4_POSIX_COLL_SELECTION_TUNING_JSON_FILE MPIR_CVAR_CH4_COLL_SEL
 
 # --- environment: 8 thread(s) per rank, tuning variant default ---
 export OMP_NUM_THREADS=8
+export ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export CCL_PROCESS_LAUNCHER=pmix
 export CCL_ATL_TRANSPORT=mpi
 export CCL_ALLREDUCE_SCALEOUT='direct:0-1048576;rabenseifner:1048577-max'
@@ -54,7 +55,7 @@ scalestudy_record_env() {
     local url='([A-Za-z][A-Za-z0-9+.-]*://[^:/@[:space:]]*):[^@/[:space:]]*@'
     for name in $(compgen -e | LC_ALL=C sort); do
         case $name in
-            NCCL_*|TORCH_*|PYTORCH_*|GLOO_*|TP_*|FI_*|UCX_*|CXI_*|NVSHMEM_*|MPICH_*|MPIR_*|OMPI_*|PMI_*|PMIX_*|PALS_*|I_MPI_*|MV2_*|HOROVOD_*|OMP_*|KMP_*|GOMP_*|MKL_*|OPENBLAS_*|CUDA_*|NVIDIA_*|HIP_*|ROCM_*|HSA_*|MIOPEN_*|RCCL_*|ZE_*|CCL_*|ONEAPI_*|SYCL_*|XLA_*|SLURM_*|SRUN_*|PBS_*|FLUX_*|LSB_*|APPTAINER_*|SINGULARITY_*|SHIFTER_*|PODMAN_*|ENROOT_*|CRAY_*|PE_*|SCALESTUDY_*|MASTER_*|PET_*|DS_*|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|HOSTNAME|PATH|LD_LIBRARY_PATH|LD_PRELOAD|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|LOADEDMODULES|TMPDIR|CCL_PROCESS_LAUNCHER|CCL_ATL_TRANSPORT|CCL_ALLREDUCE_SCALEOUT|CCL_BCAST|CCL_KVS_MODE|CCL_CONFIGURATION_PATH|CCL_CONFIGURATION|CCL_KVS_CONNECTION_TIMEOUT|CCL_ZE_CACHE_OPEN_IPC_HANDLES_THRESHOLD|CCL_KVS_USE_MPI_RANKS) ;;
+            NCCL_*|TORCH_*|PYTORCH_*|GLOO_*|TP_*|FI_*|UCX_*|CXI_*|NVSHMEM_*|MPICH_*|MPIR_*|OMPI_*|PMI_*|PMIX_*|PALS_*|I_MPI_*|MV2_*|HOROVOD_*|OMP_*|KMP_*|GOMP_*|MKL_*|OPENBLAS_*|CUDA_*|NVIDIA_*|HIP_*|ROCM_*|HSA_*|MIOPEN_*|RCCL_*|ZE_*|CCL_*|ONEAPI_*|SYCL_*|XLA_*|SLURM_*|SRUN_*|PBS_*|FLUX_*|LSB_*|APPTAINER_*|SINGULARITY_*|SHIFTER_*|PODMAN_*|ENROOT_*|CRAY_*|PE_*|SCALESTUDY_*|MASTER_*|PET_*|DS_*|RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|HOSTNAME|PATH|LD_LIBRARY_PATH|LD_PRELOAD|PYTHONPATH|VIRTUAL_ENV|CONDA_PREFIX|LOADEDMODULES|TMPDIR|ZE_FLAT_DEVICE_HIERARCHY|CCL_PROCESS_LAUNCHER|CCL_ATL_TRANSPORT|CCL_ALLREDUCE_SCALEOUT|CCL_BCAST|CCL_KVS_MODE|CCL_CONFIGURATION_PATH|CCL_CONFIGURATION|CCL_KVS_CONNECTION_TIMEOUT|CCL_ZE_CACHE_OPEN_IPC_HANDLES_THRESHOLD|CCL_KVS_USE_MPI_RANKS) ;;
             *) continue ;;
         esac
         value=${!name}
@@ -87,7 +88,7 @@ export MASTER_ADDR MASTER_PORT
 SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"  # the record's start-up time counts from here
 export SCALESTUDY_LAUNCHED_AT
 set +e
-mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/27d61dd887/metrics.jsonl --device cuda
+mpiexec --np 24 --ppn 12 --cpu-bind list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100 --hostfile "$PBS_NODEFILE" --envall python3 -m scalestudy.workload --model resnet50 --image-size 224 --num-classes 1000 --batch-size 32 --precision fp32 --warmup-iters 2 --iters 10 --batches-per-iter 5 --backend ddp --metrics /scratch/results/conv/runs/27d61dd887/metrics.jsonl --device xpu
 rc=$?
 set -e
 echo "$rc" > /scratch/results/conv/runs/27d61dd887/exit_code
