@@ -250,19 +250,31 @@ class Store:
 
     def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
         """Keep forecasts in the ledger (each: made, system, source, point, gpus,
-        throughput, low, high, level, unit, model); how many. `once`: skip a forecast
-        the ledger already holds from the same source (a report drawn again on the same
-        runs forecasts the same)."""
+        throughput, low, high, level, unit, model), once: a forecast of the same system,
+        source, point and scale (ledger.key) updates the one entry, and one the ledger
+        already holds with the same figures is left as it was (its time kept, so runs
+        measured since still score it); how many were added or updated. `once` is
+        accepted for callers of earlier releases (it is always so now)."""
+        from scalestudy.results.history.ledger import key
+
+        del once
         if not rows:
             return 0
+        changed = 0
         with self._failing("keep the forecasts"), self.engine.begin() as conn:
-            if once:
-                held = {_same(r) for r in conn.execute(sa.select(forecasts).where(
-                    forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
-                rows = [r for r in rows if _same(r) not in held]
-            if rows:
-                conn.execute(sa.insert(forecasts), rows)
-        return len(rows)
+            held = {key(r): r for r in conn.execute(sa.select(forecasts).where(
+                forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
+            for r in {key(r): r for r in rows}.values():
+                old = held.get(key(r))
+                if old is None:
+                    conn.execute(sa.insert(forecasts), [r])
+                elif _same(old) != _same(r):
+                    conn.execute(sa.update(forecasts).where(forecasts.c.id == old["id"])
+                                 .values(**r))
+                else:
+                    continue
+                changed += 1
+        return changed
 
     def forecasts(self, system: str | None = None) -> list[dict[str, Any]]:
         """The ledger's forecasts, oldest first (of one system)."""
