@@ -309,6 +309,34 @@ def test_predict_from_a_study(tmp_path: Path) -> None:
         [p["throughput"] for p in got["predictions"]]  # the same points, the same forecast
 
 
+def test_a_study_and_its_stored_copy_give_the_same_forecast(tmp_path: Path) -> None:
+    """Issue 46: `predict history:example` gave 483 [275-512] where the spec gave 401
+    [158-862] from the same points: the stored copy lacked the allreduce probe."""
+    from tests.test_report import SPEC, finished_study
+
+    spec = finished_study(tmp_path, {2: 100.0, 4: 97.0, 8: 93.0},
+                          SPEC.replace("system: local", "system: generic-slurm").replace(
+                              "nodes: [1], ranks_per_node: [1, 2, 4, 8]",
+                              "nodes: [1, 2, 4], ranks_per_node: [2]").replace(
+                              "world_size: 8", "world_size: 4"))
+    for metrics in (tmp_path / "results").rglob("metrics.jsonl"):
+        record = json.loads(metrics.read_text())
+        metrics.write_text(json.dumps({**record, "allreduce_busbw_GBps": 2.0}) + "\n")
+    assert run_cli("collect", str(spec), cwd=tmp_path).returncode == 0
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    got = [run_cli("predict", src, "--gpus", "16,32", "--json", cwd=tmp_path, env_extra=env)
+           for src in (str(spec),)]
+    assert run_cli("history", "ingest", "results", cwd=tmp_path, env_extra=env).returncode == 0
+    got.append(run_cli("predict", "history:gate", "--gpus", "16,32", "--json", cwd=tmp_path,
+                       env_extra=env))
+    assert [g.returncode for g in got] == [0, 0], got[-1].stderr
+    study, stored = (json.loads(g.stdout) for g in got)
+    assert study["model"]["latency"] == "probe"  # 3 scales: the probe fixes c
+    assert stored["model"]["latency"] == "probe"
+    assert [(p["throughput"], p["low"], p["high"]) for p in stored["predictions"]] == \
+        [(p["throughput"], p["low"], p["high"]) for p in study["predictions"]]
+
+
 def test_a_slower_network_between_nodes_is_its_own_term() -> None:
     """NVLink inside a node, a slower network between nodes: with points on both sides
     of the boundary the hold-out picks the model with a second bandwidth, and forecasts
