@@ -203,8 +203,8 @@ def test_throughput_falling_with_scale_is_refused_with_its_figures(tmp_path: Pat
     (tmp_path / "t.csv").write_text("gpus,throughput\n8,120\n16,150\n32,100\n64,90\n")
     done = run_cli("predict", "t.csv", "--gpus", "32,128", "--json", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
-    assert "error: t.csv: the fit fails its own checks: the throughput falls with scale (90 at 64 " \
-        "GPUs, 150 at 16)" in done.stderr, done.stderr
+    assert "error: t.csv: the fit fails its own checks: the throughput falls with scale " \
+        "(90 at 64 GPUs, 150 at 16)" in done.stderr, done.stderr
     assert "RMS (at most 15%)" in done.stderr
 
 
