@@ -11,6 +11,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import NO_MODEL, POINT_COLUMNS, POINT_PARAMS, entries
+from scalestudy.site.profiles import load_system
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,8 +99,6 @@ def _as_the_report_would(source: str, rows: pd.DataFrame, scaling: str) -> None:
 def _profile(system: str) -> Any:
     """The loaded profile of `system` (its max_nodes, GPUs per node), or None where it
     names no profile this installation knows (a table's free label)."""
-    from scalestudy.site.profiles import load_system
-
     try:
         return load_system(system)
     except ScalestudyError:

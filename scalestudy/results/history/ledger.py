@@ -6,7 +6,6 @@ one whose point names no model (a table kept without `--model`) is never scored.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,13 +23,6 @@ POINT_PARAMS: tuple[str, ...] = ("image_size", "precision")
 
 #: Why a forecast is not scored although runs of its system measured its scale.
 NO_MODEL = "not scored: it names no model (keep a table's forecasts with --model)"
-
-
-def key(row: Mapping[str, Any]) -> tuple[object, ...]:
-    """What makes two ledger rows the same forecast: its system, source, point and scale
-    (making it again updates the one entry)."""
-    return (row[col.SYSTEM], row[col.SOURCE], json.dumps(dict(row["point"]), sort_keys=True,
-                                                         default=str), int(row[col.GPUS]))
 
 
 def entries(predictions: Iterable[Any], *, system: str, source: str,

@@ -11,6 +11,7 @@ store is migrated in place, a newer one is refused (upgrade scalestudy).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -251,21 +252,19 @@ class Store:
     def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
         """Keep forecasts in the ledger (each: made, system, source, point, gpus,
         throughput, low, high, level, unit, model), once: a forecast of the same system,
-        source, point and scale (ledger.key) updates the one entry, and one the ledger
+        source, point and scale (forecast_key) updates the one entry, and one the ledger
         already holds with the same figures is left as it was (its time kept, so runs
         measured since still score it); how many were added or updated. `once` is
         accepted for callers of earlier releases (it is always so now)."""
-        from scalestudy.results.history.ledger import key
-
         del once
         if not rows:
             return 0
         changed = 0
         with self._failing("keep the forecasts"), self.engine.begin() as conn:
-            held = {key(r): r for r in conn.execute(sa.select(forecasts).where(
+            held = {forecast_key(r): r for r in conn.execute(sa.select(forecasts).where(
                 forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
-            for r in {key(r): r for r in rows}.values():
-                old = held.get(key(r))
+            for r in {forecast_key(r): r for r in rows}.values():
+                old = held.get(forecast_key(r))
                 if old is None:
                     conn.execute(sa.insert(forecasts), [r])
                 elif _same(old) != _same(r):
@@ -391,6 +390,13 @@ def _row(study_id: int, a: Attempt) -> dict[str, Any]:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def forecast_key(row: Mapping[str, Any]) -> tuple[object, ...]:
+    """What makes two ledger rows the same forecast: its system, source, point and scale
+    (making it again updates the one entry)."""
+    return (row[col.SYSTEM], row[col.SOURCE], json.dumps(dict(row["point"]), sort_keys=True,
+                                                         default=str), int(row[col.GPUS]))
 
 
 def _same(row: Any) -> tuple[object, ...]:
