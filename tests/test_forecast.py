@@ -405,3 +405,26 @@ def test_a_measured_allreduce_bandwidth_fixes_one_term() -> None:
     assert abs(got.predictions[0].model_throughput / true - 1) < 0.005
     without = forecast(points, [128]).predictions[0]
     assert abs(without.model_throughput / true - 1) > 0.02  # what the probe is worth
+
+
+def test_the_reports_forecasts_stop_at_the_systems_max_nodes(tmp_path: Path) -> None:
+    """Issue 46: after a study on `system: local` (at most 16 nodes) the report forecast
+    up to 1,024 nodes and kept them in the ledger."""
+    from tests.test_report import finished_study
+
+    spec = finished_study(tmp_path, {1: 100.0, 2: 97.0, 4: 94.0}, """name: cap
+system: local
+workload: {kind: synthetic, model: small_cnn, image_size: 32, iters: 20}
+grid: {nodes: [1, 2, 4], ranks_per_node: [1], batch_size: [16]}
+""")
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    done = run_cli("report", str(spec), cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "results/cap/report/summary.json").read_text())
+    # 8× the largest measured scale would be 32 nodes: local's max_nodes stops it at 16
+    assert [p["nodes"] for p in summary["model"]["predictions"]] == [8, 16]
+    assert "### Predictions (up to 16 nodes)" in \
+        (tmp_path / "results/cap/report/index.md").read_text()
+    kept = json.loads(run_cli("history", "predictions", "--json", cwd=tmp_path,
+                              env_extra=env).stdout)["forecasts"]
+    assert sorted(k["gpus"] for k in kept) == [8, 16]
