@@ -392,7 +392,7 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def forecast_key(row: Mapping[str, Any]) -> tuple[object, ...]:
+def forecast_key(row: Any) -> tuple[object, ...]:
     """What makes two ledger rows the same forecast: its system, source, point and scale
     (making it again updates the one entry)."""
     return (row[col.SYSTEM], row[col.SOURCE], json.dumps(dict(row["point"]), sort_keys=True,
