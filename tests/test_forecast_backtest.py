@@ -15,16 +15,18 @@ from forecast_backtest import backtest, cross_validated, summary
 
 def test_the_backtest_stays_as_good_as_stated() -> None:
     total = summary(backtest())
-    assert total["series"] == 12 and total["points"] == 20
+    assert total["series"] == 16 and total["points"] == 32
     assert total["median_abs_error_le4x"] <= 0.03, total
     assert total["median_abs_error_ge8x"] <= 0.03, total
     assert abs(total["mean_signed_error"]) <= 0.02, total
-    assert 0.85 <= total["coverage"] <= 0.95, total
+    # issue 46: at least 90 % of the 90 % intervals hold, the tables that hold their
+    # global batch by accumulation (Paddle's BERT) included
+    assert 0.90 <= total["coverage"] <= 0.98, total
 
 
 @pytest.mark.slow  # 24 backtests of the calibration grid
 def test_on_series_left_out_of_the_calibration_the_intervals_still_hold() -> None:
-    # each series scored with the lean and spread the other 11 choose: what a series
+    # each series scored with the lean and spread the other 15 choose: what a series
     # not in the corpus can expect (the issue's 85-95 %, errors within its targets)
     held = summary(cross_validated())
     assert 0.85 <= held["coverage"] <= 0.95, held

@@ -95,8 +95,8 @@ def test_good_multi_node_data_gets_predictions(tmp_path: Path) -> None:
     predictions = md.split("### Predictions")[1].split("\n## ")[0]
     assert "| batch 32 | 2× | 16 | 64 |" in predictions
     assert "none, because" not in predictions
-    assert [p["nodes"] for p in summary["model"]["predictions"]] == [
-        16, 32, 64, 128, 256, 512, 1024]
+    # up to 8× the largest measured scale (8 nodes): what the forecast backtest supports
+    assert [p["nodes"] for p in summary["model"]["predictions"]] == [16, 32, 64]
     assert "Oversubscription is not checked" in md  # no core count given
     head, _ = findings_section(md)
     assert len(head) == 3

@@ -335,7 +335,9 @@ def predictions(
     for t in totals:
         held = "n/a" if t["coverage"] is None else f"{t['coverage']:.0%}"
         error = "n/a" if t["median_abs_error"] is None else f"{t['median_abs_error']:.1%}"
-        out.print(f"{t['system']}: {t['forecasts']} forecast(s), {t['scored']} scored; "
+        never = (f" ({t['unscorable']} never: they name no model)"
+                 if t.get("unscorable") else "")
+        out.print(f"{t['system']}: {t['forecasts']} forecast(s), {t['scored']} scored{never}; "
                   f"intervals held {held}; median |error| {error}", highlight=False)
 
 

@@ -216,6 +216,9 @@ def predict(
         "--store", help="the results store that keeps the ledger [default: "
         "$SCALESTUDY_STORE, else ~/.local/state/scalestudy/history.sqlite]",
         show_default=False)] = None,
+    beyond: Annotated[bool, typer.Option(
+        "--beyond", help="forecast past 8× the largest measured scale or the system's "
+        "max_nodes, flagged as a rough guide (and not kept), instead of refusing")] = False,
     as_json: JsonOpt = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
@@ -227,7 +230,8 @@ def predict(
     from scalestudy.study.predict import predict as forecast
 
     got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
-                   level=level, results=results, system=system, model=model, store=store)
+                   level=level, results=results, system=system, model=model, store=store,
+                   beyond=beyond)
     if as_json:
         print_json({"predictions": [p.as_dict() for p in got.predictions],
                     "model": got.model, "fitted_on": got.fitted_on, "costs": got.costs})
@@ -236,8 +240,10 @@ def predict(
     costs = {c[col.GPUS]: c for c in got.costs}
     rows = [[f"{p.gpus:,}", f"{p.nodes:,}" if p.nodes else "?",
              f"{num(p.throughput)} [{num(p.low)}–{num(p.high)}]", f"{p.efficiency:.1%}",
-             f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}",
-             f"{p.extrapolation:.3g}×", *([_cost_cell(costs.get(p.gpus))] if costs else [])]
+             (f"{p.step_s * 1e3:,.4g} ms = {p.compute_s * 1e3:,.4g} + {p.comm_s * 1e3:,.4g}"
+              if p.split else f"{p.step_s * 1e3:,.4g} ms (split n/a)"),
+             f"{p.extrapolation:.3g}×" + (" (beyond: rough guide)" if p.limit else ""),
+             *([_cost_cell(costs.get(p.gpus))] if costs else [])]
             for p in got.predictions]
     level_pct = f"{got.predictions[0].level:.0%}" if got.predictions else ""
     of = f" ({got.costs[0]['of']})" if got.costs else ""
@@ -247,8 +253,10 @@ def predict(
          "step = compute + comm", "beyond measured",
          *([f"time, node-hours{of}"] if costs else [])], rows,
         f"model: {got.model['form']} ({got.model['terms']}); chosen: "
-        f"{got.model['chosen_by']}; interval: {got.model['interval']}; fitted on "
-        + ", ".join(str(p[col.GPUS]) for p in got.fitted_on) + " GPUs", out.width))
+        f"{got.model['chosen_by']}; read as {got.model['reading']}; interval: "
+        f"{got.model['interval']}; {got.model['split']}; fitted on "
+        + ", ".join(str(p[col.GPUS]) for p in got.fitted_on) + " GPUs"
+        + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
 
 

@@ -121,7 +121,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     `references:` plus those of `references_file`."""
     from scalestudy.report.build import build_report
     from scalestudy.results.analysis.references import load_references
-    from scalestudy.results.analysis.study import Where, analyse
+    from scalestudy.results.analysis.study import AnalysisOptions, Where, analyse
 
     study = plan.study
     _refuse_an_empty_report(plan)
@@ -133,6 +133,9 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     cores = plan.system.cores_per_node or (os.cpu_count() if one_host else None)
     runs = collect(plan)
     stored = store_study(plan)  # first: the ledger scores earlier forecasts with its runs
+    # the report's forecasts stop at the system's max_nodes (its loaded profile's)
+    options = options or AnalysisOptions()
+    options = replace(options, max_nodes=min(options.max_nodes, plan.system.max_nodes))
     analysis = analyse(study.name, study.scaling, runs, options=options,
                        where=Where(study.system, cores, one_host), references=refs,
                        target=study.target, spend=_spend(plan),

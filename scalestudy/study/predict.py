@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
 from scalestudy.results.analysis import columns as col
-from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, entries
+from scalestudy.results.history.ledger import NO_MODEL, POINT_COLUMNS, POINT_PARAMS, entries
+from scalestudy.site.profiles import load_system
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,11 +23,16 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
             group: str | None = None, level: float = 0.9,
             results: Path = Path("results"), system: str | None = None,
             model: str | None = None, store: str | None = None,
-            record: bool = True) -> Forecast:
+            record: bool = True, beyond: bool = False) -> Forecast:
     """Forecast `source`'s throughput at `gpus` (or `nodes`, with its GPUs per node), and
     keep the forecasts in the store's ledger where the system is known (a study's, or a
-    table's `system` and `model`), so that a later study of that system scores them."""
-    from scalestudy.results.analysis.forecast import forecast, probe_of
+    table's `system` and `model`), so that a later study of that system scores them. A
+    study's group forecasts only where its report would (commmodel.prediction_verdict);
+    a scale beyond what the forecast supports (forecast_limits.beyond: 8× the largest
+    measured, the system's max_nodes) is refused, or with `beyond` flagged and not kept;
+    one where a GPU would get under one sample (or micro-batch) always is."""
+    from scalestudy.results.analysis.forecast import forecast
+    from scalestudy.results.analysis.forecast_study import probe_of
 
     if (gpus is None) == (nodes is None):
         raise ScalestudyError("give the scales to forecast: --gpus N,N... or --nodes N,N...")
@@ -46,32 +52,80 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     asked = sorted(set(gpus or []))
     if not asked or min(asked) < 1:
         raise ScalestudyError("--gpus/--nodes: give whole numbers above 0, e.g. 64,128")
-    rows, spec = found_in[5:]
-    found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit,
-                     probe=probe_of(rows) if rows is not None else None)
+    rows, spec, scaling = found_in[5:]
+    if rows is not None:
+        _as_the_report_would(source, rows, scaling)
+    profile = _profile(str(where[col.SYSTEM])) if where else None
+    per = per_node or (profile.gpus_per_node if profile else None)
+    max_gpus = (profile.max_nodes * per if profile is not None and per else None)
+    try:
+        found = forecast(points, asked, level=level, gpus_per_node=per_node, unit=unit,
+                         probe=probe_of(rows) if rows is not None else None,
+                         max_gpus=max_gpus)
+    except ScalestudyError as exc:
+        raise ScalestudyError(f"{source}: {exc}") from None
+    refused = [p for p in found.predictions if p.limit and (p.hard or not beyond)]
+    if refused:
+        most = max((p.gpus for p in found.predictions if not p.limit), default=None)
+        raise ScalestudyError(
+            f"{source}: no forecast at " + "; ".join(p.limit for p in refused)
+            + (f" (the largest supported here: {most:,} GPUs)" if most else "")
+            + ": ask fewer GPUs" + ("" if all(p.hard for p in refused) else
+                                    ", or add --beyond to see them flagged as a rough "
+                                    "guide (docs/forecast.md)"))
     found.model[col.SOURCE] = name
     if rows is not None:
         found.costs.extend(_costs(found, rows, spec))
-    found.model["ledger"] = (_keep(found, where, name, store) if record and where else
-                             "not kept: give --system (and --model) to keep a table's "
-                             "forecasts for scoring" if where is None else "not kept")
+    kept = [p for p in found.predictions if not p.limit]
+    found.model["ledger"] = (
+        _keep(found, kept, where, name, store) if record and where and kept else
+        "not kept: give --system (and --model) to keep a table's forecasts for scoring"
+        if where is None else "not kept" + (": every scale asked is beyond what the "
+                                            "forecast supports" if not kept else ""))
     return found
 
 
-def _keep(found: Forecast, where: dict[str, Any], name: str, store: str | None) -> str:
-    """Put the forecasts in the ledger; what was done, in words."""
+def _as_the_report_would(source: str, rows: pd.DataFrame, scaling: str) -> None:
+    """Refuse a study group's forecast where its report withholds it (the same points
+    and rules: at least two node counts, enough world sizes, a fit)."""
+    from scalestudy.results.analysis.commmodel import model_study
+
+    fits, _, _ = model_study(rows, scaling)
+    withheld = str(fits["withheld"].iloc[0] or "") if len(fits) else ""
+    if withheld:
+        raise ScalestudyError(f"{source}: no forecast, as its report gives none: {withheld}")
+
+
+def _profile(system: str) -> Any:
+    """The loaded profile of `system` (its max_nodes, GPUs per node), or None where it
+    names no profile this installation knows (a table's free label)."""
+    try:
+        return load_system(system)
+    except ScalestudyError:
+        return None
+
+
+def _keep(found: Forecast, kept: list[Any], where: dict[str, Any], name: str,
+          store: str | None) -> str:
+    """Put the forecasts in the ledger (once: the same source, point and scale update
+    one entry); what was done, in words."""
     from scalestudy.results.history.store import Store
 
-    rows = entries(found.predictions, system=str(where[col.SYSTEM]), source=name,
+    rows = entries(kept, system=str(where[col.SYSTEM]), source=name,
                    point=where["point"], model={k: v for k, v in found.model.items()
                                                 if k != "ledger"})
     ledger = Store(store)
     try:
-        ledger.put_forecasts(rows)
+        changed = ledger.put_forecasts(rows)
     finally:
         ledger.dispose()
-    return (f"kept {len(rows)} forecast(s) for system {where['system']}: a later study "
-            "that measures these scales scores them (`scalestudy history predictions`)")
+    held = f"{len(rows)} forecast(s) for system {where['system']} in the ledger"
+    held = (f"kept {held} ({changed} new or updated)" if changed
+            else f"already held: {held}, unchanged")
+    if not where["point"].get("model"):
+        return held + f"; {NO_MODEL}"
+    return held + (": a later study that measures these scales scores them (`scalestudy "
+                   "history predictions`)")
 
 
 def keep_report_forecasts(system: str, study: str, table: pd.DataFrame,
@@ -149,19 +203,19 @@ def _point_of(first: pd.Series) -> dict[str, Any]:
 
 def _points(source: str, group: str | None, results: Path
             ) -> tuple[pd.DataFrame, str, int | None, str, dict[str, Any] | None,
-                       pd.DataFrame | None, Path | None]:
+                       pd.DataFrame | None, Path | None, str]:
     """(points, unit, GPUs per node, what they are, their system and point where known,
-    the study group's scaling table and its spec where there are) of a table, a study
-    or a stored study."""
+    the study group's scaling table and its spec where there are, its scaling) of a
+    table, a study or a stored study."""
     import pandas as pd
 
-    from scalestudy.results.analysis.forecast import study_points
+    from scalestudy.results.analysis.forecast_study import study_points
     from scalestudy.results.analysis.forecast_table import read_table
     from scalestudy.results.history.compare import load_side
 
     if source.endswith(".csv"):
         frame, unit, per_node = read_table(Path(source))
-        return frame, unit, per_node, f"table {source}", None, None, None
+        return frame, unit, per_node, f"table {source}", None, None, None, "weak"
     side = load_side(Path(source) if not source.startswith("history:") else source,
                      results)
     table = side.table
@@ -186,4 +240,4 @@ def _points(source: str, group: str | None, results: Path
     spec = (None if source.startswith("history:") else
             path if path.suffix in (".yaml", ".yml") else path / "study.yaml")
     return (points, unit, int(per_node.max()) if len(per_node) else None,
-            f"{side.name}, {chosen}", where, rows, spec)
+            f"{side.name}, {chosen}", where, rows, spec, side.scaling)

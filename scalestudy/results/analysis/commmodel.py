@@ -33,7 +33,7 @@ shows only the predictions of groups whose fit passes `prediction_verdict`
 (`qualified`; the rule is `PREDICTION_RULE`, stated in the report), and says why for
 the others (the fits' `withheld` column). A prediction whose efficiency is above the
 efficiency measured at the group's largest scale is marked `above_measured`. The
-report's figures and intervals are then `forecast.with_intervals`'s: the same forecasts
+report's figures and intervals are then `forecast_study.with_intervals`'s: the same forecasts
 as `scalestudy predict`, so that no prediction is shown without its interval.
 """
 

@@ -38,8 +38,8 @@ import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
-from scalestudy.results.analysis.commmodel import units_per_sample
-from scalestudy.results.analysis.modelfit import Design, Params, design, fit_points
+from scalestudy.results.analysis import forecast_limits as limits
+from scalestudy.results.analysis.modelfit import Design, Params, design
 from scalestudy.results.analysis.refits import coefficients, fit_many
 
 #: Bootstrap draws behind each interval.
@@ -84,14 +84,20 @@ class Prediction:
     comm_s: float
     extrapolation: float  # asked GPUs / the largest measured
     model_throughput: float  # the fitted model's own value, before the backtest's lean
+    split: bool = True  # the points tell compute and communication apart
+    limit: str = ""  # why this scale is beyond what the forecast supports ("" within)
+    hard: bool = False  # the limit is one a flag cannot lift (under one sample a GPU)
 
     def as_dict(self) -> dict[str, object]:
         """The prediction as `predict --json` prints it."""
         return {"gpus": self.gpus, "nodes": self.nodes, "throughput": self.throughput,
                 "low": self.low, "high": self.high, "level": self.level, "unit": self.unit,
                 "efficiency": self.efficiency, "step_s": self.step_s,
-                "compute_s": self.compute_s, "comm_s": self.comm_s,
+                "compute_s": self.compute_s if self.split else None,
+                "comm_s": self.comm_s if self.split else None,
                 "extrapolation": self.extrapolation,
+                "extrapolation_verdict": limits.verdict(self.gpus, self.gpus /
+                                                        self.extrapolation, self.limit),
                 "model_throughput": self.model_throughput}
 
 
@@ -109,15 +115,19 @@ class Forecast:
 
 def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
              gpus_per_node: int | None = None, unit: str = "samples/s",
-             seed: int = 0, probe: tuple[float, float] | None = None) -> Forecast:
+             seed: int = 0, probe: tuple[float, float] | None = None,
+             max_gpus: int | None = None) -> Forecast:
     """Forecast the total throughput at `gpus` from measured `points` (columns gpus,
-    throughput: the total over all GPUs; per_gpu_batch where known; several rows of one
-    scale are its repeats). `probe`: (the allreduce's busbw in GB/s, gradient bytes), a
-    measured bandwidth that makes one more candidate (the points' step times must then
-    be seconds: per_gpu_batch in the throughput's own unit)."""
+    throughput: the total over all GPUs; per_gpu_batch and global_batch where known, read
+    as forecast_limits.reading says; several rows of one scale are its repeats). `probe`:
+    (the allreduce's busbw in GB/s, gradient bytes), a measured bandwidth that makes one
+    more candidate (the points' step times must then be seconds: per_gpu_batch in the
+    throughput's own unit). `max_gpus`: the system's max_nodes in GPUs. A scale beyond
+    what the forecast supports carries why in its `limit` (study.predict refuses it); a
+    fit that fails its checks (forecast_limits.fit_problems) is refused with its figures."""
     if not 0 < level < 1:
         raise ScalestudyError(f"--level {level}: give a fraction between 0 and 1, e.g. 0.9")
-    p, t, batch, fixed_global = _inputs(points)
+    p, t, batch, read = _inputs(points)
     if len(np.unique(p)) < 3:
         raise ScalestudyError(
             f"{len(np.unique(p))} scale(s) measured: a forecast needs at least 3 (the "
@@ -135,26 +145,39 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
         raise ScalestudyError(f"no model fits these points: {terms}")
     fitted = params.step_time(q, w)
     residuals = (t - fitted) / fitted
+    rms = float(np.sqrt(np.mean(residuals ** 2)))
+    has_holdout = chosen in cv and math.isfinite(cv[chosen]) and \
+        len(np.unique(p)) >= HOLDOUT_SCALES
+    problems = limits.fit_problems(p, p * batch / t, rms, cv[chosen] if has_holdout else None)
+    if problems:
+        raise ScalestudyError(
+            "the fit fails its own checks: " + "; ".join(problems) + ": measure the series "
+            "again (a fault, a changed setting, or a scale that does not pay), or forecast "
+            "from its scales that scale")
     # a fit of k terms leaves residuals smaller than the noise: scale them back
     # (sqrt(n / (n - k)), the usual residual-bootstrap correction)
     k = len(terms.split("+"))
     inflated = residuals * math.sqrt(len(p) / max(len(p) - k, 1))
     # the per-GPU work of a step at each asked scale: the points' per-GPU batch (weak
-    # scaling), or the fixed global batch shared out (strong scaling, accumulation)
-    asked_batch = (fixed_global / np.asarray(gpus, float) if fixed_global
-                   else np.full(len(gpus), float(np.median(batch))))
+    # scaling, accumulation included), or the fixed global batch shared out (strong)
+    asked_batch = (read.global_batch / np.asarray(gpus, float) if read.strong
+                   and read.global_batch else np.full(len(gpus), float(np.median(batch))))
     # asked scales keep the largest measured scale's layout
     at = (np.asarray(gpus, float) / replica[np.argmax(p)],
           asked_batch / (1 - bubble[np.argmax(p)]), np.asarray(gpus, float) * asked_batch)
-    draws = _bootstrap(q, w, fitted, inflated, chosen, fits, at, seed)
-    top, smallest = float(p.max()), float(p.min())
-    held_out = abs(cv[chosen]) if chosen in cv and math.isfinite(cv[chosen]) else 0.0
-    base_per_gpu = float(np.median(batch[p == smallest] / t[p == smallest]))
+    draws = _bootstrap(fitted, inflated, fits.design(chosen, q, w), at, seed)
     # with too few scales for a hold-out, the points cannot tell one communication term
-    # from another: the interval spans what each of them predicts
-    others = (_alternatives(q, w, t, gpn, at)
-              if len(np.unique(p)) < HOLDOUT_SCALES
-              else np.empty((0, len(gpus))))
+    # from another: the draws of each one-term model are pooled with the chosen one's,
+    # so that the band at `level` spans them as far as the level asks
+    if len(np.unique(p)) < HOLDOUT_SCALES:
+        draws = np.vstack([draws, *_alternatives(q, w, t, gpn, at, seed)])
+    top, smallest = float(p.max()), float(p.min())
+    held_out = abs(cv[chosen]) if has_holdout else 0.0
+    base_per_gpu = float(np.median(batch[p == smallest] / t[p == smallest]))
+    # the compute/communication split is identified only where a hold-out checked the
+    # communication term or a measurement fixed it, and both parts are there
+    split = (has_holdout or chosen == "probe") and params.a > 0 and (
+        params.c > 0 or params.alpha > 0 or params.c_inter > 0 or chosen == "probe")
     out = []
     for i, size in enumerate(gpus):
         b0 = float(asked_batch[i])
@@ -164,28 +187,41 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
         # the backtest's lean: the model is optimistic by about this much per doubling
         raw = size * b0 / step
         total = raw / (1 + LEAN_PER_DOUBLING * doublings)
-        lo_q, hi_q = np.quantile(draws[:, i], [(1 - level) / 2, (1 + level) / 2])
-        lo_q, hi_q = (q / (1 + LEAN_PER_DOUBLING * doublings) for q in (lo_q, hi_q))
+        col_i = draws[:, i][np.isfinite(draws[:, i])]
+        lo_q, hi_q = (np.quantile(col_i, [(1 - level) / 2, (1 + level) / 2])
+                      if len(col_i) else (total, total))
+        lo_q, hi_q = (v / (1 + LEAN_PER_DOUBLING * doublings) for v in (lo_q, hi_q))
         # the hold-out's own miss, one doubling out, grows with each doubling further
         widen = (SPREAD_PER_DOUBLING + held_out) * doublings
-        alt = others[:, i] / (1 + LEAN_PER_DOUBLING * doublings)
-        low = min(float(lo_q), total, *alt) / (1 + widen)
-        high = max(float(hi_q), total, *alt) * (1 + widen)
+        low = min(float(lo_q), total) / (1 + widen)
+        high = max(float(hi_q), total) * (1 + widen)
+        reason, hard = limits.beyond(int(size), top, read, max_gpus)
         out.append(Prediction(
             gpus=int(size), nodes=(size // gpus_per_node if gpus_per_node and
                                    size % gpus_per_node == 0 else None),
             throughput=total, low=low, high=high, level=level, unit=unit,
             efficiency=(total / size) / base_per_gpu, step_s=step,
             compute_s=step - comm, comm_s=comm, extrapolation=size / top,
-            model_throughput=raw))
+            model_throughput=raw, split=bool(split), limit=reason, hard=hard))
+    widened = (f"widened by the hold-out's miss ({held_out:.1%}) plus "
+               f"{SPREAD_PER_DOUBLING:.0%} per doubling" if has_holdout else
+               f"pooled with each one-term communication model's draws ({len(np.unique(p))}"
+               f" scales allow no hold-out), widened by {SPREAD_PER_DOUBLING:.0%} per "
+               "doubling")
     model = {"form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
              "latency": chosen, "chosen_by": why, "holdout_errors": cv,
              "a_s_per_unit": params.a, "c_s": params.c, "alpha_s": params.alpha,
-             "c_inter_s": params.c_inter,
-             "rms_residual": float(np.sqrt(np.mean(residuals ** 2))),
+             "c_inter_s": params.c_inter, "rms_residual": rms,
+             "reading": read.why or "weak scaling: one per-GPU batch",
+             "split": ("compute and communication told apart" if split else
+                       "compute and communication not told apart: " + (
+                           "no hold-out checked the communication term (fewer than "
+                           f"{HOLDOUT_SCALES} scales) and no allreduce probe fixed it"
+                           if not (has_holdout or chosen == "probe") else
+                           "the fit left one of them at zero")),
+             "max_factor": limits.MAX_FACTOR,
              "interval": f"residual bootstrap ({BOOTSTRAP} draws) at level {level:g}, "
-                         f"widened by the hold-out's miss plus {SPREAD_PER_DOUBLING:.0%} "
-                         f"per doubling beyond the largest measured scale ({int(top)} GPUs)",
+                         f"{widened} beyond the largest measured scale ({int(top)} GPUs)",
              "lean": f"the central value is the model's lowered by "
                      f"{LEAN_PER_DOUBLING:.0%} per doubling beyond {int(top)} GPUs: the model "
                      "is optimistic by that much on the backtest (benchmarks/"
@@ -208,30 +244,29 @@ def _layout(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _inputs(points: pd.DataFrame
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None]:
-    """(GPUs, seconds per optimizer step, per-GPU work per step, the fixed global batch)
-    of each row. Where every row gives the same global batch, it is strong scaling
-    (with gradient accumulation where the per-GPU micro-batch times the GPUs is less):
-    each GPU's work per step is the global batch over its GPUs. Otherwise it is weak
-    scaling, the per-GPU batch one value, 1 where it is not known (a constant: only the
-    compute term's unit changes)."""
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, limits.Reading]:
+    """(GPUs, seconds per optimizer step, per-GPU work per step, the series' reading)
+    of each row: forecast_limits.reading says how a fixed global batch is read (strong
+    scaling only where each GPU's batch shrinks with it; gradient accumulation of the same
+    micro-batch otherwise). Without one, it is weak scaling, the per-GPU batch one value,
+    1 where it is not known (a constant: only the compute term's unit changes)."""
     p = pd.to_numeric(points[col.GPUS], errors="coerce").to_numpy(float)
     thr = pd.to_numeric(points[col.THROUGHPUT], errors="coerce").to_numpy(float)
     batch = (pd.to_numeric(points["per_gpu_batch"], errors="coerce").to_numpy(float)
              if "per_gpu_batch" in points else np.full_like(p, np.nan))
     glob = (pd.to_numeric(points[col.GLOBAL_BATCH], errors="coerce").to_numpy(float)
             if "global_batch" in points else np.full_like(p, np.nan))
-    if (np.isfinite(glob).all() and len(set(glob.tolist())) == 1 and glob[0] > 0
-            and len(np.unique(p)) > 1):
-        work = glob / p
-        return p, glob / thr, work, float(glob[0])
-    batch = np.where(np.isfinite(batch) & (batch > 0), batch, 1.0)
-    if len(set(batch.tolist())) > 1:
+    sample = (float(pd.to_numeric(points["sample_units"]).iloc[0])
+              if "sample_units" in points else 1.0)
+    read = limits.reading(p, batch, glob, sample)
+    if read.strong:
+        return p, float(read.global_batch or 0) / thr, read.work, read
+    if len(set(read.work.tolist())) > 1:
         raise ScalestudyError(
             "the per-GPU batch changes across the points and the global batch is not the "
             "same on every row: give one series (weak scaling: one per-GPU batch; strong "
             "scaling: one global batch, in a global_batch column)")
-    return p, p * batch / thr, batch, None
+    return p, p * read.work / thr, read.work, read
 
 
 @dataclass(frozen=True)
@@ -305,31 +340,36 @@ def _choose(p: np.ndarray, batch: np.ndarray, t: np.ndarray, fits: _Fits
 
 
 def _alternatives(p: np.ndarray, batch: np.ndarray, t: np.ndarray, gpn: float,
-                  at: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-    """Throughput at `gpus` by each one-communication-term model the points allow
-    (compute + bandwidth, compute + each latency term, compute + a cost only between
-    nodes where the points lie on both sides of the boundary); rows: models."""
-    rows = []
+                  at: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int
+                  ) -> list[np.ndarray]:
+    """The bootstrap draws of throughput at the asked scales (`at`) of each
+    one-communication-term model the points allow (compute + bandwidth, compute + each
+    latency term, compute + a cost only between nodes where the points lie on both sides
+    of the boundary); one array (rows: draws) a model."""
+    out = []
     shapes = [("log", ("compute", "bandwidth")), ("log", ("compute", "latency")),
               ("ring", ("compute", "latency"))]
     if _both_sides(p, gpn):
         shapes.append(("log", ("compute", "internode")))
     for latency, terms in shapes:
-        params, _ = fit_points(p, batch, t, None, latency=latency, terms=terms,
-                               gpus_per_node=gpn)
-        if params is not None and _sane(params):
-            rows.append(at[2] / params.step_time(at[0], at[1]))
-    return np.array(rows) if rows else np.empty((0, len(at[0])))
+        d = design(p, batch, None, latency=latency, terms=terms, gpus_per_node=gpn)
+        if isinstance(d, str):
+            continue
+        [params] = fit_many(d, np.asarray(t, float)[None, :])
+        if not _sane(params):
+            continue
+        fitted = params.step_time(p, batch)
+        residuals = (t - fitted) / fitted * math.sqrt(len(p) / max(len(p) - len(terms), 1))
+        out.append(_bootstrap(fitted, residuals, d, at, seed))
+    return out
 
 
-def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: np.ndarray,
-               name: str, fits: _Fits, at: tuple[np.ndarray, np.ndarray, np.ndarray],
-               seed: int) -> np.ndarray:
+def _bootstrap(fitted: np.ndarray, residuals: np.ndarray, d: Design | str,
+               at: tuple[np.ndarray, np.ndarray, np.ndarray], seed: int) -> np.ndarray:
     """Throughput at the asked scales (`at`: their replicas, per-GPU work in the
-    model's units, and work per step over all GPUs) for each residual-bootstrap draw
-    (rows: draws)."""
+    model's units, and work per step over all GPUs) for each residual-bootstrap draw of
+    design `d` (rows: draws)."""
     rng = np.random.default_rng(seed)
-    d = fits.design(name, p, batch)
     if isinstance(d, str):
         return np.full((1, len(at[0])), np.nan)
     # twice the draws asked, resampled at once; the first BOOTSTRAP sane fits are kept
@@ -345,82 +385,3 @@ def _bootstrap(p: np.ndarray, batch: np.ndarray, fitted: np.ndarray, residuals: 
 
 def _sane(params: Params) -> bool:
     return params.a > 0 or params.c > 0 or params.alpha > 0 or params.c_inter > 0
-
-
-def study_points(rows: pd.DataFrame, scaling: str
-                 ) -> tuple[pd.DataFrame, tuple[float, float] | None]:
-    """A study group's scaling-table rows as forecast points (the per-GPU batch in the
-    throughput's own unit, so that step times are seconds; the layout where the runs
-    carry it), and the allreduce probe of its largest scale (busbw GB/s, gradient
-    bytes) where the runs measured one."""
-    per = units_per_sample(rows)
-    points = pd.DataFrame({
-        "gpus": rows[col.WORLD_SIZE].astype(int),
-        "throughput": rows[col.THROUGHPUT_MEDIAN].astype(float),
-        "per_gpu_batch": rows[col.BATCH_SIZE].astype(float) * per,
-        "nodes": rows[col.NODES].astype(int),
-        # strong scaling: the global batch held, shared out
-        **({"global_batch": rows[col.GLOBAL_BATCH].astype(float) * per}
-           if scaling == "strong" else {}),
-        **{c: rows[c] for c in LAYOUT_COLUMNS if c in rows}})
-    return points, probe_of(rows)
-
-
-def probe_of(rows: pd.DataFrame) -> tuple[float, float] | None:
-    """(busbw GB/s, gradient bytes) of the allreduce probe at a group's largest scale,
-    or None where its runs did not measure one."""
-    top = rows[rows[col.WORLD_SIZE] == rows[col.WORLD_SIZE].max()]
-    busbw = (pd.to_numeric(top["allreduce_busbw_GBps"], errors="coerce").median()
-             if "allreduce_busbw_GBps" in top else math.nan)
-    grad = (pd.to_numeric(rows[col.GRAD_BYTES], errors="coerce").median()
-            if "grad_bytes" in rows else math.nan)
-    return (float(busbw), float(grad)) if busbw > 0 and grad > 0 else None
-
-
-def with_intervals(table: pd.DataFrame, fits: pd.DataFrame, preds: pd.DataFrame,
-                   scaling: str, level: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The report's predictions (commmodel.model_study's, qualified) as forecasts: each
-    group's measured medians forecast at its predicted scales, the figure, efficiency,
-    comm share and step time replaced, the interval and the model added. A group the
-    forecast refuses loses its predictions, and its fit says why (`withheld`)."""
-    fits, out = fits.copy(), []
-    asked = []
-    for group, rows in preds.groupby("group", sort=False):
-        measured = table[table[col.GROUP] == group]
-        points, probe = study_points(measured, scaling)
-        per_node = measured[col.RANKS_PER_NODE].dropna().unique() \
-            if "ranks_per_node" in measured else []
-        asked.append((points, [int(g) for g in rows[col.WORLD_SIZE]], level,
-                      int(per_node[0]) if len(per_node) == 1 else None, probe))
-    # each forecast takes milliseconds (its refits solved together): forking would cost
-    # more than it saves
-    answers = [_group_forecast(a) for a in asked]
-    for (group, rows), got in zip(preds.groupby("group", sort=False), answers, strict=True):
-        measured = table[table[col.GROUP] == group]
-        if isinstance(got, str):
-            fits.loc[fits[col.GROUP] == group, "withheld"] = f"no forecast ({got})"
-            continue
-        rows = rows.copy()
-        last = float(measured.sort_values("world_size")[col.EFFICIENCY].iloc[-1])
-        for i, p in enumerate(got.predictions):
-            ratio = p.throughput / float(rows["throughput_predicted"].iloc[i])
-            rows.iloc[i, rows.columns.get_indexer(
-                ["throughput_predicted", "efficiency_predicted", "step_time_fitted",
-                 "comm_share", "low", "high", "level", "forecast_model",
-                 "above_measured"])] = [
-                p.throughput, float(rows["efficiency_predicted"].iloc[i]) * ratio,
-                float(rows["step_time_fitted"].iloc[i]) / ratio, p.comm_s / p.step_s,
-                p.low, p.high, p.level, f"{got.model['terms']} ({got.model['latency']})",
-                float(rows["efficiency_predicted"].iloc[i]) * ratio > last + 1e-9]
-        out.append(rows)
-    return fits, (pd.concat(out, ignore_index=True) if out else preds.iloc[0:0])
-
-
-def _group_forecast(args: tuple[pd.DataFrame, list[int], float, int | None,
-                                tuple[float, float] | None]) -> Forecast | str:
-    """One report group's forecast, or why there is none (for `fork_pool.mapped`)."""
-    points, gpus, level, per_node, probe = args
-    try:
-        return forecast(points, gpus, level=level, gpus_per_node=per_node, probe=probe)
-    except ScalestudyError as e:
-        return str(e)

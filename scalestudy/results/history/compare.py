@@ -79,7 +79,8 @@ def load_side(arg: Path | str, results: Path) -> Side:
     results store (`history:NAME`, imported results too) -> Side."""
     if is_stored(arg):
         name, runs = stored_runs(arg)
-        return Side(name, Path(str(arg)), "weak", scaling_table(runs, "weak"), {})
+        scaling = str(runs["scaling"].iloc[0]) if len(runs) else "weak"
+        return Side(name, Path(str(arg)), scaling, scaling_table(runs, scaling), {})
     arg = Path(arg)
     if arg.is_dir():
         directory, spec = arg, arg / "study.yaml"

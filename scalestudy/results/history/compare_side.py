@@ -11,6 +11,9 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import STATUS_COLUMNS
 
+#: A stored attempt's metrics and parameters that a forecast reads (forecast_study).
+FORECAST_METRICS: tuple[str, ...] = ("grad_bytes", "allreduce_busbw_GBps")
+FORECAST_PARAMS: tuple[str, ...] = ("seq_len",)
 #: How a comparison names a stored study.
 PREFIX = "history:"
 #: The parameter columns, in collect's order (those before `state`).
@@ -48,9 +51,16 @@ def stored_runs(arg: Path | str) -> tuple[str, pd.DataFrame]:
         raise ScalestudyError(
             f"{arg}: {len(missing)} of its results do not say their nodes (an import of "
             "a log that does not print them): import it again with --nodes N")
+    scaling = next((str(s) for r in rated if (s := (r.get(col.PARAMS) or {}).get("scaling"))),
+                   "weak")
     frame = pd.DataFrame([{
-        **{k: r.get(k) for k in PARAMS}, "study": name, "scaling": "weak",
+        **{k: r.get(k) for k in PARAMS}, "study": name, "scaling": scaling,
+        # what a forecast from the stored copy needs, as the study's runs.csv has it: the
+        # allreduce probe, the gradient size, the tokens of a sample
+        **{k: (r.get(col.METRICS) or {}).get(k) for k in FORECAST_METRICS},
+        **{k: (r.get(col.PARAMS) or {}).get(k) for k in FORECAST_PARAMS},
         "system": r.get(col.SYSTEM), "state": r[col.STATE], "reason": None, "exit_code": None,
         "elapsed_s": None, "failure": None, "failure_line": None, "job_power_w": None,
         "throughput": r[col.THROUGHPUT], "throughput_unit": r[col.UNIT]} for r in rated])
-    return name, frame[[*PARAMS, *STATUS_COLUMNS, "throughput", "throughput_unit"]]
+    keep = [c for c in (*FORECAST_METRICS, *FORECAST_PARAMS) if frame[c].notna().any()]
+    return name, frame[[*PARAMS, *STATUS_COLUMNS, "throughput", "throughput_unit", *keep]]

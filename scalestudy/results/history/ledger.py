@@ -1,6 +1,8 @@
 """The prediction ledger: every forecast `predict` made for a system, scored once a later
 study of that system measures the scale it forecast ("predicted 9,840 [9,310–10,400],
-measured 9,520: inside")."""
+measured 9,520: inside"). A forecast is kept once (one entry per source, point and
+scale, updated when made again), and scored only against runs of its system and model:
+one whose point names no model (a table kept without `--model`) is never scored."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from scalestudy.results.history.store import as_utc
 #: stored attempts' columns, or their parameters for the last two.
 POINT_COLUMNS: tuple[str, ...] = ("model", "batch_size", "backend", "tuning")
 POINT_PARAMS: tuple[str, ...] = ("image_size", "precision")
+
+
+#: Why a forecast is not scored although runs of its system measured its scale.
+NO_MODEL = "not scored: it names no model (keep a table's forecasts with --model)"
 
 
 def entries(predictions: Iterable[Any], *, system: str, source: str,
@@ -36,6 +42,7 @@ class Score:
     forecast: dict[str, Any]
     measured: float | None  # the median throughput measured after it was made
     runs: int  # the completed attempts that measured it
+    why: str = ""  # why it is not scored (NO_MODEL), empty where it may be
 
     @property
     def inside(self) -> bool | None:
@@ -55,6 +62,8 @@ class Score:
         head = (f"{f['system']}: {_point(f['point'])} at {f['gpus']} GPUs: predicted "
                 f"{_rate(f['throughput'])} {f['unit']} [{_rate(f['low'])}–{_rate(f['high'])}] "
                 f"on {as_utc(f['made']):%Y-%m-%d} from {f['source']}")
+        if self.why:
+            return f"{head}: {self.why}"
         if self.measured is None:
             return head + ": not measured yet"
         where = "inside" if self.inside else "outside"
@@ -64,10 +73,13 @@ class Score:
 
 def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]]
           ) -> list[Score]:
-    """Each forecast against the completed attempts of its system and point at its scale
-    that ended after it was made."""
+    """Each forecast against the completed attempts of its system and point (its model
+    named) at its scale that ended after it was made; one naming no model is not scored."""
     out = []
     for f in forecasts:
+        if not (f["point"] or {}).get("model"):
+            out.append(Score(dict(f), None, 0, NO_MODEL))
+            continue
         made = as_utc(f["made"])
         measured = [float(a[col.THROUGHPUT]) for a in attempts
                     if a.get(col.STATE) == "completed" and a.get(col.THROUGHPUT)
@@ -87,6 +99,7 @@ def summary(scores: Sequence[Score]) -> list[dict[str, object]]:
         scored = [s for s in mine if s.measured is not None]
         out.append({
             "system": system, "forecasts": len(mine), "scored": len(scored),
+            "unscorable": sum(bool(s.why) for s in mine),
             "coverage": (sum(bool(s.inside) for s in scored) / len(scored)) if scored else None,
             "median_abs_error": (statistics.median(abs(s.error or 0.0) for s in scored)
                                  if scored else None)})

@@ -11,6 +11,7 @@ store is migrated in place, a newer one is refused (upgrade scalestudy).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -197,19 +198,29 @@ class Store:
 
     def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
         """Keep forecasts in the ledger (each: made, system, source, point, gpus,
-        throughput, low, high, level, unit, model); how many. `once`: skip a forecast
-        the ledger already holds from the same source (a report drawn again on the same
-        runs forecasts the same)."""
+        throughput, low, high, level, unit, model), once: a forecast of the same system,
+        source, point and scale (forecast_key) updates the one entry, and one the ledger
+        already holds with the same figures is left as it was (its time kept, so runs
+        measured since still score it); how many were added or updated. `once` is
+        accepted for callers of earlier releases (it is always so now)."""
+        del once
         if not rows:
             return 0
+        changed = 0
         with self._failing("keep the forecasts"), self.engine.begin() as conn:
-            if once:
-                held = {_same(r) for r in conn.execute(sa.select(forecasts).where(
-                    forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
-                rows = [r for r in rows if _same(r) not in held]
-            if rows:
-                conn.execute(sa.insert(forecasts), rows)
-        return len(rows)
+            held = {forecast_key(r): r for r in conn.execute(sa.select(forecasts).where(
+                forecasts.c.source.in_({r[col.SOURCE] for r in rows}))).mappings()}
+            for r in {forecast_key(r): r for r in rows}.values():
+                old = held.get(forecast_key(r))
+                if old is None:
+                    conn.execute(sa.insert(forecasts), [r])
+                elif _same(old) != _same(r):
+                    conn.execute(sa.update(forecasts).where(forecasts.c.id == old["id"])
+                                 .values(**r))
+                else:
+                    continue
+                changed += 1
+        return changed
 
     def forecasts(self, system: str | None = None) -> list[dict[str, Any]]:
         """The ledger's forecasts, oldest first (of one system)."""
@@ -327,6 +338,13 @@ def _row(study_id: int, a: Attempt) -> dict[str, Any]:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def forecast_key(row: Any) -> tuple[object, ...]:
+    """What makes two ledger rows the same forecast: its system, source, point and scale
+    (making it again updates the one entry)."""
+    return (row[col.SYSTEM], row[col.SOURCE], json.dumps(dict(row["point"]), sort_keys=True,
+                                                         default=str), int(row[col.GPUS]))
 
 
 def _same(row: Any) -> tuple[object, ...]:
