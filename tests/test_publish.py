@@ -225,3 +225,35 @@ def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
     assert readings[line][0]["value"] == biggest["metrics"]["value"]
     assert line[1] == "GB/s busbw"
     assert "Imported measurements" in (site / "systems/polaris/nccl-tests.html").read_text()
+
+
+def test_imports_without_nodes_are_published_and_ranked_without_node_hours(
+        tmp_path: Path) -> None:
+    """One Horovod and one torchtitan import made without --nodes, beside the studies:
+    `publish` and `history best` succeed; the import is on the page with no node-hours."""
+    url, _ = make_store(tmp_path, nights=1)
+    data = Path(__file__).parent / "data" / "imports"
+    for fmt, name in (("horovod", "horovod_synthetic_pytorch_4gpu.log"),
+                      ("torchtitan", "torchtitan_llama3_debug_8xh200_tflops.log")):
+        done = run_cli("history", "import", "--format", fmt, "--system", "polaris",
+                       str(data / name), "--store", url, "--results",
+                       str(tmp_path / "results"), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    publish(url, site)
+    resnet = page(site, "systems/polaris/resnet50.json")
+    imported = [f for f in resnet["front"] if f["nodes"] is None]
+    assert resnet["front"] and all(f["node_hours"] is None for f in imported)
+    assert any(s["title"] == "horovod_synthetic_pytorch_4gpu" for s in resnet["studies"])
+    best = run_cli("history", "best", "--model", "resnet50", "--store", url, cwd=tmp_path,
+                   env_extra={"COLUMNS": "200"})
+    assert best.returncode == 0 and "Traceback" not in best.stderr, best.stderr
+    alone = tmp_path / "alone.sqlite"
+    run_cli("history", "import", "--format", "torchtitan", "--store", f"sqlite:///{alone}",
+            str(data / "torchtitan_llama3_debug_8xh200_tflops.log"), "--results",
+            str(tmp_path / "results"), cwd=tmp_path)
+    titan = run_cli("history", "best", "--model", "llama3 debugmodel", "--store", f"sqlite:///{alone}",
+                    "--json", cwd=tmp_path)
+    assert titan.returncode == 0, titan.stderr
+    [row] = json.loads(titan.stdout)
+    assert row["front"] and row["nodes"] is None and row["node_hours"] is None

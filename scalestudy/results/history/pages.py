@@ -197,12 +197,12 @@ def _front(rows: Sequence[Mapping[str, Any]]) -> list[s.FrontPoint]:
     for r in table[table["front"]].to_dict("records"):
         out.append(s.FrontPoint(
             configuration=str(r["configuration"]), study=str(r[col.STUDY]),
-            ended=_when(r[col.ENDED]), nodes=int(r[col.NODES]),
+            ended=_when(r[col.ENDED]), nodes=_integer(r[col.NODES]),
             world_size=int(r[col.WORLD_SIZE]), batch_size=_integer(r[col.BATCH_SIZE]),
             global_batch=_integer(r[col.GLOBAL_BATCH]), backend=_text(r[col.BACKEND]),
             tuning=_text(r[col.TUNING]), repeats=int(r["repeats"]),
             throughput=float(r[col.THROUGHPUT]), unit=str(r[col.UNIT]),
-            time_s=float(r["time_s"]), node_hours=float(r[col.NODE_HOURS])))
+            time_s=float(r["time_s"]), node_hours=_number(r[col.NODE_HOURS])))
     return out
 
 

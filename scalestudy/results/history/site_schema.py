@@ -90,12 +90,13 @@ class ProvenanceMark(TypedDict):
 
 
 class FrontPoint(TypedDict):
-    """A configuration on the best-known front (time and node-hours per million units)."""
+    """A configuration on the best-known front (time and node-hours per million units;
+    nodes and node-hours None: an import that did not say its nodes)."""
 
     configuration: str
     study: str
     ended: str | None
-    nodes: int
+    nodes: int | None
     world_size: int
     batch_size: int | None
     global_batch: int | None
@@ -105,7 +106,7 @@ class FrontPoint(TypedDict):
     throughput: float
     unit: str
     time_s: float
-    node_hours: float
+    node_hours: float | None
 
 
 class Forecast(TypedDict):
