@@ -22,7 +22,8 @@ IMPORTS = "imports"
 #: The version of import.json this release writes and reads.
 RECORD_VERSION = 1
 #: The stored state of a measurement the log says is not a result.
-NOT_A_RESULT = {"aborted": "aborted", "warmup_only": "warm-up only"}
+NOT_A_RESULT = {"aborted": "aborted", "warmup_only": "warm-up only",
+               "wrong_results": "wrong results"}
 
 
 @dataclass(frozen=True)
