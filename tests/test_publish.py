@@ -257,3 +257,68 @@ def test_imports_without_nodes_are_published_and_ranked_without_node_hours(
     assert titan.returncode == 0, titan.stderr
     [row] = json.loads(titan.stdout)
     assert row["front"] and row["nodes"] is None and row["node_hours"] is None
+
+
+def _site_files(site: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(site)): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+def test_an_interrupted_first_publish_is_resumed(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after a few files of a first publish: the directory already holds the
+    manifest, so the next publish takes it, and ends with the site a clean one has."""
+    from scalestudy.report import publish as report_publish
+    from scalestudy.study.publish import publish as build
+
+    url, _ = make_store(tmp_path, nights=1)
+    real, calls = report_publish.write_atomic, []
+
+    def interrupted(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+        calls.append(path)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        real(path, data, mode)
+
+    site = tmp_path / "site"
+    monkeypatch.setattr(report_publish, "write_atomic", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build(site, url)
+    monkeypatch.undo()
+    assert (site / ".scalestudy-site.json").is_file() and len(calls) == 6
+    publish(url, site)
+    clean = tmp_path / "clean"
+    publish(url, clean)
+    mine, theirs = _site_files(site), _site_files(clean)
+    assert ".scalestudy-site.pending" not in mine
+    assert sorted(mine) == sorted(theirs)
+    assert all(mine[k] == theirs[k] for k in mine if not k.endswith(".png"))
+
+
+def test_a_full_disk_is_one_line_and_the_publish_resumes(tmp_path: Path) -> None:
+    """A real 200 KiB tmpfs (mounting needs root; without it the test skips): publish
+    stops with one line naming the file, and once there is room it finishes."""
+    import subprocess
+
+    url, _ = make_store(tmp_path, nights=1)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        site = disk / "site"
+        full = run_cli("publish", "-o", str(site), "--store", url, cwd=tmp_path)
+        assert full.returncode == 1 and "Traceback" not in full.stderr
+        [line] = full.stderr.strip().splitlines()
+        assert "no space left on its device" in line and f"{site}/" in line
+        assert "run publish again" in line
+        assert (site / ".scalestudy-site.json").is_file()
+        assert not [p for p in site.rglob("*.tmp")]
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        publish(url, site)
+        assert not (site / ".scalestudy-site.pending").exists()
+        assert (site / "index.html").is_file() and (site / "systems/polaris/resnet50.html"
+                                                    ).is_file()
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
