@@ -10,6 +10,7 @@ import random
 import statistics
 import sys
 from datetime import datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,59 @@ def test_a_full_disk_is_one_line_and_the_publish_resumes(tmp_path: Path) -> None
                                                     ).is_file()
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found += [v for k, v in attrs if k in ("href", "src") and v]
+
+
+def test_every_link_resolves_inside_the_site_and_no_page_shows_a_local_path(
+        tmp_path: Path) -> None:
+    """A real study with its real report, and imports beside it: every href and src of
+    every page (the copied report's too) is a file of the site, and no file holds the
+    publishing machine's paths (the test's directory, the home directory)."""
+    import shutil
+
+    from scalestudy import study as uc
+
+    shutil.copytree(Path(__file__).parent / "data" / "previous-release", tmp_path / "w")
+    results = tmp_path / "w" / "results"
+    uc.report(uc.make_plan(tmp_path / "w" / "prev.yaml", results))
+    assert "../runs.csv" in (results / "prev" / "report" / "index.html").read_text()
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    done = run_cli("history", "ingest", str(results), "--store", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = Path(__file__).parent / "data" / "imports"
+    for fmt, name in (("nccl-tests", "nccl_tests_allreduce_2node_h100.txt"),
+                      ("horovod", "horovod_synthetic_pytorch_4gpu.log")):
+        done = run_cli("history", "import", "--format", fmt, "--system", "local",
+                       str(data / name), "--store", url, "--results", str(results),
+                       cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    publish(url, site)
+    pages = sorted(site.rglob("*.html"))
+    assert any("/report/" in str(p) for p in pages) and len(pages) >= 5
+    checked = 0
+    for path in pages:
+        links = _Links()
+        links.feed(path.read_text())
+        for href in links.found:
+            if href.startswith(("data:", "http://", "https://", "mailto:", "#")):
+                continue
+            target = (path.parent / href.split("#")[0].split("?")[0]).resolve()
+            assert target.is_relative_to(site.resolve()), (path, href)
+            assert target.is_file(), f"{path.relative_to(site)}: {href} is missing"
+            checked += 1
+    assert checked > 20
+    home = str(Path.home())
+    for path in site.rglob("*"):
+        if path.is_file() and path.suffix in (".html", ".json", ".js", ".csv"):
+            text = path.read_text(errors="replace")
+            assert str(tmp_path) not in text, path
+            assert home in ("/", "") or home not in text, path

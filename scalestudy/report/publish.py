@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -220,6 +221,13 @@ def _copy_report(w: _Writer, report: Path, rel: str) -> bool:
     for item in sorted(report.rglob("*")):
         if item.is_file() and not item.name.startswith("."):
             w.put(f"{rel}/{item.relative_to(report).as_posix()}", item.read_bytes())
+    # what the report links beside it in its study (../runs.csv) comes along
+    study = report.parent.resolve()
+    for target in sorted(_outside_links(report)):
+        source = (report / target).resolve()
+        if source.is_file() and source.is_relative_to(study):
+            w.put(f"{Path(rel).parent.as_posix()}/{source.relative_to(study).as_posix()}",
+                  source.read_bytes())
     return True
 
 
@@ -257,6 +265,27 @@ def _schema() -> str:
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
               "$id": s.SCHEMA, **schema}
     return json.dumps(schema, indent=1, sort_keys=True) + "\n"
+
+
+_LINK = re.compile(r"""\b(?:href|src)=["']([^"'#?]+)""")
+
+
+def _outside_links(report: Path) -> set[str]:
+    """The relative links of a report's pages that lead out of its directory."""
+    found: set[str] = set()
+    for page in report.rglob("*.html"):
+        base = page.parent.relative_to(report)
+        for target in _LINK.findall(page.read_text(encoding="utf-8", errors="replace")):
+            if ":" in target or target.startswith("/"):
+                continue  # data:, http:, an absolute path: nothing to copy
+            parts = (base / target).parts
+            depth = 0
+            for part in parts:
+                depth += -1 if part == ".." else (0 if part == "." else 1)
+                if depth < 0:
+                    found.add((base / target).as_posix())
+                    break
+    return found
 
 
 def _manifest_text(files: Mapping[str, Mapping[str, str]]) -> str:

@@ -39,6 +39,7 @@ class Site:
     index: s.IndexPage
     systems: dict[str, s.SystemPage] = field(default_factory=dict)
     studies: dict[str, s.StudyPage] = field(default_factory=dict)
+    directories: dict[str, str] = field(default_factory=dict)  # study page -> directory
 
 
 def slug(text: str) -> str:
@@ -101,8 +102,9 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         by_dir.setdefault(str(r[col.DIRECTORY]), []).append(r)
     for directory, mine in by_dir.items():
         link = study_links[directory]
-        site.studies[link["href"].removesuffix(".html")] = _study(
-            mine, directory, page_of_study.get(directory, []))
+        path = link["href"].removesuffix(".html")
+        site.studies[path] = _study(mine, directory, page_of_study.get(directory, []))
+        site.directories[path] = directory
     site.index["studies"] = sorted(study_links.values(), key=lambda k: k["title"])
     return site
 
@@ -244,6 +246,15 @@ def _study_links(rows: Sequence[Mapping[str, Any]]) -> dict[str, s.Link]:
     return out
 
 
+def shown_directory(directory: str) -> str:
+    """A study's directory as a page shows it: its name (`results/<name>` on the machine
+    that ran it), never the absolute path of the machine that published; an import's key
+    (`import:<sha256>`) as it is."""
+    if directory.startswith("import:"):
+        return directory
+    return directory.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or directory
+
+
 def _study(rows: Sequence[Mapping[str, Any]], directory: str,
            pages: list[s.Link]) -> s.StudyPage:
     """One study: its points over its latest attempts, and where it appears."""
@@ -275,7 +286,7 @@ def _study(rows: Sequence[Mapping[str, Any]], directory: str,
     return s.StudyPage(
         schema=s.SCHEMA, kind="study", title=str(first.get(col.STUDY) or "?"),
         study=str(first.get(col.STUDY) or "?"), system=_text(first.get(col.SYSTEM)),
-        source=str(first.get(col.SOURCE) or OWN), directory=directory,
+        source=str(first.get(col.SOURCE) or OWN), directory=shown_directory(directory),
         campaigns=len({campaign_of(r) for r in rows}),
         started=_when(min(starts, key=as_utc)) if starts else None, ended=_latest(rows),
         completed=completed, failed=len(latest) - completed, rows=table, report=None,

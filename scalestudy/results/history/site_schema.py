@@ -191,7 +191,7 @@ class StudyPage(TypedDict):
     study: str
     system: str | None
     source: str
-    directory: str
+    directory: str  # its name (results/<name>), or an import's `import:<sha256>`
     campaigns: int
     started: str | None
     ended: str | None
