@@ -202,8 +202,9 @@ def test_it_refuses_a_directory_it_did_not_publish_and_an_empty_store(tmp_path: 
 
 @pytest.mark.slow
 def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
-    """nccl-tests' bus bandwidth (no throughput) is drawn as a measurement over time, by
-    message size; the page is named by its format where the file names no model."""
+    """nccl-tests' bus bandwidth (no throughput) is drawn against message size, a line
+    per imported run, and over time at the largest message only (not a line per size);
+    the page is named by its format where the file names no model."""
     url, _ = make_store(tmp_path, nights=2)
     data = Path(__file__).parent / "data" / "imports"
     done = run_cli("history", "import", "--format", "nccl-tests", "--system", "polaris",
@@ -218,14 +219,18 @@ def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
     assert nccl["series"] == [] and nccl["fallback"] is None
     stored = [r for r in Store(url).rows(system="polaris") if r["source"] == "nccl-tests"
               and r["state"] == "completed"]
-    readings = {(m["label"], m["unit"]): m["readings"] for m in nccl["measures"]}
-    assert sum(len(r) for r in readings.values()) == len(stored) > 10
+    [curve] = nccl["curves"]
+    assert curve["unit"] == "GB/s busbw" and "message_bytes" not in curve["label"]
+    assert [p["message_bytes"] for p in curve["points"]] == sorted(
+        r["params"]["message_bytes"] for r in stored)
+    assert len(curve["points"]) == len(stored) > 10
     biggest = max(stored, key=lambda r: r["params"]["message_bytes"])
-    [line] = [k for k in readings if f"message_bytes {biggest['params']['message_bytes']} "
-              in f"{k[0]} "]
-    assert readings[line][0]["value"] == biggest["metrics"]["value"]
-    assert line[1] == "GB/s busbw"
-    assert "Imported measurements" in (site / "systems/polaris/nccl-tests.html").read_text()
+    assert curve["points"][-1]["value"] == biggest["metrics"]["value"]
+    [line] = nccl["measures"]
+    assert line["label"] == f"{curve['label']} at 8 GiB" and line["unit"] == "GB/s busbw"
+    assert [r["value"] for r in line["readings"]] == [biggest["metrics"]["value"]]
+    html = (site / "systems/polaris/nccl-tests.html").read_text()
+    assert "By message size" in html and "Imported measurements" in html
 
 
 def test_imports_without_nodes_are_published_and_ranked_without_node_hours(

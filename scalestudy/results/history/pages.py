@@ -29,6 +29,11 @@ from scalestudy.results.history.store import OWN, as_utc, campaign_of, latest_at
 from scalestudy.results.history.timeline import Change, series_label, timeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: The parameter of a sweep's imported rows (nccl-tests' message size): drawn per run,
+#: against it, and over time only at its largest value.
+SWEPT = "message_bytes"
+#: How many of each sweep's latest runs a page draws.
+CURVES_KEPT = 8
 
 
 @dataclass
@@ -83,7 +88,7 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
             schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
             model=model, updated=_latest(mine), attempts=len(mine),
             series=_series(points, {series_label(r): _point(r) for r in mine}),
-            measures=_measures(mine),
+            measures=_measures(mine), curves=_curves(mine),
             changes=[_change(c) for c in marks],
             provenance=[_provenance(p) for p in provenance],
             front=_front(mine), forecasts=[_forecast(sc) for sc in here],
@@ -163,10 +168,11 @@ def _series(points: pd.DataFrame, named: Mapping[str, dict[str, object]]) -> lis
     return out
 
 
-def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
-    """The imported results that are no throughput: each (its parameters but the model,
-    and its unit) over time."""
-    lines: dict[tuple[str, str], list[s.Reading]] = {}
+def _imported(rows: Sequence[Mapping[str, Any]]
+              ) -> list[tuple[Mapping[str, Any], str, str, float]]:
+    """The imported results that are no throughput, each with its label (its parameters
+    but the model and the swept one), unit and value."""
+    out = []
     for r in rows:
         metrics = r.get(col.METRICS) or {}
         value = metrics.get("value")
@@ -175,12 +181,63 @@ def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
                 not math.isfinite(value):
             continue
         params = r.get(col.PARAMS) or {}
-        label = " ".join(f"{k} {v}" for k, v in sorted(params.items()) if k != col.MODEL)
+        label = " ".join(f"{k} {v}" for k, v in sorted(params.items())
+                         if k not in (col.MODEL, SWEPT))
         unit = str(metrics.get(col.UNIT) or r.get(col.UNIT) or "")
-        lines.setdefault((label or str(r.get(col.SOURCE)), unit), []).append(
-            s.Reading(when=_when(r[col.ENDED]) or "", value=float(value)))
+        out.append((r, label or str(r.get(col.SOURCE)), unit, float(value)))
+    return out
+
+
+def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
+    """The imported results that are no throughput: each (its parameters but the model,
+    and its unit) over time; of a sweep, each run's value at its largest message."""
+    lines: dict[tuple[str, str], list[s.Reading]] = {}
+    largest: dict[tuple[str, str, str], tuple[int, Mapping[str, Any], float]] = {}
+    for r, label, unit, value in _imported(rows):
+        size = (r.get(col.PARAMS) or {}).get(SWEPT)
+        if size is None:
+            lines.setdefault((label, unit), []).append(
+                s.Reading(when=_when(r[col.ENDED]) or "", value=value))
+        elif (key := (label, unit, str(r[col.DIRECTORY]))) not in largest or \
+                int(size) > largest[key][0]:
+            largest[key] = (int(size), r, value)
+    for (label, unit, _), (size, r, value) in largest.items():
+        lines.setdefault((f"{label} at {_bytes(size)}", unit), []).append(
+            s.Reading(when=_when(r[col.ENDED]) or "", value=value))
     return [s.Measure(label=label, unit=unit, readings=sorted(got, key=lambda g: g["when"]))
             for (label, unit), got in sorted(lines.items())]
+
+
+def _curves(rows: Sequence[Mapping[str, Any]]) -> list[s.Curve]:
+    """Each imported sweep run (one file of nccl-tests) as its value per message size,
+    the latest CURVES_KEPT runs of each label."""
+    runs: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], float]]] = {}
+    for r, label, unit, value in _imported(rows):
+        if (r.get(col.PARAMS) or {}).get(SWEPT) is not None:
+            runs.setdefault((label, unit, str(r[col.DIRECTORY])), []).append((r, value))
+    curves = []
+    for (label, unit, _), got in runs.items():
+        sizes = {int(r[col.PARAMS][SWEPT]): v for r, v in got}
+        curves.append(s.Curve(
+            label=label, unit=unit, when=_latest([r for r, _ in got]) or "",
+            study=str(got[0][0].get(col.STUDY) or "?"),
+            points=[s.SizePoint(message_bytes=b, value=v) for b, v in sorted(sizes.items())]))
+    curves.sort(key=lambda c: (c["label"], c["when"]))
+    kept: dict[str, int] = {}
+    out = []
+    for c in reversed(curves):  # the newest of each label
+        kept[c["label"]] = kept.get(c["label"], 0) + 1
+        if kept[c["label"]] <= CURVES_KEPT:
+            out.append(c)
+    return out[::-1]
+
+
+def _bytes(size: int) -> str:
+    """A message size as nccl-tests' users say it (8 B, 1 MiB, 8 GiB)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def _change(c: ChangePoint) -> s.ChangeMark:

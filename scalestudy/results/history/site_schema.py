@@ -67,6 +67,23 @@ class Measure(TypedDict):
     readings: list[Reading]
 
 
+class SizePoint(TypedDict):
+    message_bytes: int
+    value: float
+
+
+class Curve(TypedDict):
+    """One imported run of a message-size sweep (nccl-tests): its value per message size,
+    drawn as bus bandwidth against message size; `label`: what it measured (collective,
+    type, ranks, nodes), the same for the runs that compare."""
+
+    label: str
+    unit: str
+    when: str
+    study: str
+    points: list[SizePoint]
+
+
 class ChangeMark(TypedDict):
     """A change point (`history changes`) on a series."""
 
@@ -157,6 +174,7 @@ class SystemPage(TypedDict):
     attempts: int
     series: list[Series]
     measures: list[Measure]
+    curves: list[Curve]  # the latest runs of each sweep (CURVES_KEPT of each label)
     changes: list[ChangeMark]
     provenance: list[ProvenanceMark]
     front: list[FrontPoint]
