@@ -76,6 +76,10 @@ def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
         ("frontier", "resnet50", NIGHTS * 20), ("frontier", "vit_b16", NIGHTS * 20),
         ("polaris", "resnet50", NIGHTS * 20)]
     assert len(index["studies"]) == 3 * NIGHTS
+    # Polaris' drop never recovered: open, and last night was slower there
+    assert [(n["system"], n["status"], n["studies"]) for n in index["last_night"]] == [
+        ("frontier", "ok", 2), ("polaris", "slower", 1)]
+    assert [e["open_alarms"] > 0 for e in index["systems"]] == [False, False, True]
 
     polaris = page(site, "systems/polaris/resnet50.json")
     [series] = polaris["series"]
@@ -384,3 +388,42 @@ def test_every_link_resolves_inside_the_site_and_no_page_shows_a_local_path(
             text = path.read_text(errors="replace")
             assert str(tmp_path) not in text, path
             assert home in ("/", "") or home not in text, path
+
+
+def test_the_index_says_each_systems_last_night_and_only_open_drops_in_red(
+        tmp_path: Path) -> None:
+    """Polaris' large scales drop at night 6 and recover at night 10 (a fix): the drop
+    is history, not red; Frontier's failed run last night is. One status per system."""
+    from scalestudy.results.history.pages import build
+
+    results = tmp_path / "results"
+    rng = random.Random(3)
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    for night in range(14):
+        store.ingest(write_study(results, "polaris", "resnet50", night, rng,
+                                 CHANGE if night < 10 else 99))
+        store.ingest(write_study(results, "frontier", "resnet50", night, rng, CHANGE))
+    rows = store.rows()
+    store.dispose()
+    last = max(r["ended"] for r in rows if r["system"] == "frontier")
+    failed = next(r for r in rows if r["system"] == "frontier" and r["ended"] == last)
+    failed.update(state="failed", throughput=None, throughput_per_gpu=None)
+    index = build(rows, []).index
+    entries = {e["system"]: e for e in index["systems"]}
+    assert entries["polaris"]["alarms"] >= 1 and entries["polaris"]["open_alarms"] == 0
+    nights = {n["system"]: n for n in index["last_night"]}
+    assert nights["polaris"]["status"] == "ok" and nights["polaris"]["studies"] == 1
+    assert nights["polaris"]["completed"] == 20 and nights["polaris"]["failed"] == 0
+    assert nights["frontier"]["failed"] == 1
+    assert nights["frontier"]["status"] == "failed runs"
+    assert datetime.fromisoformat(nights["frontier"]["until"]) - datetime.fromisoformat(
+        nights["frontier"]["since"]) == timedelta(hours=24)
+
+    site = tmp_path / "site"
+    from scalestudy.report.publish import write_site
+
+    write_site(build(rows, []), site, {})
+    html = (site / "index.html").read_text()
+    assert '<td class="alarm">failed runs</td>' in html and '<td class="ok">ok</td>' in html
+    assert f'{entries["polaris"]["alarms"]} (0)</td>' in html
+    assert 'class="n alarm">' + f'{entries["polaris"]["alarms"]}' not in html

@@ -15,6 +15,7 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -34,6 +35,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 SWEPT = "message_bytes"
 #: How many of each sweep's latest runs a page draws.
 CURVES_KEPT = 8
+#: A system's "last night": the attempts that ended this long before its last one.
+NIGHT = timedelta(hours=24)
 
 
 @dataclass
@@ -72,7 +75,9 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
     scores = score(forecasts, rows) if forecasts else []
     study_links = _study_links(rows)
     site = Site(s.IndexPage(schema=s.SCHEMA, kind="index", title=title,
-                            updated=_latest(rows), systems=[], studies=[]))
+                            updated=_latest(rows), last_night=[], systems=[],
+                            studies=[]))
+    still_open: dict[str, int] = {}
     page_of_study: dict[str, list[s.Link]] = {}
     for (system, model), mine in sorted(by_page.items()):
         path = system_path(system, model)
@@ -98,10 +103,13 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         for d in dirs:
             page_of_study.setdefault(d, []).append(s.Link(title=page["title"],
                                                           href=f"{path}.html"))
+        unresolved = open_alarms(marks)
+        still_open[system] = still_open.get(system, 0) + len(unresolved)
         site.index["systems"].append(s.IndexEntry(
             system=system, model=model, href=f"{path}.html", updated=page["updated"],
             attempts=len(mine), changes=len(marks), alarms=sum(c.alarm for c in marks),
-            slow_nodes=len(slow)))
+            open_alarms=len(unresolved), slow_nodes=len(slow)))
+    site.index["last_night"] = _last_nights(rows, still_open)
     by_dir: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_dir.setdefault(str(r[col.DIRECTORY]), []).append(r)
@@ -112,6 +120,37 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         site.directories[path] = directory
     site.index["studies"] = sorted(study_links.values(), key=lambda k: k["title"])
     return site
+
+
+def open_alarms(marks: Sequence[ChangePoint]) -> list[ChangePoint]:
+    """The confirmed drops not since recovered: no later rise of the same series at the
+    same scale (a drop fixed weeks ago is history, not an alarm)."""
+    return [c for c in marks if c.alarm and not any(
+        later.series == c.series and later.world_size == c.world_size
+        and as_utc(later.when) > as_utc(c.when) and later.low > 0 for later in marks)]
+
+
+def _last_nights(rows: Sequence[Mapping[str, Any]], alarms: Mapping[str, int]
+                 ) -> list[s.LastNight]:
+    """Each system's last night: the attempts that ended in the 24 hours up to its last."""
+    by_system: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get(col.ENDED) is not None:
+            by_system.setdefault(_system(r), []).append(r)
+    out = []
+    for system, mine in sorted(by_system.items()):
+        until = max(as_utc(r[col.ENDED]) for r in mine)
+        since = until - NIGHT
+        night = latest_attempts([r for r in mine if as_utc(r[col.ENDED]) > since])
+        failed = sum(r.get(col.STATE) != "completed" for r in night)
+        flags = [w for w, on in (("failed runs", failed), ("slower", alarms.get(system)))
+                 if on]
+        out.append(s.LastNight(
+            system=system, since=_when(since) or "", until=_when(until) or "",
+            studies=len({r[col.DIRECTORY] for r in night}), completed=len(night) - failed,
+            failed=failed, open_alarms=alarms.get(system, 0),
+            status=", ".join(flags) or "ok"))  # type: ignore[typeddict-item]
+    return out
 
 
 def _system(row: Mapping[str, Any]) -> str:

@@ -227,8 +227,23 @@ class IndexEntry(TypedDict):
     updated: str | None
     attempts: int
     changes: int
-    alarms: int
+    alarms: int  # confirmed drops, ever
+    open_alarms: int  # those not since recovered (no later rise at the same series, scale)
     slow_nodes: int
+
+
+class LastNight(TypedDict):
+    """A system's last night: its attempts that ended in the 24 hours up to its last one
+    (`since` to `until`), and what they show."""
+
+    system: str
+    since: str
+    until: str
+    studies: int
+    completed: int
+    failed: int
+    open_alarms: int  # confirmed drops of its models not since recovered
+    status: Literal["ok", "failed runs", "slower", "failed runs, slower"]
 
 
 class IndexPage(TypedDict):
@@ -236,5 +251,6 @@ class IndexPage(TypedDict):
     kind: Literal["index"]
     title: str
     updated: str | None
+    last_night: list[LastNight]  # one per system
     systems: list[IndexEntry]
     studies: list[Link]
