@@ -380,6 +380,9 @@ def import_(
     for item in done:
         note = "".join(f", {n} {uc.NOT_A_RESULT.get(s, s)} (not a result)"
                        for s, n in item.not_results.items())
+        if item.already:
+            note += (f"; {item.already} of them held by an earlier import (not stored "
+                     "again)")
         out.print(f"{item.path}: {item.measurements} measurement(s) ({fmt}){note}",
                   highlight=False)
         when = item.ended.strftime("%Y-%m-%d %H:%M UTC") if item.ended else "?"
