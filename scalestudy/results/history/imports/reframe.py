@@ -1,11 +1,7 @@
 """ReFrame: each performance variable of each test case, read from a JSON run report
 (`--report-file`) or from a performance log (the `filelog` handler's perflog, whose
-columns its own header line names).
-
-Each measurement names its ReFrame session (details["session"], stored as its campaign):
-a report's session uuid; in a perflog, which names no session, a session starts at its
-first line, and again where a test case (with its variable) comes back, or where a job
-was submitted (else completed) more than SESSION_GAP after the line before ended."""
+columns its own header line names); each names its ReFrame session (details["session"],
+the campaign): a report's uuid, a perflog's as `_Sessions` finds them."""
 
 from __future__ import annotations
 
@@ -39,8 +35,7 @@ _WORDS = re.compile(r"([A-Za-z_]\w*)")  # split: text, word, text, ..., text
 _DATA = re.compile(r"\d{4}-\d\d-\d\d|(?:^|\|)(?:[-+]?\d[\d.eE+-]*|pass|fail|None|null)(?:\||$)")
 #: The columns a perflog may start with: a later line that starts with one is the
 #: header of another perflog appended to the first (`cat perflogs/*/*/*.log`).
-#: A perflog line whose job started this long after the line before it ended opens a
-#: new session (nightly sessions are a day apart; one session's jobs follow each other).
+#: A perflog line whose job started this long after the line before ended: a new session.
 SESSION_GAP = timedelta(hours=1)
 _HEADER_FIRST = frozenset({"result", "job_completion_time", "job_completion_time_unix",
                            "asctime", "info", "name", "display_name", "system", "jobid"})
@@ -346,7 +341,8 @@ def _perflog(text: str, gpus: int | None) -> list[Imported]:
 
 
 class _Sessions:
-    """The sessions of a perflog's lines, in order (see the module's docstring)."""
+    """The sessions of a perflog's lines, which name none: one starts at the first line,
+    and where a case (with its variable) comes back or SESSION_GAP passed."""
 
     def __init__(self) -> None:
         self.name: str | None = None
