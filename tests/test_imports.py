@@ -245,3 +245,64 @@ def test_a_multi_file_import_is_all_or_nothing(tmp_path: Path) -> None:
     rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
     assert rows == []
     assert not list((tmp_path / "results").glob("imports/*"))
+
+
+@pytest.mark.parametrize(("prefixed", "source"), [
+    ("nccl_tests_allreduce_2node_h100_ompi_tag_output.txt",
+     "nccl_tests_allreduce_2node_h100.txt"),
+    ("nccl_tests_allreduce_2node_p3dn_v100_hydra_prepend_rank.txt",
+     "nccl_tests_allreduce_2node_p3dn_v100_nccl2.4.8_old_layout.txt"),
+    ("nccl_tests_allreduce_2node_gh200_v2.18_srun_label.txt",
+     "nccl_tests_allreduce_2node_gh200_v2.18.txt"),
+    ("nccl_tests_allreduce_dgx2_12xv100_kubectl_prefix.txt",
+     "nccl_tests_allreduce_dgx2_12xv100_old_layout.txt"),
+])
+def test_nccl_tests_captured_with_a_launchers_prefixes(prefixed: str, source: str) -> None:
+    """mpirun --tag-output, mpiexec -prepend-rank, srun -l, kubectl logs --prefix: the
+    prefixed capture reads exactly as the file without them (hosts, GPUs, every row)."""
+    plain = parse(DATA / source, "nccl-tests")
+    tagged = parse(DATA / prefixed, "nccl-tests")
+    assert len(plain) > 5 and tagged == plain
+    assert all(m.status == "completed" for m in tagged)
+    assert tagged[0].point["nodes"] == 2 or "dgx2" in source
+
+
+def test_nccl_tests_under_srun_without_mpi_reads_one_ranks_table(tmp_path: Path) -> None:
+    """nccl-tests built without MPI and started by `srun -l -n 2`: each task ran its own
+    test and printed its own table; the rank that printed first is read, not both."""
+    lines = (DATA / "nccl_tests_allreduce_2node_gh200_v2.18.txt").read_text().splitlines()
+    mixed = tmp_path / "two.txt"
+    mixed.write_text("".join(f"{r}: {line}\n" for line in lines for r in (0, 1)))
+    assert parse(mixed, "nccl-tests") == parse(
+        DATA / "nccl_tests_allreduce_2node_gh200_v2.18.txt", "nccl-tests")
+
+
+def test_a_cut_off_nccl_tests_table_is_no_result(tmp_path: Path) -> None:
+    """The capture stopped in the table (no `# Avg bus bandwidth` line): the rows read are
+    kept as aborted, and the import says so."""
+    text = (DATA / "nccl_tests_allreduce_2node_h100.txt").read_text()
+    cut = tmp_path / "cut.txt"
+    cut.write_text(text[:text.index("  1073741824")] + "  1073741824     268435456     fl")
+    found = parse(cut, "nccl-tests")
+    assert found and {m.status for m in found} == {"aborted"}
+    assert all("cut off" in m.details["why"] for m in found)
+    assert max(m.point["message_bytes"] for m in found) == 536870912
+    results = tmp_path / "results"
+    done = run_cli("history", "import", "--format", "nccl-tests", "--system", "x",
+                   str(cut), "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+                   "--results", str(results), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(found)} aborted (not a result)" in done.stderr + done.stdout
+
+
+def test_an_nccl_tests_row_with_wrong_values_is_flagged(tmp_path: Path) -> None:
+    text = (DATA / "nccl_tests_allreduce_2node_gh200_v2.18.txt").read_text()
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("134217728"))
+    words = row.split()
+    assert words[8] == "0"
+    bad = tmp_path / "wrong.txt"
+    bad.write_text(text.replace(row, row.replace("22.86       0  ", "22.86      17  ")))
+    found = {m.point["message_bytes"]: m for m in parse(bad, "nccl-tests")}
+    assert found[134217728].status == "wrong_results"
+    assert "17 wrong value(s)" in found[134217728].details["why"]
+    assert {m.status for b, m in found.items() if b != 134217728} == {"completed"}

@@ -6,7 +6,7 @@ and malformed ones refused in one line, leaving nothing behind. No ReFrame neede
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +319,52 @@ def test_each_case_keeps_its_own_date_through_a_rebuild(tmp_path: Path) -> None:
     key = ("study", "system", "run_id", "state", "ended", "throughput", "nodes", "model")
     assert sorted(tuple(str(r[k]) for k in key) for r in after) == \
         sorted(tuple(str(r[k]) for k in key) for r in before)
+
+
+def _later(line: str, seconds: float, jobs: int) -> str:
+    """A perflog line as the same case logs it `seconds` later, in a job `jobs` ids on:
+    what a later session appends."""
+    fields = line.split("|")
+    fields[1] = (datetime.fromisoformat(fields[1]) + timedelta(seconds=seconds)).isoformat()
+    fields[7] = str(float(fields[7]) + seconds)
+    fields[10] = str(float(fields[10]) + seconds)
+    fields[11] = str(int(fields[11]) + jobs)
+    return "|".join(fields)
+
+
+@pytest.mark.slow  # the CLI in subprocesses
+def test_a_grown_perflog_adds_only_its_new_lines_one_campaign_a_session(
+        tmp_path: Path) -> None:
+    """Night 1's perflog is imported; night 2 appends its session to the same file, which
+    is imported again: the store holds each measurement once, in two campaigns."""
+    header, *lines = (DATA / "reframe_4.10.4_perflog_testbed_cpu_ScalestudyCopyCheck.log"
+                      ).read_text().splitlines()
+    assert header.split("|")[1] == "job_completion_time" and len(lines) == 2
+    log = tmp_path / "perflog.log"
+    log.write_text("\n".join([header, *lines]) + "\n")
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    first = run_cli("history", "import", str(log), "--format", "reframe", cwd=tmp_path,
+                    env_extra=env)
+    assert first.returncode == 0, first.stderr
+    log.write_text("\n".join([header, *lines, *(_later(x, 86400, 1000) for x in lines)]) + "\n")
+    grown = run_cli("history", "import", str(log), "--format", "reframe", cwd=tmp_path,
+                    env_extra=env)
+    assert grown.returncode == 0, grown.stderr
+    assert "8 measurement(s) (reframe); 4 of them held by an earlier import" in grown.stdout
+    rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
+    assert len(rows) == 8  # 2 nights x 2 cases x 2 variables, none twice
+    assert len({(r["metrics"]["jobid"], r["params"]["perf_var"]) for r in rows}) == 8
+    campaigns = {r["metrics"]["jobid"]: r["campaign"] for r in rows}
+    assert len(set(campaigns.values())) == 2
+    assert campaigns["4717"] == campaigns["4759"] != campaigns["5717"] == campaigns["5759"]
+    # a second session right after the first (the same cases, 10 minutes on): its own
+    twice = tmp_path / "twice.log"
+    twice.write_text("\n".join([header, *lines, *(_later(x, 600, 100) for x in lines)]))
+    sessions = [i.details["session"] for i in parse(twice, "reframe")]
+    assert len(set(sessions[:4])) == 1 and len(set(sessions)) == 2
+
+
+def test_a_report_is_one_campaign_its_session() -> None:
+    found = parse(REPORT, "reframe")
+    uuid = json.loads(REPORT.read_text())["session_info"]["uuid"]
+    assert {i.details["session"] for i in found} == {f"reframe {uuid}"}

@@ -96,10 +96,11 @@ def test_the_site_opens_in_chromium_from_a_file_and_from_a_server(tmp_path: Path
                              "series-0-at-scale": 7}, dom[:3000]
             assert 'data-charts="3"' in dom and "<canvas" in dom
 
-    # an import's page: its bus bandwidths drawn as measurements over time
+    # an import's page: its bus bandwidth against message size (31 sizes), and over
+    # time at its largest message (one import: one reading)
     dom, console = open_page((site / "systems/polaris/nccl-tests.html").as_uri(),
                              tmp_path / "profile-import")
-    assert console == [] and charts(dom) == {"measures-0": 31}, console
+    assert console == [] and charts(dom) == {"measures-0": 1, "curves-0": 31}, console
 
     # the control: without its chart library the page draws nothing and says why
     broken = site / "systems/polaris/broken.html"

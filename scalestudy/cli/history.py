@@ -295,9 +295,11 @@ def best(
     for work, part in frame.groupby("work", sort=False):
         front = part[part["front"]]
         unit = str(part[col.UNIT].iloc[0]).removesuffix("/s")
-        rows = [[f"{r.nodes} nodes ({r.world_size} GPUs), batch {r.batch_size}, "
-                 f"{r.backend}/{r.tuning}", str(r.study), _when(r.ended), str(r.repeats),
-                 hours(r.time_s), f"{r.node_hours:,.3g}"] for r in front.itertuples()]
+        rows = [[f"{_count(r.nodes)} nodes ({_count(r.world_size)} GPUs), batch "
+                 f"{_count(r.batch_size)}, {r.backend}/{r.tuning}", str(r.study),
+                 _when(r.ended), str(r.repeats), hours(r.time_s),
+                 "?" if r.node_hours is None else f"{r.node_hours:,.3g}"]
+                for r in front.itertuples()]
         out.print(text_table(f"{work}: the front per million {unit} ({len(front)} of "
                              f"{len(part)} configurations; the rest are dominated)",
                              ["configuration", "study", "ended", "repeats", "time",
@@ -307,6 +309,11 @@ def best(
                   f"{fastest['configuration']}; cheapest: {cheapest['study']} "
                   f"({_when(cheapest['ended'])}): {cheapest['configuration']}",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def _count(value: object) -> str:
+    """A count from a frame ("?" where unknown: an import made without --nodes)."""
+    return "?" if value is None or value != value else str(int(value))  # type: ignore[call-overload]
 
 
 @history_app.command("predictions")
@@ -375,6 +382,9 @@ def import_(
     for item in done:
         note = "".join(f", {n} {uc.NOT_A_RESULT.get(s, s)} (not a result)"
                        for s, n in item.not_results.items())
+        if item.already:
+            note += (f"; {item.already} of them held by an earlier import (not stored "
+                     "again)")
         out.print(f"{item.path}: {item.measurements} measurement(s) ({fmt}){note}",
                   highlight=False)
         when = item.ended.strftime("%Y-%m-%d %H:%M UTC") if item.ended else "?"

@@ -3,12 +3,20 @@ with its JSON beside it and embedded in it (so its charts draw from `file://` to
 vendored chart library (uPlot, report/vendor/), static PNG fallbacks, the JSON Schema of
 the pages, and the studies' reports. A rebuild writes only the files whose bytes changed,
 draws a fallback only when its page's data changed, and removes what the site no longer
-has (by the manifest it keeps, .scalestudy-site.json)."""
+has (by the manifest it keeps, .scalestudy-site.json).
+
+The manifest is written first (a new directory is a site from its first byte), and each
+file written is noted in a journal (.scalestudy-site.pending) until the manifest is
+brought up to date at the end: a publish that was interrupted, or ran out of space,
+leaves a directory the next `publish` recognises, rewrites and cleans up."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +34,9 @@ from scalestudy.results.history.pages import Site
 #: The manifest: every file the site holds, with its hash (and a fallback's data hash).
 MANIFEST = ".scalestudy-site.json"
 MANIFEST_VERSION = 1
+#: The files a publish has written so far, one a line, until it brings the manifest up to
+#: date (it is there only while a publish runs, or after one was interrupted).
+JOURNAL = ".scalestudy-site.pending"
 #: Files shipped into assets/ (from the package: report/vendor and templates/site).
 VENDOR = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
 OWN_ASSETS = ("site.js", "site.css")
@@ -48,8 +59,15 @@ class _Writer:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.old = _manifest(root)
+        # what an interrupted publish wrote: ours, its hashes unknown (so rewritten)
+        for rel in _journal(root):
+            self.old.setdefault(rel, {})
         self.files: dict[str, dict[str, str]] = {}
         self.done = Published(root)
+        self.current = ""  # the file being written (for an error's message)
+        if not (root / MANIFEST).is_file():  # the manifest first: a site from now on
+            write_atomic(root / MANIFEST, _manifest_text(self.old))
+        self.journal = (root / JOURNAL).open("a", encoding="utf-8")
 
     def put(self, rel: str, content: bytes, **extra: str) -> None:
         digest = hashlib.sha256(content).hexdigest()
@@ -59,6 +77,9 @@ class _Writer:
                 _sha256(path) == digest:
             self.done.unchanged += 1
             return
+        self.current = rel
+        self.journal.write(rel + "\n")
+        self.journal.flush()
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, content)
         self.done.written.append(rel)
@@ -83,12 +104,17 @@ class _Writer:
                 if folder == self.root or any(folder.iterdir()):
                     break
                 folder.rmdir()
-        text = json.dumps({"version": MANIFEST_VERSION, "files": self.files}, indent=0,
-                          sort_keys=True) + "\n"
+        text = _manifest_text(self.files)
+        self.current = MANIFEST
         path = self.root / MANIFEST
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             write_atomic(path, text)
+        self.close()
+        (self.root / JOURNAL).unlink(missing_ok=True)
         return self.done
+
+    def close(self) -> None:
+        self.journal.close()
 
 
 def write_site(site: Site, out: Path, reports: Mapping[str, Path]) -> Published:
@@ -100,10 +126,27 @@ def write_site(site: Site, out: Path, reports: Mapping[str, Path]) -> Published:
     except OSError as exc:
         raise ScalestudyError(f"{out}: cannot create it ({exc.strerror}); give -o a "
                               "directory you can write") from None
-    if any(out.iterdir()) and not (out / MANIFEST).is_file():
+    if any(out.iterdir()) and not (out / MANIFEST).is_file() and not (out / JOURNAL).is_file():
         raise ScalestudyError(f"{out}: not empty and not a site scalestudy published (no "
                               f"{MANIFEST}); give -o an empty or new directory")
-    w = _Writer(out)
+    w: _Writer | None = None
+    try:
+        w = _Writer(out)
+        return _write(w, site, reports)
+    except OSError as exc:
+        where = out / (w.current if w is not None and w.current else MANIFEST)
+        why = ("no space left on its device" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+               else f"cannot write it ({exc.strerror})")
+        raise ScalestudyError(f"{where}: {why}, so publish stopped part way: free space (or "
+                              "fix the directory) and run publish again, which resumes "
+                              "there", exit_code=1) from None
+    finally:
+        if w is not None:
+            w.close()
+
+
+def _write(w: _Writer, site: Site, reports: Mapping[str, Path]) -> Published:
+    """Every file of the site, through the writer."""
     for name in VENDOR:
         w.put(f"assets/{name}", (resources.files("scalestudy.report") / "vendor" / name
                                  ).read_bytes())
@@ -178,6 +221,13 @@ def _copy_report(w: _Writer, report: Path, rel: str) -> bool:
     for item in sorted(report.rglob("*")):
         if item.is_file() and not item.name.startswith("."):
             w.put(f"{rel}/{item.relative_to(report).as_posix()}", item.read_bytes())
+    # what the report links beside it in its study (../runs.csv) comes along
+    study = report.parent.resolve()
+    for target in sorted(_outside_links(report)):
+        source = (report / target).resolve()
+        if source.is_file() and source.is_relative_to(study):
+            w.put(f"{Path(rel).parent.as_posix()}/{source.relative_to(study).as_posix()}",
+                  source.read_bytes())
     return True
 
 
@@ -215,6 +265,42 @@ def _schema() -> str:
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
               "$id": s.SCHEMA, **schema}
     return json.dumps(schema, indent=1, sort_keys=True) + "\n"
+
+
+_LINK = re.compile(r"""\b(?:href|src)=["']([^"'#?]+)""")
+
+
+def _outside_links(report: Path) -> set[str]:
+    """The relative links of a report's pages that lead out of its directory."""
+    found: set[str] = set()
+    for page in report.rglob("*.html"):
+        base = page.parent.relative_to(report)
+        for target in _LINK.findall(page.read_text(encoding="utf-8", errors="replace")):
+            if ":" in target or target.startswith("/"):
+                continue  # data:, http:, an absolute path: nothing to copy
+            parts = (base / target).parts
+            depth = 0
+            for part in parts:
+                depth += -1 if part == ".." else (0 if part == "." else 1)
+                if depth < 0:
+                    found.add((base / target).as_posix())
+                    break
+    return found
+
+
+def _manifest_text(files: Mapping[str, Mapping[str, str]]) -> str:
+    return json.dumps({"version": MANIFEST_VERSION, "files": files}, indent=0,
+                      sort_keys=True) + "\n"
+
+
+def _journal(root: Path) -> list[str]:
+    """The files an interrupted publish wrote (none: no journal), each inside the site."""
+    try:
+        lines = (root / JOURNAL).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [rel for rel in dict.fromkeys(lines) if rel and not os.path.isabs(rel)
+            and ".." not in Path(rel).parts]
 
 
 def _manifest(root: Path) -> dict[str, dict[str, str]]:

@@ -8,7 +8,8 @@ import hashlib
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,12 @@ from scalestudy.results.history.imports import parse
 IMPORTS = "imports"
 #: The version of import.json this release writes and reads.
 RECORD_VERSION = 1
+#: Formats whose files grow (a perflog appended to each night): a measurement another
+#: import holds is not stored again.
+GROWING = frozenset({"reframe"})
 #: The stored state of a measurement the log says is not a result.
-NOT_A_RESULT = {"aborted": "aborted", "warmup_only": "warm-up only"}
+NOT_A_RESULT = {"aborted": "aborted", "warmup_only": "warm-up only",
+               "wrong_results": "wrong results"}
 
 
 @dataclass(frozen=True)
@@ -32,9 +37,10 @@ class ImportedFile:
     path: Path
     format: str
     measurements: int
-    not_results: dict[str, int]  # status -> count (aborted, warmup_only)
+    not_results: dict[str, int]  # status -> count (aborted, warmup_only, wrong_results)
     dated_by: str  # the log, --date, or the file's modification time
     ended: datetime | None
+    already: int = 0  # measurements another import of the store holds (not stored again)
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,12 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
     from scalestudy.results.history.store import Store
 
     read = [_read(Path(p), options) for p in files]
-    staged = _stage(read, options, results) if results is not None else []
     store = Store(url)
+    staged: list[tuple[Path, Path]] = []
     try:
+        if options.fmt in GROWING:
+            _skip_held(read, store.rows())
+        staged = _stage(read, options, results) if results is not None else []
         store.put_imported([(f"import:{r['sha256']}", options.name or Path(r["path"]).stem,
                              r["system"], options.fmt, r["rows"]) for r in read])
     except BaseException:
@@ -81,6 +90,34 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
         shutil.rmtree(final, ignore_errors=True)
         tmp.replace(final)
     return [r["summary"] for r in read]
+
+
+def _skip_held(read: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
+    """Leave out each file's measurements that another import already holds (a perflog
+    that grew since it was imported: only its new lines are stored)."""
+    held: dict[tuple[object, ...], set[str]] = {}
+    for r in stored:
+        if str(r.get(col.DIRECTORY, "")).startswith("import:"):
+            held.setdefault(_same_measurement(r), set()).add(str(r[col.DIRECTORY]))
+    for item in read:
+        key = f"import:{item['sha256']}"
+        new = [r for r in item["rows"] if not held.get(_same_measurement(r), set()) - {key}]
+        item["summary"] = replace(item["summary"], already=len(item["rows"]) - len(new))
+        item["rows"] = new
+        for r in new:  # a second file of the same import: the first one's count too
+            held.setdefault(_same_measurement(r), set()).add(key)
+
+
+def _same_measurement(row: Mapping[str, Any]) -> tuple[object, ...]:
+    """What makes two stored rows one measurement: the same test case, variable, job,
+    end, state and value."""
+    from scalestudy.results.history.store import as_utc
+
+    params, metrics = row.get(col.PARAMS) or {}, row.get(col.METRICS) or {}
+    ended = row.get(col.ENDED)
+    return (row.get(col.MODEL), row.get(col.STATE), params.get("partition"),
+            params.get("environ"), params.get("perf_var"), metrics.get("jobid"),
+            metrics.get("value"), as_utc(ended).isoformat() if ended else None)
 
 
 def kept(results: Path) -> list[Path]:
@@ -204,4 +241,6 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
                        "hardware": ({"gpu_model": item.details["gpu_model"]}
                                     if item.details.get("gpu_model") else {})},
         "tags": list(options.tags),
+        # one campaign per session of the tool, where it names one (ReFrame)
+        "campaign": item.details.get("session"),
     }

@@ -29,5 +29,6 @@ def publish(out: Path, url: str | None = None, *, system: str | None = None,
         raise ScalestudyError("the store holds no runs that match: nothing to publish; "
                               "`scalestudy history ingest results/` adds the studies there")
     site = build(rows, kept, title)
-    return write_site(site, out, {path: Path(page["directory"]) / "report"
-                                  for path, page in site.studies.items()})
+    return write_site(site, out, {path: Path(directory) / "report"
+                                  for path, directory in site.directories.items()
+                                  if not directory.startswith("import:")})

@@ -1,7 +1,10 @@
 """The best known way to do a job: across every stored study of one model on one system,
 each configuration measured (any scale, batch, backend, tuning, layout) priced per
 million samples (tokens for a transformer): time and node-hours, and the front of
-those no other beats on both. Each point keeps its study and date."""
+those no other beats on both. Each point keeps its study and date. A result whose nodes
+are unknown (an import made without `--nodes`) has a time but no node-hours: it is listed,
+and joins the front only where no configuration of its work has a known node count (the
+front is then the fastest)."""
 
 from __future__ import annotations
 
@@ -47,10 +50,23 @@ def best_known(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                     "global_batch": first[col.GLOBAL_BATCH], "backend": first[col.BACKEND],
                     "tuning": first[col.TUNING], "repeats": len(items),
                     "throughput": throughput, "unit": first.get(col.UNIT) or "img/s",
-                    "time_s": time_s, "node_hours": first[col.NODES] * time_s / 3600,
+                    "time_s": time_s, "node_hours": _node_hours(first.get(col.NODES), time_s),
                     "front": False})
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     for _, part in frame.groupby("work", sort=False):
-        kept = pareto_front(part["time_s"].to_numpy(), part[col.NODE_HOURS].to_numpy())
-        frame.loc[part.index[kept], "front"] = True
+        priced = part[part[col.NODE_HOURS].notna()]
+        if priced.empty:  # no node counts known: time alone ranks them
+            frame.loc[part["time_s"].idxmin(), "front"] = True
+            continue
+        kept = pareto_front(priced["time_s"].to_numpy(), priced[col.NODE_HOURS].to_numpy())
+        frame.loc[priced.index[kept], "front"] = True
+    hours = frame[col.NODE_HOURS].astype(object)  # unknown: None, not NaN (JSON has none)
+    frame[col.NODE_HOURS] = hours.where(hours.notna(), None)
     return frame.sort_values(["work", "time_s"]).reset_index(drop=True)
+
+
+def _node_hours(nodes: object, time_s: float) -> float | None:
+    """The node-hours of `time_s` on `nodes` (None: the nodes are not known)."""
+    if nodes is None or nodes != nodes:  # None, or NaN from a frame
+        return None
+    return float(nodes) * time_s / 3600  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -29,6 +30,13 @@ from scalestudy.results.history.store import OWN, as_utc, campaign_of, latest_at
 from scalestudy.results.history.timeline import Change, series_label, timeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: The parameter of a sweep's imported rows (nccl-tests' message size): drawn per run,
+#: against it, and over time only at its largest value.
+SWEPT = "message_bytes"
+#: How many of each sweep's latest runs a page draws.
+CURVES_KEPT = 8
+#: A system's "last night": the attempts that ended this long before its last one.
+NIGHT = timedelta(hours=24)
 
 
 @dataclass
@@ -39,6 +47,7 @@ class Site:
     index: s.IndexPage
     systems: dict[str, s.SystemPage] = field(default_factory=dict)
     studies: dict[str, s.StudyPage] = field(default_factory=dict)
+    directories: dict[str, str] = field(default_factory=dict)  # study page -> directory
 
 
 def slug(text: str) -> str:
@@ -66,7 +75,9 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
     scores = score(forecasts, rows) if forecasts else []
     study_links = _study_links(rows)
     site = Site(s.IndexPage(schema=s.SCHEMA, kind="index", title=title,
-                            updated=_latest(rows), systems=[], studies=[]))
+                            updated=_latest(rows), last_night=[], systems=[],
+                            studies=[]))
+    still_open: dict[str, int] = {}
     page_of_study: dict[str, list[s.Link]] = {}
     for (system, model), mine in sorted(by_page.items()):
         path = system_path(system, model)
@@ -82,7 +93,7 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
             schema=s.SCHEMA, kind="system", title=f"{system}: {model}", system=system,
             model=model, updated=_latest(mine), attempts=len(mine),
             series=_series(points, {series_label(r): _point(r) for r in mine}),
-            measures=_measures(mine),
+            measures=_measures(mine), curves=_curves(mine),
             changes=[_change(c) for c in marks],
             provenance=[_provenance(p) for p in provenance],
             front=_front(mine), forecasts=[_forecast(sc) for sc in here],
@@ -92,19 +103,54 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         for d in dirs:
             page_of_study.setdefault(d, []).append(s.Link(title=page["title"],
                                                           href=f"{path}.html"))
+        unresolved = open_alarms(marks)
+        still_open[system] = still_open.get(system, 0) + len(unresolved)
         site.index["systems"].append(s.IndexEntry(
             system=system, model=model, href=f"{path}.html", updated=page["updated"],
             attempts=len(mine), changes=len(marks), alarms=sum(c.alarm for c in marks),
-            slow_nodes=len(slow)))
+            open_alarms=len(unresolved), slow_nodes=len(slow)))
+    site.index["last_night"] = _last_nights(rows, still_open)
     by_dir: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_dir.setdefault(str(r[col.DIRECTORY]), []).append(r)
     for directory, mine in by_dir.items():
         link = study_links[directory]
-        site.studies[link["href"].removesuffix(".html")] = _study(
-            mine, directory, page_of_study.get(directory, []))
+        path = link["href"].removesuffix(".html")
+        site.studies[path] = _study(mine, directory, page_of_study.get(directory, []))
+        site.directories[path] = directory
     site.index["studies"] = sorted(study_links.values(), key=lambda k: k["title"])
     return site
+
+
+def open_alarms(marks: Sequence[ChangePoint]) -> list[ChangePoint]:
+    """The confirmed drops not since recovered: no later rise of the same series at the
+    same scale (a drop fixed weeks ago is history, not an alarm)."""
+    return [c for c in marks if c.alarm and not any(
+        later.series == c.series and later.world_size == c.world_size
+        and as_utc(later.when) > as_utc(c.when) and later.low > 0 for later in marks)]
+
+
+def _last_nights(rows: Sequence[Mapping[str, Any]], alarms: Mapping[str, int]
+                 ) -> list[s.LastNight]:
+    """Each system's last night: the attempts that ended in the 24 hours up to its last."""
+    by_system: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get(col.ENDED) is not None:
+            by_system.setdefault(_system(r), []).append(r)
+    out = []
+    for system, mine in sorted(by_system.items()):
+        until = max(as_utc(r[col.ENDED]) for r in mine)
+        since = until - NIGHT
+        night = latest_attempts([r for r in mine if as_utc(r[col.ENDED]) > since])
+        failed = sum(r.get(col.STATE) != "completed" for r in night)
+        flags = [w for w, on in (("failed runs", failed), ("slower", alarms.get(system)))
+                 if on]
+        out.append(s.LastNight(
+            system=system, since=_when(since) or "", until=_when(until) or "",
+            studies=len({r[col.DIRECTORY] for r in night}), completed=len(night) - failed,
+            failed=failed, open_alarms=alarms.get(system, 0),
+            status=", ".join(flags) or "ok"))  # type: ignore[typeddict-item]
+    return out
 
 
 def _system(row: Mapping[str, Any]) -> str:
@@ -161,10 +207,11 @@ def _series(points: pd.DataFrame, named: Mapping[str, dict[str, object]]) -> lis
     return out
 
 
-def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
-    """The imported results that are no throughput: each (its parameters but the model,
-    and its unit) over time."""
-    lines: dict[tuple[str, str], list[s.Reading]] = {}
+def _imported(rows: Sequence[Mapping[str, Any]]
+              ) -> list[tuple[Mapping[str, Any], str, str, float]]:
+    """The imported results that are no throughput, each with its label (its parameters
+    but the model and the swept one), unit and value."""
+    out = []
     for r in rows:
         metrics = r.get(col.METRICS) or {}
         value = metrics.get("value")
@@ -173,12 +220,63 @@ def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
                 not math.isfinite(value):
             continue
         params = r.get(col.PARAMS) or {}
-        label = " ".join(f"{k} {v}" for k, v in sorted(params.items()) if k != col.MODEL)
+        label = " ".join(f"{k} {v}" for k, v in sorted(params.items())
+                         if k not in (col.MODEL, SWEPT))
         unit = str(metrics.get(col.UNIT) or r.get(col.UNIT) or "")
-        lines.setdefault((label or str(r.get(col.SOURCE)), unit), []).append(
-            s.Reading(when=_when(r[col.ENDED]) or "", value=float(value)))
+        out.append((r, label or str(r.get(col.SOURCE)), unit, float(value)))
+    return out
+
+
+def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
+    """The imported results that are no throughput: each (its parameters but the model,
+    and its unit) over time; of a sweep, each run's value at its largest message."""
+    lines: dict[tuple[str, str], list[s.Reading]] = {}
+    largest: dict[tuple[str, str, str], tuple[int, Mapping[str, Any], float]] = {}
+    for r, label, unit, value in _imported(rows):
+        size = (r.get(col.PARAMS) or {}).get(SWEPT)
+        if size is None:
+            lines.setdefault((label, unit), []).append(
+                s.Reading(when=_when(r[col.ENDED]) or "", value=value))
+        elif (key := (label, unit, str(r[col.DIRECTORY]))) not in largest or \
+                int(size) > largest[key][0]:
+            largest[key] = (int(size), r, value)
+    for (label, unit, _), (size, r, value) in largest.items():
+        lines.setdefault((f"{label} at {_bytes(size)}", unit), []).append(
+            s.Reading(when=_when(r[col.ENDED]) or "", value=value))
     return [s.Measure(label=label, unit=unit, readings=sorted(got, key=lambda g: g["when"]))
             for (label, unit), got in sorted(lines.items())]
+
+
+def _curves(rows: Sequence[Mapping[str, Any]]) -> list[s.Curve]:
+    """Each imported sweep run (one file of nccl-tests) as its value per message size,
+    the latest CURVES_KEPT runs of each label."""
+    runs: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], float]]] = {}
+    for r, label, unit, value in _imported(rows):
+        if (r.get(col.PARAMS) or {}).get(SWEPT) is not None:
+            runs.setdefault((label, unit, str(r[col.DIRECTORY])), []).append((r, value))
+    curves = []
+    for (label, unit, _), got in runs.items():
+        sizes = {int(r[col.PARAMS][SWEPT]): v for r, v in got}
+        curves.append(s.Curve(
+            label=label, unit=unit, when=_latest([r for r, _ in got]) or "",
+            study=str(got[0][0].get(col.STUDY) or "?"),
+            points=[s.SizePoint(message_bytes=b, value=v) for b, v in sorted(sizes.items())]))
+    curves.sort(key=lambda c: (c["label"], c["when"]))
+    kept: dict[str, int] = {}
+    out = []
+    for c in reversed(curves):  # the newest of each label
+        kept[c["label"]] = kept.get(c["label"], 0) + 1
+        if kept[c["label"]] <= CURVES_KEPT:
+            out.append(c)
+    return out[::-1]
+
+
+def _bytes(size: int) -> str:
+    """A message size as nccl-tests' users say it (8 B, 1 MiB, 8 GiB)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def _change(c: ChangePoint) -> s.ChangeMark:
@@ -197,12 +295,12 @@ def _front(rows: Sequence[Mapping[str, Any]]) -> list[s.FrontPoint]:
     for r in table[table["front"]].to_dict("records"):
         out.append(s.FrontPoint(
             configuration=str(r["configuration"]), study=str(r[col.STUDY]),
-            ended=_when(r[col.ENDED]), nodes=int(r[col.NODES]),
+            ended=_when(r[col.ENDED]), nodes=_integer(r[col.NODES]),
             world_size=int(r[col.WORLD_SIZE]), batch_size=_integer(r[col.BATCH_SIZE]),
             global_batch=_integer(r[col.GLOBAL_BATCH]), backend=_text(r[col.BACKEND]),
             tuning=_text(r[col.TUNING]), repeats=int(r["repeats"]),
             throughput=float(r[col.THROUGHPUT]), unit=str(r[col.UNIT]),
-            time_s=float(r["time_s"]), node_hours=float(r[col.NODE_HOURS])))
+            time_s=float(r["time_s"]), node_hours=_number(r[col.NODE_HOURS])))
     return out
 
 
@@ -244,6 +342,15 @@ def _study_links(rows: Sequence[Mapping[str, Any]]) -> dict[str, s.Link]:
     return out
 
 
+def shown_directory(directory: str) -> str:
+    """A study's directory as a page shows it: its name (`results/<name>` on the machine
+    that ran it), never the absolute path of the machine that published; an import's key
+    (`import:<sha256>`) as it is."""
+    if directory.startswith("import:"):
+        return directory
+    return directory.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or directory
+
+
 def _study(rows: Sequence[Mapping[str, Any]], directory: str,
            pages: list[s.Link]) -> s.StudyPage:
     """One study: its points over its latest attempts, and where it appears."""
@@ -275,7 +382,7 @@ def _study(rows: Sequence[Mapping[str, Any]], directory: str,
     return s.StudyPage(
         schema=s.SCHEMA, kind="study", title=str(first.get(col.STUDY) or "?"),
         study=str(first.get(col.STUDY) or "?"), system=_text(first.get(col.SYSTEM)),
-        source=str(first.get(col.SOURCE) or OWN), directory=directory,
+        source=str(first.get(col.SOURCE) or OWN), directory=shown_directory(directory),
         campaigns=len({campaign_of(r) for r in rows}),
         started=_when(min(starts, key=as_utc)) if starts else None, ended=_latest(rows),
         completed=completed, failed=len(latest) - completed, rows=table, report=None,

@@ -67,6 +67,23 @@ class Measure(TypedDict):
     readings: list[Reading]
 
 
+class SizePoint(TypedDict):
+    message_bytes: int
+    value: float
+
+
+class Curve(TypedDict):
+    """One imported run of a message-size sweep (nccl-tests): its value per message size,
+    drawn as bus bandwidth against message size; `label`: what it measured (collective,
+    type, ranks, nodes), the same for the runs that compare."""
+
+    label: str
+    unit: str
+    when: str
+    study: str
+    points: list[SizePoint]
+
+
 class ChangeMark(TypedDict):
     """A change point (`history changes`) on a series."""
 
@@ -90,12 +107,13 @@ class ProvenanceMark(TypedDict):
 
 
 class FrontPoint(TypedDict):
-    """A configuration on the best-known front (time and node-hours per million units)."""
+    """A configuration on the best-known front (time and node-hours per million units;
+    nodes and node-hours None: an import that did not say its nodes)."""
 
     configuration: str
     study: str
     ended: str | None
-    nodes: int
+    nodes: int | None
     world_size: int
     batch_size: int | None
     global_batch: int | None
@@ -105,7 +123,7 @@ class FrontPoint(TypedDict):
     throughput: float
     unit: str
     time_s: float
-    node_hours: float
+    node_hours: float | None
 
 
 class Forecast(TypedDict):
@@ -156,6 +174,7 @@ class SystemPage(TypedDict):
     attempts: int
     series: list[Series]
     measures: list[Measure]
+    curves: list[Curve]  # the latest runs of each sweep (CURVES_KEPT of each label)
     changes: list[ChangeMark]
     provenance: list[ProvenanceMark]
     front: list[FrontPoint]
@@ -190,7 +209,7 @@ class StudyPage(TypedDict):
     study: str
     system: str | None
     source: str
-    directory: str
+    directory: str  # its name (results/<name>), or an import's `import:<sha256>`
     campaigns: int
     started: str | None
     ended: str | None
@@ -208,8 +227,23 @@ class IndexEntry(TypedDict):
     updated: str | None
     attempts: int
     changes: int
-    alarms: int
+    alarms: int  # confirmed drops, ever
+    open_alarms: int  # those not since recovered (no later rise at the same series, scale)
     slow_nodes: int
+
+
+class LastNight(TypedDict):
+    """A system's last night: its attempts that ended in the 24 hours up to its last one
+    (`since` to `until`), and what they show."""
+
+    system: str
+    since: str
+    until: str
+    studies: int
+    completed: int
+    failed: int
+    open_alarms: int  # confirmed drops of its models not since recovered
+    status: Literal["ok", "failed runs", "slower", "failed runs, slower"]
 
 
 class IndexPage(TypedDict):
@@ -217,5 +251,6 @@ class IndexPage(TypedDict):
     kind: Literal["index"]
     title: str
     updated: str | None
+    last_night: list[LastNight]  # one per system
     systems: list[IndexEntry]
     studies: list[Link]

@@ -167,6 +167,38 @@
     box.dataset.points = String(drawn);
   }
 
+  // An imported sweep (nccl-tests): its value against message size, a line per run.
+  function sizeChart(box, label, curves) {
+    const sizes = [...new Set(curves.flatMap(c => c.points.map(p => p.message_bytes)))]
+      .sort((a, b) => a - b);
+    const at = new Map(sizes.map((b, i) => [b, i]));
+    const data = [sizes];
+    const specs = [{label: "message size", value: (u, v) => v === null ? "–" : bytes(v)}];
+    let drawn = 0;
+    curves.forEach((c, i) => {
+      const y = sizes.map(() => null);
+      for (const p of c.points) { y[at.get(p.message_bytes)] = p.value; drawn += 1; }
+      data.push(y);
+      const color = COLORS[i % COLORS.length];
+      specs.push({label: `${c.when.slice(0, 16).replace("T", " ")} (${c.study})`,
+                  stroke: color, width: 2, spanGaps: true,
+                  points: {show: true, size: 4, fill: color}});
+    });
+    new uPlot({title: `${curves[0].unit} against message size: ${label}`,
+               width: Math.max(320, box.clientWidth || 900), height: 320, series: specs,
+               scales: {x: {time: false, distr: 3, log: 2}},
+               axes: [{label: "message size", values: (u, ticks) => ticks.map(bytes)},
+                      {label: curves[0].unit, size: 70}]}, data, box);
+    box.dataset.points = String(drawn);
+  }
+
+  function bytes(v) {
+    for (const [unit, scale] of [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) {
+      if (v >= scale) return `${+(v / scale).toPrecision(3)} ${unit}`;
+    }
+    return `${v} B`;
+  }
+
   function matches(forecast, series) {
     return Object.entries(forecast.point).every(([k, v]) => series.point[k] === v);
   }
@@ -220,6 +252,15 @@
       box.id = `measures-${n}`;
       root.appendChild(box);
       measureChart(box, unit, page.measures.filter(m => m.unit === unit));
+      charts += 1;
+    });
+    const labels = [...new Set((page.curves || []).map(c => c.label))];
+    labels.forEach((label, n) => {
+      const box = document.createElement("div");
+      box.className = "chart";
+      box.id = `curves-${n}`;
+      root.appendChild(box);
+      sizeChart(box, label, page.curves.filter(c => c.label === label));
       charts += 1;
     });
     document.body.dataset.charts = String(charts);

@@ -9,8 +9,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 #: A measurement that is one (`completed`), or what the log says instead: the run was
-#: aborted, or it logged only warm-up steps. Only `completed` is a result.
-STATUSES: tuple[str, ...] = ("completed", "aborted", "warmup_only")
+#: aborted (or its output cut off), it logged only warm-up steps, or the tool found its
+#: own results wrong (nccl-tests' `#wrong`). Only `completed` is a result.
+STATUSES: tuple[str, ...] = ("completed", "aborted", "warmup_only", "wrong_results")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,14 @@
 """nccl-tests: bus bandwidth per message size at N ranks, from the text table (its column
-layout read from the table's own header) or from the JSON that `-J` writes."""
+layout read from the table's own header) or from the JSON that `-J` writes.
+
+Text captured through a launcher may carry its prefix on every line: Open MPI's
+`--tag-output` (`[1,0]<stdout>:`, after `--timestamp-output`'s date where given),
+MPICH/Hydra's `-prepend-rank` (`[0] `), Slurm's `srun -l` (`0: `) or `kubectl logs
+--prefix` (`[pod/NAME/CONTAINER] `): they are taken off, and only the lines of the rank
+that printed the table are read. A table that stops before nccl-tests' closing `# Avg
+bus bandwidth` line was cut off (the run died, or the capture did): its rows are kept as
+aborted, not results; a row whose `#wrong` (either side) is above 0 failed nccl-tests'
+own check: kept as wrong results."""
 
 from __future__ import annotations
 
@@ -26,13 +35,20 @@ _LIBRARY = re.compile(r"nccl-library=(\d+)")
 _TEST = re.compile(r"Collective test starting:\s*(?P<name>\w+)")
 _AVG = re.compile(rf"#\s*Avg bus bandwidth\s*:\s*({NUMBER})")
 _VALUE = re.compile(rf"^{NUMBER}$")
+#: A launcher's prefix at a line's start, with the rank where it says one.
+_PREFIX = re.compile(
+    r"^(?:\w{3} \w{3} +\d{1,2} \d\d:\d\d:\d\d \d{4})?"  # Open MPI --timestamp-output
+    r"(?:\[\d+,(?P<ompi>\d+)\]<std(?:out|err)>: ?"  # Open MPI --tag-output
+    r"|\[(?P<hydra>\d+)\] "  # MPICH/Hydra -prepend-rank (-l)
+    r"| *(?P<srun>\d+): "  # Slurm srun -l (--label), padded to the widest rank
+    r"|\[pod/[^\]/\s]+/[^\]\s]+\] )")  # kubectl logs --prefix
 
 
 def read(text: str, gpus: int | None) -> list[Imported]:
     """The measurements of an nccl-tests output (text or JSON)."""
     if text.lstrip().startswith("{"):
         return _json(text, gpus)
-    lines = text.splitlines()
+    lines = unprefixed(text.splitlines())
     columns = _header(lines)
     if columns is None:
         if any(line.lstrip().startswith("#") and "busbw" in line for line in lines):
@@ -51,6 +67,10 @@ def read(text: str, gpus: int | None) -> list[Imported]:
               "nccl": nccl, "avg_busbw_GBps": num(avg.group(1)) if avg else None}
     point = {"collective": test["name"].removesuffix("_perf") if test else None,
              "world_size": len(ranks) or gpus, "nodes": len(hosts) or None}
+    counts = any(line.lstrip().startswith("#") and "#wrong" in line.lstrip()[1:]
+                 for line in lines)
+    cut = None if avg else ("the table is cut off (no `# Avg bus bandwidth` line after "
+                            "it): the run or its capture stopped early")
     out = []
     for line in lines:
         row = _row(line, columns)
@@ -60,14 +80,52 @@ def read(text: str, gpus: int | None) -> list[Imported]:
         busbw = [v for v in sides if v is not None]
         if not busbw:
             continue
+        details = {"time_us": row.get("time"), "algbw_GBps": row.get("algbw"),
+                   "busbw_out_of_place_GBps": sides[0], "busbw_in_place_GBps": sides[1],
+                   "layout": "root" if "root" in columns else "no-root", **common}
+        status, why = _status(row, counts, cut)
         out.append(Imported(
             {**point, "message_bytes": int(row["size"]), "dtype": row.get("type"),
              "redop": row.get("redop")},
-            max(busbw), "GB/s busbw",
-            {"time_us": row.get("time"), "algbw_GBps": row.get("algbw"),
-             "busbw_out_of_place_GBps": sides[0], "busbw_in_place_GBps": sides[1],
-             "layout": "root" if "root" in columns else "no-root", **common}))
+            max(busbw), "GB/s busbw", {**details, **({"why": why} if why else {})},
+            status=status))
     return out
+
+
+def unprefixed(lines: list[str]) -> list[str]:
+    """The lines without a launcher's prefix; where the prefixes name ranks, only the
+    lines of the rank that printed the table's header (and those naming no rank)."""
+    ranks: list[str | None] = []
+    bare: list[str] = []
+    for line in lines:
+        found = _PREFIX.match(line)
+        rank = None
+        if found is not None:
+            rank = found["ompi"] or found["hydra"] or found["srun"]
+            line = line[found.end():]
+        ranks.append(rank)
+        bare.append(line)
+    author = next((rank for rank, line in zip(ranks, bare, strict=True)
+                   if rank is not None and line.lstrip("# ").startswith("size")), None)
+    if author is None:
+        return bare
+    return [line for rank, line in zip(ranks, bare, strict=True) if rank in (None, author)]
+
+
+def _status(row: dict[str, Any], counts: bool, cut: str | None) -> tuple[str, str | None]:
+    """A row's status: aborted where the table was cut off, wrong results where
+    nccl-tests counted wrong values (`#wrong`; the older layout's `error` is a
+    tolerance-checked maximum error, not a count)."""
+    if cut:
+        return "aborted", cut
+    if not counts:
+        return "completed", None
+    wrong = [w for w in (row.get("wrong"), row.get("in_wrong")) if w not in (None, "N/A")]
+    bad = [w for w in wrong if not w.isdigit() or int(w) > 0]
+    if bad:
+        return "wrong_results", (f"nccl-tests found {' and '.join(bad)} wrong value(s) "
+                                 "(#wrong): the collective gave wrong results")
+    return "completed", None
 
 
 def _header(lines: list[str]) -> list[str] | None:
@@ -139,6 +197,10 @@ def _json(text: str, gpus: int | None) -> list[Imported]:
         if not busbw:
             continue
         first = r.get("out_of_place") or r.get("in_place") or {}
+        wrong = [_float(side.get("nwrong")) for side in (r.get("out_of_place"),
+                                                         r.get("in_place"))
+                 if isinstance(side, dict)]
+        bad = sum(w for w in wrong if w)
         out.append(Imported(
             {"collective": collective, "world_size": world, "nodes": len(hosts) or None,
              "message_bytes": int(r["size"]), "dtype": r.get("type"),
@@ -149,8 +211,10 @@ def _json(text: str, gpus: int | None) -> list[Imported]:
              "busbw_out_of_place_GBps": sides[0] if sides else None,
              "busbw_in_place_GBps": sides[1] if len(sides) > 1 else None,
              "gpu_model": devices[0].get("device_info") if devices else None,
-             "hosts": hosts, "nccl": version(int(nccl)) if nccl else None},
-            ended=ended))
+             "hosts": hosts, "nccl": version(int(nccl)) if nccl else None,
+             **({"why": f"nccl-tests found {bad:g} wrong value(s) (nwrong): the "
+                 "collective gave wrong results"} if bad else {})},
+            status="wrong_results" if bad else "completed", ended=ended))
     return out
 
 

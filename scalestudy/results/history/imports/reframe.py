@@ -1,6 +1,7 @@
 """ReFrame: each performance variable of each test case, read from a JSON run report
 (`--report-file`) or from a performance log (the `filelog` handler's perflog, whose
-columns its own header line names)."""
+columns its own header line names); each names its ReFrame session (details["session"],
+the campaign): a report's uuid, a perflog's as `_Sessions` finds them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from scalestudy.core.errors import ScalestudyError
@@ -34,6 +35,8 @@ _WORDS = re.compile(r"([A-Za-z_]\w*)")  # split: text, word, text, ..., text
 _DATA = re.compile(r"\d{4}-\d\d-\d\d|(?:^|\|)(?:[-+]?\d[\d.eE+-]*|pass|fail|None|null)(?:\||$)")
 #: The columns a perflog may start with: a later line that starts with one is the
 #: header of another perflog appended to the first (`cat perflogs/*/*/*.log`).
+#: A perflog line whose job started this long after the line before ended: a new session.
+SESSION_GAP = timedelta(hours=1)
 _HEADER_FIRST = frozenset({"result", "job_completion_time", "job_completion_time_unix",
                            "asctime", "info", "name", "display_name", "system", "jobid"})
 
@@ -130,10 +133,17 @@ def _report(text: str, gpus: int | None) -> list[Imported]:
             tc = _dict(raw, where)
             case = _report_case(tc, where, session_end)
             case.extra.update({"reframe": str(version) if version else None,
-                               "run_index": r})
+                               "run_index": r, "session": _session_of(session, tc)})
             out += [m for var, perf in _report_perf(tc, where)
                     if (m := _measurement(case, var, perf, gpus)) is not None]
     return out
+
+
+def _session_of(session: dict[str, Any], tc: dict[str, Any]) -> str | None:
+    """A report's session: its uuid (ReFrame 4.7 on), else when it started."""
+    uuid = session.get("uuid") or tc.get("session_uuid")
+    start = session.get("time_start")
+    return f"reframe {uuid}" if uuid else (f"reframe {start}" if start else None)
 
 
 def _report_case(tc: dict[str, Any], where: str, session_end: datetime | None) -> _Case:
@@ -310,6 +320,7 @@ def _perflog(text: str, gpus: int | None) -> list[Imported]:
     perf_var, perf_value, ...); perflogs appended to each other keep their headers."""
     layout: _Layout | None = None
     out: list[Imported] = []
+    sessions = _Sessions()
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -324,12 +335,45 @@ def _perflog(text: str, gpus: int | None) -> list[Imported]:
                     "same handler), or import the JSON report of `reframe --report-file`")
             layout = _Layout(line, lineno)
             continue
-        out += _perflog_line(layout, layout.row(line, lineno), lineno, gpus)
+        row = layout.row(line, lineno)
+        out += _perflog_line(layout, row, lineno, gpus, sessions.of(row, lineno))
     return out
 
 
+class _Sessions:
+    """The sessions of a perflog's lines, which name none: one starts at the first line,
+    and where a case (with its variable) comes back or SESSION_GAP passed."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.seen: set[tuple[str | None, ...]] = set()
+        self.last: datetime | None = None
+
+    def of(self, row: dict[str, str], lineno: int) -> str:
+        case = tuple(row.get(k) for k in ("display_name", "name", "info", "unique_name",
+                                          "hashcode", "system", "partition", "environ",
+                                          "perf_var"))
+        ended = _when(row, lineno)
+        started = _unix_text(row.get("job_submit_time")) or ended
+        if self.name is None or case in self.seen or (
+                started and self.last and started - self.last > SESSION_GAP):
+            self.name = f"reframe perflog {started.isoformat() if started else lineno}"
+            self.seen = set()
+        self.seen.add(case)
+        self.last = ended or self.last
+        return self.name
+
+
+def _unix_text(text: str | None) -> datetime | None:
+    """A perflog's Unix time (job_submit_time), where it is one."""
+    try:
+        return datetime.fromtimestamp(float(text or ""), timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def _perflog_line(layout: _Layout, row: dict[str, str], lineno: int,
-                  gpus: int | None) -> list[Imported]:
+                  gpus: int | None, session: str) -> list[Imported]:
     """The measurements of one perflog line."""
     info = row.get("info", "")
     said = _INFO4.match(info) if info else None
@@ -348,7 +392,8 @@ def _perflog_line(layout: _Layout, row: dict[str, str], lineno: int,
         nodelist=[n for n in (get("job_nodelist") or "").split(",") if n],
         ended=_when(row, lineno),
         extra={"hashcode": get("hashcode") or get("hash"), "reframe": get("version"),
-               "fail_phase": get("fail_phase"), "fail_reason": get("fail_reason")})
+               "fail_phase": get("fail_phase"), "fail_reason": get("fail_reason"),
+               "session": session})
     if "perf_value" in layout.names:
         prefixes = {str(row.get("perf_var")): "perf"}
     else:
