@@ -193,7 +193,7 @@ def test_the_report_says_which_system_its_numbers_describe() -> None:
     line = measured_on(Where("local", 2, True), runs)
     assert line.startswith("Measured on system local, this one machine (2 cores, CPUs)")
     assert "answers no question about another" in line
-    assert measured_on(Where("/x/polaris.yaml", 64, False), pd.DataFrame({"device": ["cuda"]})) \
+    assert measured_on(Where("polaris", 64, False), pd.DataFrame({"device": ["cuda"]})) \
         .startswith("Measured on system polaris, its nodes (GPUs)")
 
 

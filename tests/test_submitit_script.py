@@ -3,17 +3,30 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from scalestudy.execute.submitit_script import TASK, SubmititScript
 from scalestudy.site.plan import make_plan
+from tests.testbed_sessions import unavailable
 
 SPEC = """name: sub
 system: generic-slurm
 workload: {kind: command, command: [hostname]}
 job: {submit: submitit, record_env: [MY_*]}
 """
+
+
+@pytest.fixture(autouse=True)
+def _srun_on_path() -> None:
+    """submitit's SlurmExecutor refuses to be made (and so to write its script) where no
+    `srun` is on PATH: on a machine without Slurm this test skips, saying so."""
+    if shutil.which("srun") is None:
+        unavailable("submitit writes its script only where srun is on PATH: "
+                    "scripts/slurm-testbed install", "SCALESTUDY_REQUIRE_SLURM")
 
 
 def test_the_script_records_the_environment_as_the_rendered_ones_do(tmp_path: Path) -> None:
