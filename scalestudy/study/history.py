@@ -29,11 +29,22 @@ if TYPE_CHECKING:
 _SINCE = re.compile(r"^(\d+)([hdw])$")
 
 
-def open_store(url: str | None = None) -> Store:
-    """The results store (`--store`, $SCALESTUDY_STORE, or the embedded default)."""
+def open_store(url: str | None = None, *, verify: bool = False) -> Store:
+    """The results store (`--store`, $SCALESTUDY_STORE, or the embedded default);
+    `verify`: a damaged SQLite file is refused before it is read or written."""
     from scalestudy.results.history.store import Store
 
-    return Store(url)
+    return Store(url, verify=verify)
+
+
+def check_store(url: str | None = None) -> None:
+    """Refuse a damaged store before `run` starts a job that would write into it (exit
+    2, nothing written): a run's results would go into a store that cannot keep them."""
+    store = open_store(url)
+    try:
+        store.check_intact()
+    finally:
+        store.dispose()
 
 
 def store_study(plan: Plan, url: str | None = None) -> str:
@@ -44,7 +55,7 @@ def store_study(plan: Plan, url: str | None = None) -> str:
 
     from scalestudy.results.history.store import URL_VARIABLE, shown
 
-    store = open_store(url)
+    store = open_store(url, verify=True)
     try:
         count = store.ingest(plan.directory)
     except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
@@ -68,7 +79,7 @@ def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
     directory and the imports it keeps (results/history/imports/); idempotent."""
     from scalestudy.results.history.store import study_dirs
 
-    store = open_store(url)
+    store = open_store(url, verify=True)
     out = []
     try:
         for directory in directories:
@@ -145,6 +156,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     by default the study's own earlier attempts."""
     from scalestudy.results.history.store import latest_attempts
 
+    check_store(url)  # a damaged store is refused before it is read (or ingested into)
     name, directory = _study_name(target, url, results)
     rows = history(url, study=name, directory=directory)
     if not rows:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sqlite3
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import cached_property
@@ -137,10 +139,12 @@ def shown(url: str) -> str:
 
 
 class Store:
-    """One results store, opened (created or migrated) on first use."""
+    """One results store, opened (created or migrated) on first use; `verify`: a SQLite
+    file is checked (`quick_check`) before anything reads or writes it."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, verify: bool = False) -> None:
         self.url = store_url(url)
+        self.verify = verify
 
     @cached_property
     def engine(self) -> sa.Engine:
@@ -150,6 +154,8 @@ class Store:
                 Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
             if engine.dialect.name == "sqlite":
                 sa.event.listen(engine, "connect", _sqlite_pragmas)
+            if self.verify:
+                self.check_intact()
             with engine.begin() as conn:
                 _open(conn)
         except ModuleNotFoundError as exc:
@@ -189,6 +195,25 @@ class Store:
                     "check the store (--store or $SCALESTUDY_STORE) and that it is reachable")
             raise ScalestudyError(f"results store {shown(self.url)}: cannot {doing} "
                                   f"({cause}); {hint}") from None
+
+    def check_intact(self) -> None:
+        """Refuse a damaged SQLite file (exit 2, one line), opened read-only so that
+        nothing is written into it: SQLite's `PRAGMA quick_check` walks every page of
+        every table and index (0.23 s for 100,000 attempts, 207 MB). A file that is not
+        there yet is intact. It finds damaged pages and records, not a changed byte
+        inside a stored text (SQLite keeps no checksums). PostgreSQL has no such pragma
+        (the server checks its own pages): nothing is checked there."""
+        url = sa.engine.make_url(self.url)
+        if url.get_backend_name() != "sqlite" or not url.database \
+                or url.database == ":memory:" or not Path(url.database).is_file():
+            return
+        found = quick_check(Path(url.database))
+        if found:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: the file is damaged (SQLite's quick_check: "
+                f"{found}); nothing was read from or written into it; move it aside and "
+                f"rebuild it from the run directories (`scalestudy history ingest results/` "
+                f"with --store or ${URL_VARIABLE} naming a new file)")
 
     def version(self) -> int:
         """The schema version the store holds."""
@@ -305,6 +330,19 @@ def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def study_dirs(results: Path) -> list[Path]:
     """The study directories under a results directory (those with run directories)."""
     return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
+
+
+def quick_check(path: Path) -> str:
+    """What SQLite's quick_check finds wrong in a file ("" when nothing), read-only."""
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+            found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.OperationalError:  # cannot open or locked: opening it says why
+        return ""
+    except sqlite3.DatabaseError as exc:  # the header itself: not a database
+        return str(exc)
+    return "" if found == ["ok"] else "; ".join(found)[:300]
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
