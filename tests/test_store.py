@@ -346,15 +346,15 @@ def _damaged(tmp_path: Path) -> Path:
 
 def test_a_damaged_store_is_refused_before_anything_is_read_or_written(tmp_path: Path
                                                                      ) -> None:
-    from scalestudy.results.history.store import quick_check
+    from scalestudy.results.history.integrity import quick_check
 
     url = _damaged(tmp_path)
     before = url.read_bytes()
     assert "ok" != quick_check(url) != ""
     for doing in (lambda s: s.rows(), lambda s: s.ingest(study(tmp_path / "more", "new"))):
         checked = Store(str(url), verify=True)
-        with pytest.raises(ScalestudyError, match="the file is damaged .*quick_check.*"
-                           "nothing was read from or written into it"):
+        with pytest.raises(ScalestudyError, match=r"the file is damaged .*quick_check.*"
+                           r"nothing was read from or written into it"):
             doing(checked)
         checked.dispose()
     assert url.read_bytes() == before

@@ -302,8 +302,8 @@ def junit(checked: Checked) -> str:
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
     for c in checked.changes:  # the series' change points: confirmed drops fail
-        work = " ".join(f"{k}={v}" for k, v in (c.key[-1] if c.key else ())
-                        if k not in ("system", "workload"))
+        items = c.key[-1] if c.key and isinstance(c.key[-1], tuple) else ()
+        work = " ".join(f"{k}={v}" for k, v in items if k not in ("system", "workload"))
         case = ET.SubElement(suite, "testcase", classname=f"{checked.study}.changes",
                              name=unique(f"{c.point}{' ' + work if work else ''} changed "
                                          f"{c.when:%Y-%m-%d}"))

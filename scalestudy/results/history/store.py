@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sqlite3
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import cached_property
@@ -197,17 +195,11 @@ class Store:
                                   f"({cause}); {hint}") from None
 
     def check_intact(self) -> None:
-        """Refuse a damaged SQLite file (exit 2, one line), opened read-only so that
-        nothing is written into it: SQLite's `PRAGMA quick_check` walks every page of
-        every table and index (0.23 s for 100,000 attempts, 207 MB). A file that is not
-        there yet is intact. It finds damaged pages and records, not a changed byte
-        inside a stored text (SQLite keeps no checksums). PostgreSQL has no such pragma
-        (the server checks its own pages): nothing is checked there."""
-        url = sa.engine.make_url(self.url)
-        if url.get_backend_name() != "sqlite" or not url.database \
-                or url.database == ":memory:" or not Path(url.database).is_file():
-            return
-        found = quick_check(Path(url.database))
+        """Refuse a damaged SQLite file before it is read or written (exit 2, one line;
+        results.history.integrity says what is checked); nothing for PostgreSQL."""
+        from scalestudy.results.history.integrity import damage
+
+        found = damage(self.url)
         if found:
             raise ScalestudyError(
                 f"results store {shown(self.url)}: the file is damaged (SQLite's quick_check: "
@@ -330,19 +322,6 @@ def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def study_dirs(results: Path) -> list[Path]:
     """The study directories under a results directory (those with run directories)."""
     return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
-
-
-def quick_check(path: Path) -> str:
-    """What SQLite's quick_check finds wrong in a file ("" when nothing), read-only."""
-    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
-    try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
-            found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
-    except sqlite3.OperationalError:  # cannot open or locked: opening it says why
-        return ""
-    except sqlite3.DatabaseError as exc:  # the header itself: not a database
-        return str(exc)
-    return "" if found == ["ok"] else "; ".join(found)[:300]
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
