@@ -288,3 +288,18 @@ def test_junit_names_a_bare_point_and_its_container_twin_apart() -> None:
         "s", 30, 30, "its earlier attempts", verdicts))).iter("testcase")]
     assert len(names) == 6 == len(set(names))
     assert any("container=pt.sif" in n for n in names)
+
+
+def test_the_noise_between_nights_counts_against_a_small_drop() -> None:
+    """-6 % with steady repeats (CV 0.5 %, 5 a side) regresses on one night's evidence;
+    where nights differ by 3 % beyond the repeats (the series' tau), it is within the
+    noise, and the ok says so; -30 % still regresses."""
+    rng = random.Random(21)
+    new, old = side(rng, {4: .06}, cv=0.005), side(rng, cv=0.005)
+    small = {v.world_size: v for v in check(new, old)}
+    assert small[4].regressed
+    noisy = {v.world_size: v for v in check(new, old, nights=0.03)}
+    assert not noisy[4].regressed and noisy[4].status == "ok"
+    assert "and campaigns by 3.0% more" in noisy[4].line()
+    big = {v.world_size: v for v in check(side(rng, {4: .3}, cv=0.005), old, nights=0.03)}
+    assert big[4].regressed

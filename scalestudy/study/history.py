@@ -20,7 +20,7 @@ from scalestudy.site.plan import Plan, make_plan
 from scalestudy.study.imports import kept, reimport
 
 if TYPE_CHECKING:
-    from scalestudy.results.history.changes import ChangePoint
+    from scalestudy.results.history.changes import ChangePoint, Noise
     from scalestudy.results.history.ledger import Score
     from scalestudy.results.history.regression import Verdict
     from scalestudy.results.history.store import Store
@@ -195,11 +195,12 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     # a named baseline holds what came before it: only changes after it are gated
     after = max((as_utc(r[col.ENDED]) for r in completed if r[col.ENDED] is not None),
                 default=None) if (baseline_tag or baseline_study) else None
-    found, untold = recent_changes(newest, url, after)
+    found, noises = recent_changes(newest, url, after)
     notes += [f"system {s}: its runs have no repeats and too few campaigns to measure the "
               "noise: the series cannot tell a change from noise (2 or more `repeats:` "
-              "would)" for s in untold]
-    verdicts = compare(newest, base, alpha, min_drop)
+              "would)" for s, n in noises.items() if not n.known]
+    nights = max((n.tau for n in noises.values() if n.known), default=0.0)
+    verdicts = compare(newest, base, alpha, min_drop, nights)
     return Checked(name, sum(r[col.STATE] == "completed" for r in newest), len(completed),
                    against, verdicts, found, notes)
 
@@ -256,24 +257,26 @@ def changes(url: str | None = None, *, system: str | None = None, model: str | N
 
 
 def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None,
-                   after: datetime | None = None) -> tuple[list[ChangePoint], list[str]]:
+                   after: datetime | None = None
+                   ) -> tuple[list[ChangePoint], dict[str, Noise]]:
     """The change points of the checked study's points that are recent: among their
     series' latest RECENT campaigns (what `history check` also gates on), and after
-    `after` (a named baseline's newest run) where given; and the systems whose series
-    cannot tell (no repeats, too few campaigns)."""
-    from scalestudy.results.history.changes import cannot_tell
+    `after` (a named baseline's newest run) where given; and each system's noise
+    (`known` False: no repeats and too few campaigns, the series cannot tell)."""
     from scalestudy.results.history.changes import changes as find
+    from scalestudy.results.history.changes import noises as measure
     from scalestudy.results.history.store import as_utc
 
     points = {point_of(r) for r in checked_rows if r.get(col.STATE) == "completed"}
     systems = {r[col.SYSTEM] for r in checked_rows}
-    found, untold = [], []
+    found: list[ChangePoint] = []
+    noises: dict[str, Noise] = {}
     for system in sorted(systems, key=str):
         rows = history(url, system=system)
         found += find(rows)
-        untold += cannot_tell(rows)
+        noises.update(measure(rows))
     return [c for c in found if c.key in points and c.recent
-            and (after is None or as_utc(c.when) > after)], untold
+            and (after is None or as_utc(c.when) > after)], noises
 
 
 def junit(checked: Checked) -> str:

@@ -298,14 +298,20 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
     return sorted(_with_causes(found, smallest), key=lambda c: (c.when, c.point))
 
 
+def noises(rows: Sequence[Mapping[str, Any]]) -> dict[str, Noise]:
+    """Each system's noise, from its points' series (`history check` adds the noise
+    between campaigns to the repeats' own; `known` False: the series cannot tell)."""
+    by_system: dict[str, list[list[Campaign]]] = {}
+    for (system, _), campaigns in series(rows).items():
+        by_system.setdefault(system, []).append(campaigns)
+    return {s: noise(v) for s, v in by_system.items()}
+
+
 def cannot_tell(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The systems whose series have no repeats and too few campaigns to measure their
     noise: no change point is claimed there (one number cannot tell a change from
     noise)."""
-    by_system: dict[str, list[list[Campaign]]] = {}
-    for (system, _), campaigns in series(rows).items():
-        by_system.setdefault(system, []).append(campaigns)
-    return sorted(s for s, v in by_system.items() if not noise(v).known)
+    return sorted(s for s, n in noises(rows).items() if not n.known)
 
 
 def _group_of(key: Point) -> Point:

@@ -6,8 +6,10 @@ A point regresses when all three hold:
   p < alpha / the number of points tested: Bonferroni, so that a study of many points
   is no likelier to alarm than one of a few);
 - the drop of the medians is larger than `min_drop` and than NOISE_BANDS times the
-  repeats' own coefficient of variation (a difference too small to matter, or within
-  the noise the repeats show, is no alarm, however many repeats prove it);
+  noise: the repeats' own coefficient of variation and, where the baseline spans
+  several campaigns, the spread between its campaigns' medians (nights differ more than
+  repeats of one night do; a difference too small to matter, or within that noise, is
+  no alarm, however many repeats prove it);
 - the repeat bands do not overlap (the newest side's fastest repeat is slower than the
   baseline's slowest).
 A point measured once on either side is not tested: one number cannot tell a change
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history.store import campaign_of
 
 #: A drop must exceed this many coefficients of variation of the repeats to count.
 NOISE_BANDS = 3.0
@@ -163,9 +166,12 @@ def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[
 
 
 def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]],
-          alpha: float = 0.01, min_drop: float = 0.03) -> list[Verdict]:
+          alpha: float = 0.01, min_drop: float = 0.03, nights: float = 0.0) -> list[Verdict]:
     """A verdict per point measured on both sides (completed attempts only), and an
-    `unlike` one per newest point whose scale the baseline measured with other work."""
+    `unlike` or `new` one per newest point the baseline lacks. `nights`: the relative
+    noise between campaigns beyond the repeats' (the series' tau, results.history.
+    changes), which a drop must exceed too; a point's own baseline campaigns' spread
+    counts where it is larger."""
     ours, theirs = _by_point(newest), _by_point(baseline)
     shared = [k for k in ours if k in theirs]
     tested = sum(len(ours[k]) > 1 and len(theirs[k]) > 1 for k in shared)
@@ -176,7 +182,8 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
         b = [float(r[col.THROUGHPUT_PER_GPU]) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
-        beyond = -change > max(min_drop, NOISE_BANDS * noise(a, b))
+        night = max(nights, between(theirs[key]))
+        beyond = -change > max(min_drop, NOISE_BANDS * math.hypot(noise(a, b), night))
         alarm = beyond and max(a) < min(b)
         if p is None:
             status = "not tested"
@@ -192,17 +199,20 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
             status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
             needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
             comm=(_comm(ours[key]), _comm(theirs[key])), work=work_label(ours[key][0]),
-            why=(_why_ok(a, b, min_drop) if status == "ok" and -change > min_drop else ""))
+            why=(_why_ok(a, b, noise(a, b), night)
+                 if status == "ok" and -change > min_drop else ""))
     return [*_with_causes(verdicts), *_unmatched(ours, theirs)]
 
 
-def _why_ok(a: Sequence[float], b: Sequence[float], min_drop: float) -> str:
-    """Why a drop larger than `min_drop` is no alarm: the repeats' noise, or their bands
-    overlap (the test alone never passes such a drop: that is `undecided`)."""
-    bound = NOISE_BANDS * noise(a, b)
+def _why_ok(a: Sequence[float], b: Sequence[float], repeats: float, nights: float) -> str:
+    """Why a drop larger than `min_drop` is no alarm: the noise (the repeats', and the
+    baseline's campaigns' spread), or the bands overlap (the test alone never passes
+    such a drop: that is `undecided`)."""
+    bound = NOISE_BANDS * math.hypot(repeats, nights)
     if bound >= -(statistics.median(a) / statistics.median(b) - 1):
-        return (f"within the noise: the repeats vary by {noise(a, b):.1%} (coefficient of "
-                f"variation), and a drop must exceed {NOISE_BANDS:g} times that "
+        spread = f" and campaigns by {nights:.1%} more" if nights else ""
+        return (f"within the noise: the repeats vary by {repeats:.1%} (coefficient of "
+                f"variation){spread}, and a drop must exceed {NOISE_BANDS:g} times that "
                 f"({bound:.1%}); steadier runs would tell")
     return (f"the repeats overlap (the newest's fastest {max(a):,.4g} is not slower than "
             f"the baseline's slowest {min(b):,.4g})")
@@ -280,6 +290,19 @@ def _with_causes(verdicts: dict[Point, Verdict]) -> list[Verdict]:
             cause = ("compute" if compute else "communication") if v.regressed else ""
             out.append(Verdict(**{**v.__dict__, "cause": cause}))
     return out
+
+
+def between(rows: Sequence[Mapping[str, Any]]) -> float:
+    """The spread between the campaigns of one side's point: the relative standard
+    deviation of their medians (0 for a single campaign)."""
+    by: dict[tuple[object, str], list[float]] = {}
+    for r in rows:
+        by.setdefault((r.get(col.DIRECTORY), campaign_of(r)), []).append(
+            float(r[col.THROUGHPUT_PER_GPU]))
+    if len(by) < 2:
+        return 0.0
+    medians = [statistics.median(v) for v in by.values()]
+    return statistics.stdev(medians) / statistics.median(medians)
 
 
 def noise(a: Sequence[float], b: Sequence[float]) -> float:
