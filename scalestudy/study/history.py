@@ -209,18 +209,19 @@ def newest_campaign(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     """The attempts of a study's newest campaign (the one that ended last; the newest
     attempt of each run in it), and a note on the runs it did not measure: points
     dropped from the grid are not checked again on their old runs as if they were
-    new."""
-    from scalestudy.results.history.store import as_utc, campaign_of, latest_attempts
+    new. Attempts stored before campaigns (no campaign named): the newest attempt of
+    each run, as then."""
+    from scalestudy.results.history.store import as_utc, latest_attempts
 
     ends: dict[str, datetime] = {}
     for r in rows:
         if r[col.ENDED] is not None:
-            when = as_utc(r[col.ENDED])
-            ends[campaign_of(r)] = max(ends.get(campaign_of(r), when), when)
-    if not ends:
+            when, campaign = as_utc(r[col.ENDED]), str(r.get(col.CAMPAIGN) or "")
+            ends[campaign] = max(ends.get(campaign, when), when)
+    last = max(ends, key=lambda c: ends[c]) if ends else ""
+    if not last:
         return latest_attempts(rows), []
-    last = max(ends, key=lambda c: ends[c])
-    newest = latest_attempts(r for r in rows if campaign_of(r) == last)
+    newest = latest_attempts(r for r in rows if r.get(col.CAMPAIGN) == last)
     left = {r[col.RUN_ID] for r in rows} - {r[col.RUN_ID] for r in newest}
     notes = [f"{len(left)} run(s) of earlier campaigns are not in the newest ({last}): "
              "not checked (their points are no longer measured)"] if left else []
