@@ -177,3 +177,31 @@ def test_a_drop_is_recent_by_its_place_and_stops_failing_once_fixed() -> None:
     assert not drop.recent and drop.total - drop.index == 10 > RECENT
     still = changes([r for r in data if r["ended"] < START + timedelta(days=24)])
     assert [c.alarm and c.recent and not c.fixed for c in still] == [True]
+
+
+def test_history_changes_says_where_single_runs_cannot_tell(tmp_path) -> None:
+    """Two nights of one run each, -30 % on the second: `history changes` claims no
+    change (no z of -248 from a 0.2 % floor) and names the system that cannot tell."""
+    import json as _json
+    import os
+
+    from scalestudy.execute import workspace as ws
+    from tests.conftest import run_cli
+    from tests.test_collect import make_run, params, record
+
+    study = tmp_path / "results" / "s"
+    p = params()
+    d = make_run(study, p, metrics=record(p, 100.0))
+    (d / "env.txt").write_text("SCALESTUDY_SYSTEM=lab\n")
+    ws.archive_attempt(d, "c2")
+    (d / "status.json").write_text(_json.dumps({"state": "completed", "exit_code": 0}))
+    (d / "metrics.jsonl").write_text(_json.dumps(record(p, 70.0)) + "\n")
+    (d / "env.txt").write_text("SCALESTUDY_SYSTEM=lab\n")
+    for f in (d / "attempts" / "1").iterdir():
+        os.utime(f, (f.stat().st_mtime - 86400,) * 2)
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    assert run_cli("history", "ingest", str(study), cwd=tmp_path, env_extra=env).returncode == 0
+    done = run_cli("history", "changes", cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+    assert "system local: its runs have no repeats" in done.stderr, done.stderr

@@ -257,6 +257,15 @@ def changes(url: str | None = None, *, system: str | None = None, model: str | N
     return find(history(url, system=system, model=model, since_text=since_text))
 
 
+def cannot_tell(url: str | None = None, *, system: str | None = None,
+                model: str | None = None, since_text: str | None = None) -> list[str]:
+    """The systems whose stored series cannot tell a change from noise (no repeats, too
+    few campaigns): `history changes` claims none there, and says so."""
+    from scalestudy.results.history.changes import cannot_tell as untold
+
+    return untold(history(url, system=system, model=model, since_text=since_text))
+
+
 def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None,
                    after: datetime | None = None
                    ) -> tuple[list[ChangePoint], dict[str, Noise]]:
