@@ -195,11 +195,12 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     # a named baseline holds what came before it: only changes after it are gated
     after = max((as_utc(r[col.ENDED]) for r in completed if r[col.ENDED] is not None),
                 default=None) if (baseline_tag or baseline_study) else None
-    found, noises = recent_changes(newest, url, after)
+    found, noises, before = recent_changes(newest, url, after)
     notes += [f"system {s}: its runs have no repeats and too few campaigns to measure the "
               "noise: the series cannot tell a change from noise (2 or more `repeats:` "
               "would)" for s, n in noises.items() if not n.known]
-    nights = max((n.tau for n in noises.values() if n.known), default=0.0)
+    # the noise between nights, measured without tonight (a step tonight is no noise)
+    nights = max((n.tau for n in before.values() if n.known), default=0.0)
     verdicts = compare(newest, base, alpha, min_drop, nights)
     return Checked(name, sum(r[col.STATE] == "completed" for r in newest), len(completed),
                    against, verdicts, found, notes)
@@ -268,25 +269,30 @@ def cannot_tell(url: str | None = None, *, system: str | None = None,
 
 def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None,
                    after: datetime | None = None
-                   ) -> tuple[list[ChangePoint], dict[str, Noise]]:
+                   ) -> tuple[list[ChangePoint], dict[str, Noise], dict[str, Noise]]:
     """The change points of the checked study's points that are recent: among their
     series' latest RECENT campaigns (what `history check` also gates on), and after
-    `after` (a named baseline's newest run) where given; and each system's noise
-    (`known` False: no repeats and too few campaigns, the series cannot tell)."""
+    `after` (a named baseline's newest run) where given; each system's noise (`known`
+    False: no repeats and too few campaigns, the series cannot tell); and each system's
+    noise without the checked attempts."""
     from scalestudy.results.history.changes import changes as find
     from scalestudy.results.history.changes import noises as measure
     from scalestudy.results.history.store import as_utc
 
     points = {point_of(r) for r in checked_rows if r.get(col.STATE) == "completed"}
     systems = {r[col.SYSTEM] for r in checked_rows}
+    checked = {(r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) for r in checked_rows}
     found: list[ChangePoint] = []
     noises: dict[str, Noise] = {}
+    before: dict[str, Noise] = {}
     for system in sorted(systems, key=str):
         rows = history(url, system=system)
         found += find(rows)
         noises.update(measure(rows))
+        before.update(measure([r for r in rows if (r[col.DIRECTORY], r[col.RUN_ID],
+                                                     r[col.ATTEMPT]) not in checked]))
     return [c for c in found if c.key in points and c.recent
-            and (after is None or as_utc(c.when) > after)], noises
+            and (after is None or as_utc(c.when) > after)], noises, before
 
 
 def junit(checked: Checked) -> str:

@@ -6,10 +6,10 @@ A point regresses when all three hold:
   p < alpha / the number of points tested: Bonferroni, so that a study of many points
   is no likelier to alarm than one of a few);
 - the drop of the medians is larger than `min_drop` and than NOISE_BANDS times the
-  noise: the repeats' own coefficient of variation and, where the baseline spans
-  several campaigns, the spread between its campaigns' medians (nights differ more than
-  repeats of one night do; a difference too small to matter, or within that noise, is
-  no alarm, however many repeats prove it);
+  noise: the repeats' own coefficient of variation and the noise between campaigns
+  beyond it, when the caller measured it (nights differ more than repeats of one night
+  do; a difference too small to matter, or within that noise, is no alarm, however many
+  repeats prove it);
 - the repeat bands do not overlap (the newest side's fastest repeat is slower than the
   baseline's slowest).
 A point measured once on either side is not tested: one number cannot tell a change
@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalestudy.results.analysis import columns as col
-from scalestudy.results.history.store import campaign_of
 
 #: A drop must exceed this many coefficients of variation of the repeats to count.
 NOISE_BANDS = 3.0
@@ -169,9 +168,8 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
           alpha: float = 0.01, min_drop: float = 0.03, nights: float = 0.0) -> list[Verdict]:
     """A verdict per point measured on both sides (completed attempts only), and an
     `unlike` or `new` one per newest point the baseline lacks. `nights`: the relative
-    noise between campaigns beyond the repeats' (the series' tau, results.history.
-    changes), which a drop must exceed too; a point's own baseline campaigns' spread
-    counts where it is larger."""
+    noise between campaigns beyond the repeats' (the system's tau, results.history.
+    changes, measured without the newest side), which a drop must exceed too."""
     ours, theirs = _by_point(newest), _by_point(baseline)
     shared = [k for k in ours if k in theirs]
     tested = sum(len(ours[k]) > 1 and len(theirs[k]) > 1 for k in shared)
@@ -182,8 +180,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
         b = [float(r[col.THROUGHPUT_PER_GPU]) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
-        night = max(nights, between(theirs[key]))
-        beyond = -change > max(min_drop, NOISE_BANDS * math.hypot(noise(a, b), night))
+        beyond = -change > max(min_drop, NOISE_BANDS * math.hypot(noise(a, b), nights))
         alarm = beyond and max(a) < min(b)
         if p is None:
             status = "not tested"
@@ -199,7 +196,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
             status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
             needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
             comm=(_comm(ours[key]), _comm(theirs[key])), work=work_label(ours[key][0]),
-            why=(_why_ok(a, b, noise(a, b), night)
+            why=(_why_ok(a, b, noise(a, b), nights)
                  if status == "ok" and -change > min_drop else ""))
     return [*_with_causes(verdicts), *_unmatched(ours, theirs)]
 
@@ -290,19 +287,6 @@ def _with_causes(verdicts: dict[Point, Verdict]) -> list[Verdict]:
             cause = ("compute" if compute else "communication") if v.regressed else ""
             out.append(Verdict(**{**v.__dict__, "cause": cause}))
     return out
-
-
-def between(rows: Sequence[Mapping[str, Any]]) -> float:
-    """The spread between the campaigns of one side's point: the relative standard
-    deviation of their medians (0 for a single campaign)."""
-    by: dict[tuple[object, str], list[float]] = {}
-    for r in rows:
-        by.setdefault((r.get(col.DIRECTORY), campaign_of(r)), []).append(
-            float(r[col.THROUGHPUT_PER_GPU]))
-    if len(by) < 2:
-        return 0.0
-    medians = [statistics.median(v) for v in by.values()]
-    return statistics.stdev(medians) / statistics.median(medians)
 
 
 def noise(a: Sequence[float], b: Sequence[float]) -> float:
