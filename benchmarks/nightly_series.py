@@ -16,6 +16,10 @@ Otava's E-divisive (`apache-otava`, when installed) over each point's campaign m
 p 0.001 and 0.05. A change is found when it is placed at campaign `--at` .. `--at`+2;
 any other is a false alarm. Exit 0 when scalestudy finds the change at every point, with
 no false alarm.
+
+Without a testbed, benchmarks/nightly_gate.py plays the users' 19 nights (threads
+changed on 9-12, reverted on 13-18, the batch size changed on 19) on run directories it
+writes, and runs the real `history check` each night as a CI job would.
 """
 
 from __future__ import annotations

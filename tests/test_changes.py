@@ -141,3 +141,67 @@ def test_history_plot_marks_the_change_points(tmp_path) -> None:
     marked = out.read_bytes()
     draw_timeline(points, provenance, "History", out)
     assert marked[:8] == b"\x89PNG\r\n\x1a\n" and out.read_bytes() != marked
+
+
+def test_without_repeats_the_nights_measure_the_noise_or_nothing_is_claimed() -> None:
+    """One run a night: two nights cannot tell (no 0.2 % floor: no change claimed, the
+    system named); 24 nights measure the noise from their differences, and a -10 % step
+    is placed where it is, with an interval as wide as that noise."""
+    from scalestudy.results.history.changes import cannot_tell
+
+    single = [r for r in rows(2, {1: (1, -0.3), 4: (1, -0.3)}) if r["ended"].minute == 0]
+    assert changes(single) == [] and cannot_tell(single) == ["lab"]
+    many = [r for r in rows(24, {1: (12, -0.10), 4: (12, -0.10)}, seed=5)
+            if r["ended"].minute == 0]
+    assert cannot_tell(many) == []
+    found = changes(many)
+    assert {c.world_size for c in found} == {1, 4}, [c.line() for c in found]
+    for c in found:
+        assert c.when.date() == (START + timedelta(days=12)).date()
+        assert c.low <= -0.10 <= c.high and c.high - c.low > 0.01
+
+
+def test_a_drop_is_recent_by_its_place_and_stops_failing_once_fixed() -> None:
+    """-8 % on nights 20-23 of 30, back from night 24: the drop is found and fixed, not
+    an alarm; on night 27 it is no longer among the latest RECENT campaigns."""
+    from scalestudy.results.history.changes import RECENT
+
+    data = rows(30, {4: (20, -0.08)})
+    fixed = [r for r in data if not (r["world_size"] == 4
+                                     and r["ended"] >= START + timedelta(days=24))]
+    fixed += [{**r, "throughput_per_gpu": r["throughput_per_gpu"] / 0.92} for r in data
+              if r["world_size"] == 4 and r["ended"] >= START + timedelta(days=24)]
+    found = changes(fixed)
+    drop = next(c for c in found if c.size < 0)
+    assert drop.fixed and not drop.alarm and drop.confirmed
+    assert not drop.recent and drop.total - drop.index == 10 > RECENT
+    still = changes([r for r in data if r["ended"] < START + timedelta(days=24)])
+    assert [c.alarm and c.recent and not c.fixed for c in still] == [True]
+
+
+def test_history_changes_says_where_single_runs_cannot_tell(tmp_path) -> None:
+    """Two nights of one run each, -30 % on the second: `history changes` claims no
+    change (no z of -248 from a 0.2 % floor) and names the system that cannot tell."""
+    import json as _json
+    import os
+
+    from scalestudy.execute import workspace as ws
+    from tests.conftest import run_cli
+    from tests.test_collect import make_run, params, record
+
+    study = tmp_path / "results" / "s"
+    p = params()
+    d = make_run(study, p, metrics=record(p, 100.0))
+    (d / "env.txt").write_text("SCALESTUDY_SYSTEM=lab\n")
+    ws.archive_attempt(d, "c2")
+    (d / "status.json").write_text(_json.dumps({"state": "completed", "exit_code": 0}))
+    (d / "metrics.jsonl").write_text(_json.dumps(record(p, 70.0)) + "\n")
+    (d / "env.txt").write_text("SCALESTUDY_SYSTEM=lab\n")
+    for f in (d / "attempts" / "1").iterdir():
+        os.utime(f, (f.stat().st_mtime - 86400,) * 2)
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    assert run_cli("history", "ingest", str(study), cwd=tmp_path, env_extra=env).returncode == 0
+    done = run_cli("history", "changes", cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+    assert "system local: its runs have no repeats" in done.stderr, done.stderr

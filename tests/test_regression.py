@@ -8,6 +8,7 @@ import math
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,12 +118,23 @@ def test_history_check_passes_a_rerun_and_fails_an_injected_slowdown(
     assert 'failures="1"' in xml and "communication regression" in xml
 
 
-def test_history_check_without_a_baseline_says_which_to_give(tmp_path: Path) -> None:
+def test_the_first_night_passes_not_tested_and_a_named_baseline_must_exist(
+        tmp_path: Path) -> None:
+    """A nightly job's first check has no baseline: every point is new (exit 0, JUnit
+    skipped, no failure); a baseline named by tag that holds nothing is a mistake."""
     p = params()
     make_run(tmp_path / "results" / "s", p, metrics=record(p, 10.0))
-    done = run_cli("history", "check", str(tmp_path / "results" / "s"), cwd=tmp_path,
-                   env_extra={"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")})
-    assert done.returncode == 2 and "no completed baseline runs" in done.stderr
+    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    done = run_cli("history", "check", str(tmp_path / "results" / "s"), "--junit", "j.xml",
+                   cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "NOT TESTED (new): small_cnn 1x1 (1 GPUs)" in done.stdout
+    assert "no completed baseline runs (its earlier attempts) yet" in done.stderr
+    xml = (tmp_path / "j.xml").read_text()
+    assert 'failures="0"' in xml and 'skipped="1"' in xml
+    named = run_cli("history", "check", str(tmp_path / "results" / "s"), "--baseline-tag",
+                    "nope", cwd=tmp_path, env_extra=env)
+    assert named.returncode == 2 and "no completed baseline runs (tag nope)" in named.stderr
 
 
 def test_points_of_other_work_are_never_compared() -> None:
@@ -178,3 +190,116 @@ def test_a_drop_the_runs_measure_as_compute_is_not_called_communication() -> Non
     # the same drop with comm overhead grown is communication
     grown = at(4, [100, 100.5, 99.5, 100, 100], 0.0) + at(8, [50, 50.5, 49.5, 50, 50.2], 0.5)
     assert {v.world_size: v for v in check(grown, base)}[8].cause == "communication"
+
+
+def _nights(root: Path, nights: int, level: Any, repeats: int = 3, seed: int = 4
+            ) -> list[Any]:
+    """`history check` (in this process, on a real store file) after each of `nights`
+    campaigns written as real run directories; level(night) -> (levels, env)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from nightly_gate import write_night
+
+    from scalestudy.study import history as uc
+
+    study, url = root / "results" / "nightly", str(root / "h.sqlite")
+    rng = random.Random(seed)
+    out = []
+    for night in range(1, nights + 1):
+        levels, env = level(night)
+        write_night(study, night, levels, env, repeats, rng)
+        out.append(uc.check(str(study), url))
+    return out
+
+
+def _threads(drop_nights: range) -> Any:
+    def level(night: int) -> tuple[dict, dict]:
+        slow = night in drop_nights
+        return ({(1, 16): 100.0 * (0.7 if slow else 1), (2, 16): 95.0 * (0.7 if slow else 1)},
+                {"OMP_NUM_THREADS": "2" if slow else "1"})
+    return level
+
+
+def test_ten_nights_a_drop_fails_and_its_fix_passes_again(tmp_path: Path) -> None:
+    """-30 % on nights 5-6, fixed from night 7: the gate fails on the drop, names the
+    threads change, and passes once the fix is confirmed (the old drop no longer fails,
+    though it lies among the latest 5 campaigns)."""
+    checked = _nights(tmp_path, 10, _threads(range(5, 7)))
+    failed = [bool(c.regressions or c.alarms) for c in checked]
+    assert failed[:4] == [False] * 4 and failed[4] and failed[5], failed
+    assert failed[7:] == [False, False, False], [c.changes for c in checked]
+    assert all(v.status == "new" for v in checked[0].verdicts)  # the first night
+    night5 = {v.world_size: v for v in checked[4].verdicts}
+    assert night5[1].regressed and "env OMP_NUM_THREADS 1 -> 2" in night5[1].line()
+    assert any(c.alarm for c in checked[5].changes)
+    night9 = checked[8].changes  # the drop's night 5 is the 5th latest campaign: recent
+    drops = [c for c in night9 if c.size < 0]
+    assert drops and all(c.fixed and not c.alarm and c.recent for c in drops)
+    assert not any(c.size < 0 for c in checked[9].changes)  # 6th latest: no longer recent
+    assert "fixed: back to" in drops[0].line()
+
+
+def test_a_new_grid_point_is_listed_new_never_hidden_behind_old_runs(tmp_path: Path
+                                                                      ) -> None:
+    def level(night: int) -> tuple[dict, dict]:
+        batch = 32 if night == 4 else 16
+        return {(1, batch): 100.0, (2, batch): 95.0}, {"OMP_NUM_THREADS": "1"}
+
+    last = _nights(tmp_path, 4, level)[-1]
+    assert {(v.status, v.world_size) for v in last.verdicts} == {("new", 1), ("new", 2)}
+    assert all("batch 32" in v.line() and "NOT TESTED (new)" in v.line()
+               for v in last.verdicts)
+    assert last.newest == 6 and any("6 run(s) of earlier campaigns are not in the newest"
+                                    in n for n in last.notes)
+    assert not last.regressions and not last.alarms
+
+
+def test_single_runs_cannot_tell_and_never_claim_a_change(tmp_path: Path) -> None:
+    checked = _nights(tmp_path, 2, _threads(range(2, 3)), repeats=1)
+    last = checked[-1]
+    assert all(v.status == "not tested" and "cannot tell" in v.line() for v in last.verdicts)
+    assert not last.changes and any("cannot tell a change from noise" in n
+                                    for n in last.notes)
+
+
+def test_an_ok_beside_a_large_drop_says_why() -> None:
+    rng = random.Random(2)
+    noisy = check(side(rng, {4: .5, 8: .5, 16: .5}, cv=0.3), side(rng, cv=0.3))
+    told = [v for v in noisy if v.status == "ok" and v.change < -0.03]
+    assert told and all(v.why and "no alarm: " in v.line() for v in told)
+    assert all(not v.why for v in check(side(rng), side(rng)) if v.change > -0.03)
+
+
+def test_junit_names_a_bare_point_and_its_container_twin_apart() -> None:
+    from xml.etree import ElementTree as ET
+
+    from scalestudy.study.history import Checked, junit
+
+    rng = random.Random(9)
+
+    def both() -> list[dict]:
+        bare = side(rng)
+        boxed = [{**r, "params": {"container": "pt.sif"}} for r in side(rng)]
+        return bare + boxed
+
+    verdicts = check(both(), both())
+    names = [c.get("name") for c in ET.fromstring(junit(Checked(
+        "s", 30, 30, "its earlier attempts", verdicts))).iter("testcase")]
+    assert len(names) == 6 == len(set(names))
+    assert any("container=pt.sif" in n for n in names)
+
+
+def test_the_noise_between_nights_counts_against_a_small_drop() -> None:
+    """-6 % with steady repeats (CV 0.5 %, 5 a side) regresses on one night's evidence;
+    where nights differ by 3 % beyond the repeats (the series' tau), it is within the
+    noise, and the ok says so; -30 % still regresses."""
+    rng = random.Random(21)
+    new, old = side(rng, {4: .06}, cv=0.005), side(rng, cv=0.005)
+    small = {v.world_size: v for v in check(new, old)}
+    assert small[4].regressed
+    noisy = {v.world_size: v for v in check(new, old, nights=0.03)}
+    assert not noisy[4].regressed and noisy[4].status == "ok"
+    assert "and campaigns by 3.0% more" in noisy[4].line()
+    big = {v.world_size: v for v in check(side(rng, {4: .3}, cv=0.005), old, nights=0.03)}
+    assert big[4].regressed

@@ -324,3 +324,63 @@ def test_history_check_on_a_read_only_store_is_no_regression(tmp_path: Path) -> 
                    f"sqlite:///file:{url}?mode=ro&uri=true", cwd=tmp_path)
     assert done.returncode == 2, done.stderr  # not 1: that is the regression code
     assert "read-only" in done.stderr and "Traceback" not in done.stderr
+
+
+def _damaged(tmp_path: Path) -> Path:
+    """A real store of 12 studies with one page in the middle of the file overwritten
+    with random bytes (a block the disk or the filesystem lost: what damages a store)."""
+    import random
+
+    url = tmp_path / "h.sqlite"
+    s = Store(str(url))
+    for i in range(12):
+        s.ingest(study(tmp_path / "results", f"s{i}"))
+    s.dispose()
+    data = bytearray(url.read_bytes())
+    page = 4096
+    middle = len(data) // page // 2
+    data[middle * page:(middle + 1) * page] = random.Random(3).randbytes(page)
+    url.write_bytes(bytes(data))
+    return url
+
+
+def test_a_damaged_store_is_refused_before_anything_is_read_or_written(tmp_path: Path
+                                                                     ) -> None:
+    from scalestudy.results.history.integrity import quick_check
+
+    url = _damaged(tmp_path)
+    before = url.read_bytes()
+    assert "ok" != quick_check(url) != ""
+    for doing in (lambda s: s.rows(), lambda s: s.ingest(study(tmp_path / "more", "new"))):
+        checked = Store(str(url), verify=True)
+        with pytest.raises(ScalestudyError, match=r"the file is damaged .*quick_check.*"
+                           r"nothing was read from or written into it"):
+            doing(checked)
+        checked.dispose()
+    assert url.read_bytes() == before
+    fine = tmp_path / "fine.sqlite"
+    Store(str(fine)).ingest(study(tmp_path / "results"))
+    assert quick_check(fine) == "" and len(Store(str(fine), verify=True).rows()) == 4
+    Store(str(tmp_path / "new.sqlite"), verify=True).check_intact()  # not there: intact
+    assert not (tmp_path / "new.sqlite").exists()
+
+
+def test_history_check_and_run_refuse_a_damaged_store_and_write_nothing(
+        tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+    from tests.test_e2e_local import TINY
+
+    url = _damaged(tmp_path)
+    before = url.read_bytes()
+    env = {"SCALESTUDY_STORE": str(url)}
+    checked = run_cli("history", "check", str(tmp_path / "results" / "s0"), cwd=tmp_path,
+                      env_extra=env)
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    ran = run_cli("run", "tiny.yaml", cwd=tmp_path, env_extra=env)
+    for done in (checked, ran):
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "the file is damaged" in lines[0], done.stderr
+        assert "history ingest results/" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "results" / "tiny").exists()  # no job was started
+    assert url.read_bytes() == before

@@ -204,13 +204,16 @@ def check(
         print_json({"study": got.study, "against": got.against, "newest": got.newest,
                     "baseline": got.baseline,
                     "verdicts": [{**v.__dict__, "line": v.line()} for v in got.verdicts],
-                    "changes": [{**c.as_dict(), "line": c.line()} for c in got.changes]})
+                    "changes": [{**c.as_dict(), "line": c.line()} for c in got.changes],
+                    "notes": got.notes})
     else:
         out.print(f"{got.study}: {got.newest} newest completed run(s) against "
                   f"{got.against} ({got.baseline} completed)", highlight=False)
         for v in got.verdicts:
             out.print(v.line(), highlight=False, markup=False, soft_wrap=True)
-    if not got.verdicts:
+    for note in got.notes:
+        err.print(f"note: {note}", highlight=False, markup=False)
+    if not any(v.status not in ("new", "unlike") for v in got.verdicts):
         err.print("note: no point was measured on both sides: nothing was compared",
                   highlight=False)
     undecided = [v for v in got.verdicts if v.status in ("not tested", "undecided")]

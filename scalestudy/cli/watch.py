@@ -33,6 +33,10 @@ def changes(
         return
     for c in found:
         out.print(c.line(), highlight=False, markup=False, soft_wrap=True)
+    for name in uc.cannot_tell(store, system=system, model=model, since_text=since):
+        err.print(f"note: system {name}: its runs have no repeats and too few campaigns to "
+                  "measure the noise: no change point is claimed there (2 or more "
+                  "`repeats:` would tell)", highlight=False, markup=False)
     confirmed = sum(c.confirmed for c in found)
     err.print(f"{len(found)} change point(s), {confirmed} confirmed (2 or more campaigns "
               "after them)" if found else "no change point: every series is level within "

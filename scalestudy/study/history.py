@@ -20,7 +20,7 @@ from scalestudy.site.plan import Plan, make_plan
 from scalestudy.study.imports import kept, reimport
 
 if TYPE_CHECKING:
-    from scalestudy.results.history.changes import ChangePoint
+    from scalestudy.results.history.changes import ChangePoint, Noise
     from scalestudy.results.history.ledger import Score
     from scalestudy.results.history.regression import Verdict
     from scalestudy.results.history.store import Store
@@ -29,11 +29,22 @@ if TYPE_CHECKING:
 _SINCE = re.compile(r"^(\d+)([hdw])$")
 
 
-def open_store(url: str | None = None) -> Store:
-    """The results store (`--store`, $SCALESTUDY_STORE, or the embedded default)."""
+def open_store(url: str | None = None, *, verify: bool = False) -> Store:
+    """The results store (`--store`, $SCALESTUDY_STORE, or the embedded default);
+    `verify`: a damaged SQLite file is refused before it is read or written."""
     from scalestudy.results.history.store import Store
 
-    return Store(url)
+    return Store(url, verify=verify)
+
+
+def check_store(url: str | None = None) -> None:
+    """Refuse a damaged store before `run` starts a job that would write into it (exit
+    2, nothing written): a run's results would go into a store that cannot keep them."""
+    store = open_store(url)
+    try:
+        store.check_intact()
+    finally:
+        store.dispose()
 
 
 def store_study(plan: Plan, url: str | None = None) -> str:
@@ -44,7 +55,7 @@ def store_study(plan: Plan, url: str | None = None) -> str:
 
     from scalestudy.results.history.store import URL_VARIABLE, shown
 
-    store = open_store(url)
+    store = open_store(url, verify=True)
     try:
         count = store.ingest(plan.directory)
     except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
@@ -68,7 +79,7 @@ def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
     directory and the imports it keeps (results/history/imports/); idempotent."""
     from scalestudy.results.history.store import study_dirs
 
-    store = open_store(url)
+    store = open_store(url, verify=True)
     out = []
     try:
         for directory in directories:
@@ -147,6 +158,8 @@ class Checked:
     verdicts: list[Verdict]
     #: the recent change points of its points' series
     changes: list[ChangePoint] = field(default_factory=list)
+    #: what the gate left out or could not tell, each a line (printed as notes)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Verdict]:
@@ -166,8 +179,9 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
     """The newest attempt of each run of a study (a spec, a results directory or a
     stored study's name) against a baseline: a tag, an earlier study, a time window, or
     by default the study's own earlier attempts."""
-    from scalestudy.results.history.store import latest_attempts
+    from scalestudy.results.history.store import as_utc
 
+    check_store(url)  # a damaged store is refused before it is read (or ingested into)
     name, directory = _study_name(target, url, results)
     rows = history(url, study=name, directory=directory)
     if not rows:
@@ -180,7 +194,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
             + ", ".join(places[:6]) + (", ..." if len(places) > 6 else "")
             + ": give the one to check by its spec or its results directory "
             f"(`scalestudy history check {places[0]}`)")
-    newest = latest_attempts(rows)
+    newest, notes = newest_campaign(rows)
     picked = {(r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) for r in newest}
     systems = {r[col.SYSTEM] for r in newest}
     if baseline_study:
@@ -193,14 +207,49 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
                    else "its earlier attempts")
     base = [r for r in pool if r[col.SYSTEM] in systems
             and (r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) not in picked]
-    if not any(r[col.STATE] == "completed" for r in base):
+    completed = [r for r in base if r[col.STATE] == "completed"]
+    if not completed and (baseline_tag or baseline_study):
         raise ScalestudyError(f"no completed baseline runs ({against}) of the system(s) "
                               f"{', '.join(sorted(map(str, systems)))} in the store: "
                               "name another with --baseline-tag, --baseline-study or --since")
-    verdicts = compare(newest, base, alpha, min_drop)
-    return Checked(name, sum(r[col.STATE] == "completed" for r in newest),
-                   sum(r[col.STATE] == "completed" for r in base), against, verdicts,
-                   recent_changes(newest, url))
+    if not completed:  # the first night: every point is new, and that is no failure
+        notes.append(f"no completed baseline runs ({against}) yet: every point is new, "
+                     "not tested; the next campaign is checked against this one")
+    # a named baseline holds what came before it: only changes after it are gated
+    after = max((as_utc(r[col.ENDED]) for r in completed if r[col.ENDED] is not None),
+                default=None) if (baseline_tag or baseline_study) else None
+    found, noises, before = recent_changes(newest, url, after)
+    notes += [f"system {s}: its runs have no repeats and too few campaigns to measure the "
+              "noise: the series cannot tell a change from noise (2 or more `repeats:` "
+              "would)" for s, n in noises.items() if not n.known]
+    # the noise between nights, measured without tonight (a step tonight is no noise)
+    nights = max((n.tau for n in before.values() if n.known), default=0.0)
+    verdicts = compare(newest, base, alpha, min_drop, nights)
+    return Checked(name, sum(r[col.STATE] == "completed" for r in newest), len(completed),
+                   against, verdicts, found, notes)
+
+
+def newest_campaign(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The attempts of a study's newest campaign (the one that ended last; the newest
+    attempt of each run in it), and a note on the runs it did not measure: points
+    dropped from the grid are not checked again on their old runs as if they were
+    new. Attempts stored before campaigns (no campaign named): the newest attempt of
+    each run, as then."""
+    from scalestudy.results.history.store import as_utc, latest_attempts
+
+    ends: dict[str, datetime] = {}
+    for r in rows:
+        if r[col.ENDED] is not None:
+            when, campaign = as_utc(r[col.ENDED]), str(r.get(col.CAMPAIGN) or "")
+            ends[campaign] = max(ends.get(campaign, when), when)
+    last = max(ends, key=lambda c: ends[c]) if ends else ""
+    if not last:
+        return latest_attempts(rows), []
+    newest = latest_attempts(r for r in rows if r.get(col.CAMPAIGN) == last)
+    left = {r[col.RUN_ID] for r in rows} - {r[col.RUN_ID] for r in newest}
+    notes = [f"{len(left)} run(s) of earlier campaigns are not in the newest ({last}): "
+             "not checked (their points are no longer measured)"] if left else []
+    return newest, notes
 
 
 def _study_name(target: str, url: str | None, results: Path) -> tuple[str, str | None]:
@@ -232,44 +281,78 @@ def changes(url: str | None = None, *, system: str | None = None, model: str | N
     return find(history(url, system=system, model=model, since_text=since_text))
 
 
-def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None) -> list[ChangePoint]:
+def cannot_tell(url: str | None = None, *, system: str | None = None,
+                model: str | None = None, since_text: str | None = None) -> list[str]:
+    """The systems whose stored series cannot tell a change from noise (no repeats, too
+    few campaigns): `history changes` claims none there, and says so."""
+    from scalestudy.results.history.changes import cannot_tell as untold
+
+    return untold(history(url, system=system, model=model, since_text=since_text))
+
+
+def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None,
+                   after: datetime | None = None
+                   ) -> tuple[list[ChangePoint], dict[str, Noise], dict[str, Noise]]:
     """The change points of the checked study's points that are recent: among their
-    series' last RECENT campaigns (what `history check` also gates on)."""
-    from scalestudy.results.history.changes import RECENT
+    series' latest RECENT campaigns (what `history check` also gates on), and after
+    `after` (a named baseline's newest run) where given; each system's noise (`known`
+    False: no repeats and too few campaigns, the series cannot tell); and each system's
+    noise without the checked attempts."""
     from scalestudy.results.history.changes import changes as find
+    from scalestudy.results.history.changes import noises as measure
+    from scalestudy.results.history.store import as_utc
 
     points = {point_of(r) for r in checked_rows if r.get(col.STATE) == "completed"}
     systems = {r[col.SYSTEM] for r in checked_rows}
-    found = [c for system in systems for c in find(history(url, system=system))]
-    return [c for c in found if c.key in points and c.after <= RECENT]
+    checked = {(r[col.DIRECTORY], r[col.RUN_ID], r[col.ATTEMPT]) for r in checked_rows}
+    found: list[ChangePoint] = []
+    noises: dict[str, Noise] = {}
+    before: dict[str, Noise] = {}
+    for system in sorted(systems, key=str):
+        rows = history(url, system=system)
+        found += find(rows)
+        noises.update(measure(rows))
+        before.update(measure([r for r in rows if (r[col.DIRECTORY], r[col.RUN_ID],
+                                                     r[col.ATTEMPT]) not in checked]))
+    return [c for c in found if c.key in points and c.recent
+            and (after is None or as_utc(c.when) > after)], noises, before
 
 
 def junit(checked: Checked) -> str:
     """The verdicts as JUnit XML: one test case per point, a failure per regression."""
     from xml.etree import ElementTree as ET
 
-    suspected = [c for c in checked.changes if not c.confirmed]
+    suspected = [c for c in checked.changes if not c.confirmed or c.fixed]
     suite = ET.Element("testsuite", name=f"scalestudy history check {checked.study}",
                        tests=str(len(checked.verdicts) + len(checked.changes)),
                        failures=str(len(checked.regressions) + len(checked.alarms)),
                        errors="0", skipped=str(
                            sum(v.status not in ("ok", "regression") for v in checked.verdicts)
                            + len(suspected)))
+    names: dict[str, int] = {}
+
+    def unique(name: str) -> str:  # two cases of one name would be one to a CI system
+        names[name] = names.get(name, 0) + 1
+        return name if names[name] == 1 else f"{name} #{names[name]}"
+
     for v in checked.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=checked.study, name=v.point)
+        case = ET.SubElement(suite, "testcase", classname=checked.study, name=unique(v.name))
         if v.regressed:
             ET.SubElement(case, "failure", message=f"{v.cause} regression",
                           type="regression").text = v.line()
-        elif v.status != "ok":  # not tested, undecided, unlike: the gate could not tell
+        elif v.status != "ok":  # not tested, new, undecided, unlike: could not tell
             ET.SubElement(case, "skipped", message=v.line())
         ET.SubElement(case, "system-out").text = v.line()
     for c in checked.changes:  # the series' change points: confirmed drops fail
+        items = c.key[-1] if c.key and isinstance(c.key[-1], tuple) else ()
+        work = " ".join(f"{k}={v}" for k, v in items if k not in ("system", "workload"))
         case = ET.SubElement(suite, "testcase", classname=f"{checked.study}.changes",
-                             name=f"{c.point} changed {c.when:%Y-%m-%d}")
+                             name=unique(f"{c.point}{' ' + work if work else ''} changed "
+                                         f"{c.when:%Y-%m-%d}"))
         if c.alarm:
             ET.SubElement(case, "failure", message=f"confirmed {c.cause} change",
                           type="change").text = c.line()
-        elif not c.confirmed:
+        elif not c.confirmed or c.fixed:
             ET.SubElement(case, "skipped", message=c.line())
         ET.SubElement(case, "system-out").text = c.line()
     return ET.tostring(suite, encoding="unicode") + "\n"

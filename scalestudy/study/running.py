@@ -22,6 +22,7 @@ from scalestudy.execute.status import RunStatus, read_state, read_status
 from scalestudy.execute.submit import prepare
 from scalestudy.execute.tracking import Tracker, follow, recover, submit_runs
 from scalestudy.site.plan import Plan
+from scalestudy.study.history import check_store
 from scalestudy.study.outcomes import report
 from scalestudy.study.packing import allocations, check_engine, check_packed_budget
 from scalestudy.study.planning import (
@@ -267,6 +268,7 @@ def run(plan: Plan, request: RunRequest, screen: Screen) -> RunOutcome:
     check_pack(plan, request)
     if request.dry_run:
         return _dry_run(plan, request, screen)
+    check_store()  # a damaged store: refused before a job is spent on it
     plan = dataclasses.replace(plan, campaign=ws.new_campaign())  # this run's campaign
     with lock(plan):
         if plan.scheduler.queued:

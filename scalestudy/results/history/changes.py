@@ -17,7 +17,16 @@ THRESHOLD is set so that unchanged series alarm at most once per thousand point-
 campaigns (benchmarks/change_points.py measures it, with the power on injected steps
 and drifts, against Apache Otava). A change is *confirmed* once CONFIRM campaigns lie
 after it (a nightly gate fails on those, not on one noisy night); before that it is
-*suspected*.
+*suspected*. A change is *recent* when its first campaign is among its series' latest
+RECENT campaigns (by place, however long the stretch after it), and a drop is *fixed*
+when a later confirmed change brings the series back within half of it: a nightly gate
+fails on a recent, confirmed drop that is not fixed, and passes once the fix is
+confirmed.
+
+Without repeats the within-campaign noise is not measured: the campaigns' own
+night-to-night differences then give the whole noise, when there are at least
+NO_REPEAT_DIFFS of them on the system; with fewer, the series cannot tell a change from
+noise and no change point is claimed (`cannot_tell` names those systems).
 
 Each change has its size (after / before − 1) with a 95 % interval, its cause by the
 scaling model as `history check` decides it (a step at the group's smallest scale too:
@@ -57,6 +66,12 @@ MIN_NOISE = 0.002
 MIN_SIDE = 1
 #: A change among a point's last RECENT campaigns is recent: `history check` gates on it.
 RECENT = 5
+#: Night-to-night differences (pooled over a system's points) that measure the noise of
+#: campaigns without repeats; with fewer, a series without repeats cannot tell. Checked
+#: nightly for 19 nights, 2 unchanged points of one run a night (2 % run noise, 1 %
+#: night noise) ever alarmed in 3 of 100 series with 20 (13 of 100 with 6; 1 of 100 with
+#: 3 repeats a night).
+NO_REPEAT_DIFFS = 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class Noise:
 
     sigma: float
     tau: float
+    known: bool = True  # False: no repeats and too few campaigns to measure it
 
     def variance(self, repeats: int) -> float:
         """The variance of one campaign's mean log throughput."""
@@ -107,15 +123,23 @@ class ChangePoint:
     changed: tuple[str, ...] = ()
     key: Point = ()  # the point's (results.history.regression.point_of)
     series: str = ""  # its group's label on `history plot` (results.history.timeline)
+    index: int = 0  # its first campaign's place in the series (0: the first campaign)
+    total: int = 0  # the series' campaigns
+    fixed: str = ""  # a drop undone: the later change that brought the series back
 
     @property
     def confirmed(self) -> bool:
         return self.after >= CONFIRM
 
     @property
+    def recent(self) -> bool:
+        """Its first campaign is among the series' latest RECENT campaigns."""
+        return self.total - self.index <= RECENT
+
+    @property
     def alarm(self) -> bool:
-        """A confirmed drop: what fails a nightly gate."""
-        return self.confirmed and self.high < 0
+        """A confirmed drop that no later change fixed: what fails a nightly gate."""
+        return self.confirmed and self.high < 0 and not self.fixed
 
     def as_dict(self) -> dict[str, object]:
         return {"system": self.system, "point": self.point, "world_size": self.world_size,
@@ -123,7 +147,9 @@ class ChangePoint:
                 "campaigns_before": self.before, "campaigns_after": self.after,
                 "size": self.size, "low": self.low, "high": self.high, "z": self.z,
                 "confirmed": self.confirmed, "cause": self.cause,
-                "changed": list(self.changed)}
+                "changed": list(self.changed), "campaign_index": self.index,
+                "campaigns": self.total, "recent": self.recent, "fixed": self.fixed,
+                "alarm": self.alarm}
 
     def line(self) -> str:
         """`2026-11-20 resnet50 2x4 (8 GPUs) ...: -6.1% [-7.0%, -5.2%], communication,
@@ -132,9 +158,10 @@ class ChangePoint:
                  else f"suspected ({self.after} campaign after it; {CONFIRM} confirm)")
         what = f"; {'; '.join(self.changed[:3])}" if self.changed else "; no provenance change"
         more = f" (+{len(self.changed) - 3} more)" if len(self.changed) > 3 else ""
+        fixed = f"; fixed: {self.fixed}" if self.fixed else ""
         return (f"{self.when:%Y-%m-%d} {self.system}: {self.point}: {self.size:+.1%} "
                 f"[{self.low:+.1%}, {self.high:+.1%}]"
-                + (f", {self.cause}" if self.cause else "") + f", {state}{what}{more}")
+                + (f", {self.cause}" if self.cause else "") + f", {state}{fixed}{what}{more}")
 
 
 def series(rows: Sequence[Mapping[str, Any]]
@@ -168,17 +195,22 @@ def noise(all_series: Sequence[Sequence[Campaign]]) -> Noise:
                 m = statistics.fmean(logs)
                 sums += sum((x - m) ** 2 for x in logs)
                 dof += len(logs) - 1
-    sigma = max(math.sqrt(sums / dof) if dof else 0.0, MIN_NOISE)
-    diffs, within = [], []
-    for campaigns in all_series:
-        for a, b in itertools.pairwise(campaigns):
-            diffs.append(b.mean_log - a.mean_log)
-            within.append(sigma ** 2 / len(a.values) + sigma ** 2 / len(b.values))
-    if len(diffs) < 3:
+    diffs = [b.mean_log - a.mean_log for campaigns in all_series
+             for a, b in itertools.pairwise(campaigns)]
+    spread = None
+    if len(diffs) >= 3:
+        center = statistics.median(diffs)
+        spread = 1.4826 * statistics.median(abs(d - center) for d in diffs)
+    if not dof:  # no repeats: the differences alone measure a campaign's whole noise
+        if spread is None or len(diffs) < NO_REPEAT_DIFFS:
+            return Noise(0.0, 0.0, known=False)
+        return Noise(0.0, max(spread / math.sqrt(2), MIN_NOISE))
+    sigma = max(math.sqrt(sums / dof), MIN_NOISE)
+    if spread is None:
         return Noise(sigma, 0.0)
-    center = statistics.median(diffs)
-    mad = 1.4826 * statistics.median(abs(d - center) for d in diffs)
-    tau2 = max(0.0, (mad ** 2 - statistics.fmean(within)) / 2)
+    within = [sigma ** 2 / len(a.values) + sigma ** 2 / len(b.values)
+              for campaigns in all_series for a, b in itertools.pairwise(campaigns)]
+    tau2 = max(0.0, (spread ** 2 - statistics.fmean(within)) / 2)
     return Noise(sigma, math.sqrt(tau2))
 
 
@@ -230,13 +262,25 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
     found = []
     for (system, key), campaigns in all_series.items():
         n = noises[system]
+        if not n.known:
+            continue
         marks = cuts(campaigns, n, threshold)
         bounds = [0, *marks, len(campaigns)]
+        confirmed = [k for k in marks if len(campaigns) - k >= CONFIRM]
+        # the level since the latest confirmed change (a suspected one after it aside)
+        last = bounds.index(confirmed[-1]) if confirmed else 0
+        latest = _side(campaigns[bounds[last]:bounds[last + 1]], n)[0]
         for i, k in enumerate(marks):
             before, after = campaigns[bounds[i]:k], campaigns[k:bounds[i + 2]]
             (m1, v1), (m2, v2) = _side(before, n), _side(after, n)
             se = math.sqrt(v1 + v2)
             first = after[0].rows[0]
+            later = [j for j in confirmed if j > k]
+            fixed = ""
+            if m2 < m1 and later and latest - m1 > (m2 - m1) / 2:
+                fix = campaigns[later[-1]]
+                fixed = (f"back to {math.exp(latest - m1) - 1:+.1%} of before since "
+                         f"{fix.when:%Y-%m-%d} ({campaign_of(fix.rows[0])})")
             found.append(ChangePoint(
                 system=system, point=describe_point(first), world_size=int(first[col.WORLD_SIZE]),
                 group=_group_of(key), key=key, series=series_label(first), when=after[0].when,
@@ -245,12 +289,29 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
                 low=math.exp(m2 - m1 - 1.96 * se) - 1, high=math.exp(m2 - m1 + 1.96 * se) - 1,
                 z=(m2 - m1) / se,
                 changed=tuple(provenance_changes(after[0].rows, before[-1].rows)
-                              + _nodes_changed(after[0].rows, before[-1].rows))))
+                              + _nodes_changed(after[0].rows, before[-1].rows)),
+                index=k, total=len(campaigns), fixed=fixed))
     smallest: dict[tuple[str, Point], int] = {}
     for (system, key), campaigns in all_series.items():
         group, size = (system, _group_of(key)), int(campaigns[0].rows[0][col.WORLD_SIZE])
         smallest[group] = min(smallest.get(group, size), size)
     return sorted(_with_causes(found, smallest), key=lambda c: (c.when, c.point))
+
+
+def noises(rows: Sequence[Mapping[str, Any]]) -> dict[str, Noise]:
+    """Each system's noise, from its points' series (`history check` adds the noise
+    between campaigns to the repeats' own; `known` False: the series cannot tell)."""
+    by_system: dict[str, list[list[Campaign]]] = {}
+    for (system, _), campaigns in series(rows).items():
+        by_system.setdefault(system, []).append(campaigns)
+    return {s: noise(v) for s, v in by_system.items()}
+
+
+def cannot_tell(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The systems whose series have no repeats and too few campaigns to measure their
+    noise: no change point is claimed there (one number cannot tell a change from
+    noise)."""
+    return sorted(s for s, n in noises(rows).items() if not n.known)
 
 
 def _group_of(key: Point) -> Point:

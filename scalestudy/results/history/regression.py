@@ -6,12 +6,17 @@ A point regresses when all three hold:
   p < alpha / the number of points tested: Bonferroni, so that a study of many points
   is no likelier to alarm than one of a few);
 - the drop of the medians is larger than `min_drop` and than NOISE_BANDS times the
-  repeats' own coefficient of variation (a difference too small to matter, or within
-  the noise the repeats show, is no alarm, however many repeats prove it);
+  noise: the repeats' own coefficient of variation and the noise between campaigns
+  beyond it, when the caller measured it (nights differ more than repeats of one night
+  do; a difference too small to matter, or within that noise, is no alarm, however many
+  repeats prove it);
 - the repeat bands do not overlap (the newest side's fastest repeat is slower than the
   baseline's slowest).
 A point measured once on either side is not tested: one number cannot tell a change
-from noise, and it says so (never "ok"). A drop beyond the noise with the bands apart that
+from noise, and it says so (never "ok"). A point the baseline never measured (a new grid
+point: another batch size, scale or setting) is "new": listed, not tested, and never
+hidden behind older runs. An "ok" beside a drop larger than `min_drop` says why (the
+repeats' noise, or bands that overlap). A drop beyond the noise with the bands apart that
 the test cannot make significant with so few repeats is "undecided", with the repeats a
 side that would decide it. Points that do different work (another image size, precision,
 workload option or system) are never compared: the verdict names what differs.
@@ -56,10 +61,12 @@ MAX_SUGGESTED = 64
 class Verdict:
     """One point: both sides' repeats, the change, the test, and what it means.
 
-    `status`: regression; ok; not tested (a side has one repeat); undecided (a drop
-    beyond the noise with bands apart, which these repeats cannot make significant:
-    `needed` repeats a side would); unlike (no baseline point does the same work:
-    `differs` says what differs, and nothing is compared)."""
+    `status`: regression; ok (`why`: beside a drop larger than min_drop, why it is no
+    alarm); not tested (a side has one repeat: cannot tell); undecided (a drop beyond
+    the noise with bands apart, which these repeats cannot make significant: `needed`
+    repeats a side would); unlike (no baseline point does the same work: `differs` says
+    what differs, and nothing is compared); new (the baseline has no point at this
+    scale: nothing to compare with yet)."""
 
     point: str
     world_size: int
@@ -76,13 +83,25 @@ class Verdict:
     needed: int | None = None  # repeats a side that would decide an undecided drop
     comm: tuple[float | None, float | None] = (None, None)  # comm overhead, newest/base
     differs: list[str] = field(default_factory=list)  # unlike: "image_size 32 -> 64"
+    why: str = ""  # ok beside a large drop: why it is no alarm
+    work: str = ""  # the work beyond the point's name (`container=pt.sif precision=bf16`)
+
+    @property
+    def name(self) -> str:
+        """The point with its work: unique among a check's verdicts (JUnit's names)."""
+        return f"{self.point} {self.work}" if self.work else self.point
 
     def line(self) -> str:
         """The verdict in one line."""
         if self.status == "unlike":
-            return (f"not compared: {self.point}: the baseline measured other work "
+            return (f"not compared: {self.name}: the baseline measured other work "
                     f"({', '.join(self.differs)}); compare it with a baseline of the same "
                     "settings")
+        if self.status == "new":
+            return (f"NOT TESTED (new): {self.name}: per-GPU throughput "
+                    f"{statistics.median(self.newest):,.4g} ({len(self.newest)} repeats); "
+                    "the baseline never measured this point: nothing to compare with yet "
+                    "(it is part of the baseline from the next check on)")
         counts = f"{len(self.newest)} vs {len(self.baseline)} repeats"
         if self.p_value is None:
             test = f"not tested ({counts}: a side has one)"
@@ -96,8 +115,11 @@ class Verdict:
             need = (f"; these repeats cannot call it: about {self.needed} repeats a side "
                     "would" if self.needed else "; within reach of no repeat count")
         elif self.status == "not tested":
-            need = "; one number cannot tell a change from noise: 2 or more repeats a side"
-        return (f"{head}{self.point}: per-GPU throughput {self.change:+.1%} "
+            need = ("; cannot tell: one number cannot tell a change from noise: 2 or more "
+                    "repeats a side")
+        elif self.why:
+            need = f"; no alarm: {self.why}"
+        return (f"{head}{self.name}: per-GPU throughput {self.change:+.1%} "
                 f"({statistics.median(self.newest):,.4g} vs "
                 f"{statistics.median(self.baseline):,.4g}; {test}){need}{changed}")
 
@@ -127,6 +149,13 @@ def describe_point(row: Mapping[str, Any]) -> str:
             f"{row.get('backend')}/{row.get('tuning')}")
 
 
+def work_label(row: Mapping[str, Any]) -> str:
+    """The work beyond describe_point, `name=value` sorted (`container=pt.sif`); the
+    system and the workload kind aside (one study's points share them)."""
+    return " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())
+                    if k not in ("system", "workload"))
+
+
 def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     """What differs in the work of two rows' points, as `name old -> new`."""
     a = {**{k: newest.get(k) for k in POINT_KEYS}, **work_of(newest)}
@@ -136,9 +165,11 @@ def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[
 
 
 def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]],
-          alpha: float = 0.01, min_drop: float = 0.03) -> list[Verdict]:
+          alpha: float = 0.01, min_drop: float = 0.03, nights: float = 0.0) -> list[Verdict]:
     """A verdict per point measured on both sides (completed attempts only), and an
-    `unlike` one per newest point whose scale the baseline measured with other work."""
+    `unlike` or `new` one per newest point the baseline lacks. `nights`: the relative
+    noise between campaigns beyond the repeats' (the system's tau, results.history.
+    changes, measured without the newest side), which a drop must exceed too."""
     ours, theirs = _by_point(newest), _by_point(baseline)
     shared = [k for k in ours if k in theirs]
     tested = sum(len(ours[k]) > 1 and len(theirs[k]) > 1 for k in shared)
@@ -149,7 +180,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
         b = [float(r[col.THROUGHPUT_PER_GPU]) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
-        beyond = -change > max(min_drop, NOISE_BANDS * noise(a, b))
+        beyond = -change > max(min_drop, NOISE_BANDS * math.hypot(noise(a, b), nights))
         alarm = beyond and max(a) < min(b)
         if p is None:
             status = "not tested"
@@ -164,25 +195,46 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
             status == "regression", "", provenance_changes(ours[key], theirs[key]),
             status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
             needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
-            comm=(_comm(ours[key]), _comm(theirs[key])))
-    return [*_with_causes(verdicts), *_unlike(ours, theirs)]
+            comm=(_comm(ours[key]), _comm(theirs[key])), work=work_label(ours[key][0]),
+            why=(_why_ok(a, b, noise(a, b), nights)
+                 if status == "ok" and -change > min_drop else ""))
+    return [*_with_causes(verdicts), *_unmatched(ours, theirs)]
 
 
-def _unlike(ours: dict[Point, list[Mapping[str, Any]]],
-            theirs: dict[Point, list[Mapping[str, Any]]]) -> list[Verdict]:
-    """Newest points the baseline has only with other work at the same scale."""
+def _why_ok(a: Sequence[float], b: Sequence[float], repeats: float, nights: float) -> str:
+    """Why a drop larger than `min_drop` is no alarm: the noise (the repeats', and the
+    baseline's campaigns' spread), or the bands overlap (the test alone never passes
+    such a drop: that is `undecided`)."""
+    bound = NOISE_BANDS * math.hypot(repeats, nights)
+    if bound >= -(statistics.median(a) / statistics.median(b) - 1):
+        spread = f" and campaigns by {nights:.1%} more" if nights else ""
+        return (f"within the noise: the repeats vary by {repeats:.1%} (coefficient of "
+                f"variation){spread}, and a drop must exceed {NOISE_BANDS:g} times that "
+                f"({bound:.1%}); steadier runs would tell")
+    return (f"the repeats overlap (the newest's fastest {max(a):,.4g} is not slower than "
+            f"the baseline's slowest {min(b):,.4g})")
+
+
+def _unmatched(ours: dict[Point, list[Mapping[str, Any]]],
+               theirs: dict[Point, list[Mapping[str, Any]]]) -> list[Verdict]:
+    """Newest points the baseline lacks: `unlike` where it has the same scale with other
+    work, `new` where it has nothing there (another batch size, scale or setting)."""
     out = []
     for key, rows in ours.items():
         if key in theirs:
             continue
         scale = key[:len(POINT_KEYS)]
         other = next((r for k, r in theirs.items() if k[:len(POINT_KEYS)] == scale), None)
-        if other is None:
-            continue
         a = [float(r[col.THROUGHPUT_PER_GPU]) for r in rows]
+        if other is None:
+            out.append(Verdict(describe_point(rows[0]), int(rows[0][col.WORLD_SIZE]), a, [],
+                               None, None, False, "", status="new",
+                               work=work_label(rows[0])))
+            continue
         out.append(Verdict(describe_point(rows[0]), int(rows[0][col.WORLD_SIZE]), a,
                            [float(r[col.THROUGHPUT_PER_GPU]) for r in other], None, None, False,
-                           "", status="unlike", differs=differences(rows[0], other[0])))
+                           "", status="unlike", differs=differences(rows[0], other[0]),
+                           work=work_label(rows[0])))
     return out
 
 

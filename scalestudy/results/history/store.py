@@ -72,10 +72,12 @@ def shown(url: str) -> str:
 
 
 class Store:
-    """One results store, opened (created or migrated) on first use."""
+    """One results store, opened (created or migrated) on first use; `verify`: a SQLite
+    file is checked (`quick_check`) before anything reads or writes it."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, verify: bool = False) -> None:
         self.url = store_url(url)
+        self.verify = verify
 
     @cached_property
     def engine(self) -> sa.Engine:
@@ -85,6 +87,8 @@ class Store:
                 Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
             if engine.dialect.name == "sqlite":
                 sa.event.listen(engine, "connect", _sqlite_pragmas)
+            if self.verify:
+                self.check_intact()
             with engine.begin() as conn:
                 _open(conn)
         except ModuleNotFoundError as exc:
@@ -124,6 +128,19 @@ class Store:
                     "check the store (--store or $SCALESTUDY_STORE) and that it is reachable")
             raise ScalestudyError(f"results store {shown(self.url)}: cannot {doing} "
                                   f"({cause}); {hint}") from None
+
+    def check_intact(self) -> None:
+        """Refuse a damaged SQLite file before it is read or written (exit 2, one line;
+        results.history.integrity says what is checked); nothing for PostgreSQL."""
+        from scalestudy.results.history.integrity import damage
+
+        found = damage(self.url)
+        if found:
+            raise ScalestudyError(
+                f"results store {shown(self.url)}: the file is damaged (SQLite's quick_check: "
+                f"{found}); nothing was read from or written into it; move it aside and "
+                f"rebuild it from the run directories (`scalestudy history ingest results/` "
+                f"with --store or ${URL_VARIABLE} naming a new file)")
 
     def version(self) -> int:
         """The schema version the store holds."""
