@@ -144,7 +144,7 @@ def test_png_jpg_and_npy_members_decode_to_the_same_image_size(tmp_path: Path) -
     data, target, decode, nbytes, _, _ = next(iter(loader(image_source(root, 0, 1), 8, 0, 2,
                                                           False)))
     assert data.shape == (8, 3, 8, 8) and data.dtype == torch.float32
-    assert 0.0 <= float(data.min()) and float(data.max()) <= 1.0
+    assert float(data.min()) >= 0.0 and float(data.max()) <= 1.0
     assert sorted(target.tolist()) == list(range(8))
     assert float(decode) > 0 and int(nbytes) > 8 * 100
 
@@ -184,7 +184,7 @@ def test_staging_without_room_leaves_nothing(tmp_path: Path) -> None:
     root = write_images(tmp_path / "img", shards=1, per_shard=1)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(DataError, match="cannot stage the dataset there.*data_stage none"):
+    with pytest.raises(DataError, match=r"cannot stage the dataset there.*data_stage none"):
         stage.stage(formats.shard_files(root), "local", 0, {stage.LOCAL_STORAGE: str(blocker)})
 
 
@@ -214,17 +214,17 @@ def test_bad_image_shards_say_file_and_fix(tmp_path: Path) -> None:
     root = write_images(tmp_path / "cut", shards=1, per_shard=3)
     shard = root / "train-000000.tar"
     shard.write_bytes(shard.read_bytes()[:1800])  # inside the second sample
-    with pytest.raises(DataError, match="train-000000.tar: truncated or corrupt tar.*write "
-                       "the shard again"):
+    with pytest.raises(DataError, match=r"train-000000\.tar: truncated or corrupt tar.*write "
+                       r"the shard again"):
         batches(image_source(root, 0, 1), 3, 0, 1)
     root = write_images(tmp_path / "few", shards=2, per_shard=1)
-    with pytest.raises(DataError, match="2 train-NNNNNN.tar shard\\(s\\) for 4 data-parallel"):
+    with pytest.raises(DataError, match=r"2 train-NNNNNN\.tar shard\(s\) for 4 data-parallel"):
         sampler.assign_shards(formats.shard_files(root), 4, 0)
     src = ImageSource(tuple(formats.shard_files(root)), {"train-000000.tar": 0,
                                                          "train-000001.tar": 1}, 8, 1, 0)
     with pytest.raises(DataError, match=r"\.cls is 1, not below --num-classes 1"):
         batches(src, 2, 0, 1)
-    with pytest.raises(DataError, match="neither train.bin"):
+    with pytest.raises(DataError, match=r"neither train\.bin"):
         formats.kind_of(tmp_path)
 
 

@@ -361,10 +361,11 @@ def _report(args: argparse.Namespace, cfg: TrainConfig, session: Session,
                    time.perf_counter() - _STARTED, os.environ, rank_hosts)
     from .data.stats import line as input_line
 
-    for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
-                 output.energy_line(record), input_line(record)]:
-        if line is not None:
-            _log(line)
+    lines: list[str | None] = [*output.diagnostics_lines(record), *output.lm_lines(record),
+                               output.energy_line(record), input_line(record)]
+    for text in lines:
+        if text is not None:
+            _log(text)
     if args.mllog:
         for line in output.mllog_summary(record):
             _log(line)

@@ -20,6 +20,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -79,7 +80,7 @@ def read_tokens(root: Path) -> TokenInfo:
     return TokenInfo(train, itemsize, vocab, size // itemsize)
 
 
-def read_window(fh: io.BufferedReader, info: TokenInfo, start: int, length: int,
+def read_window(fh: IO[bytes], info: TokenInfo, start: int, length: int,
                 path: Path) -> torch.Tensor:
     """Token ids [start, start + length) as int64, each checked against vocab_size."""
     fh.seek(start * info.itemsize)

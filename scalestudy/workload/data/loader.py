@@ -118,7 +118,7 @@ class ImageSource:
 Source = TokenSource | ImageSource
 
 
-class Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+class Stream(torch.utils.data.IterableDataset):
     """A replica's samples from a step on; loader worker w of W reads batches w, w+W, ..."""
 
     def __init__(self, source: Source, batch_size: int, start_step: int = 0) -> None:
@@ -145,7 +145,7 @@ def collate(items: list[Sample]) -> tuple[torch.Tensor, ...]:
 
 
 def loader(source: Source, batch_size: int, workers: int, prefetch: int, pin: bool,
-           start_step: int = 0) -> torch.utils.data.DataLoader:  # type: ignore[type-arg]
+           start_step: int = 0) -> torch.utils.data.DataLoader:
     """torch's DataLoader over the replica's stream."""
     return torch.utils.data.DataLoader(
         Stream(source, batch_size, start_step), batch_size=batch_size, collate_fn=collate,

@@ -3,7 +3,7 @@ input wait, decode time, bytes read and read bandwidth per node, staging (torch-
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 #: A point is input-bound where the steps wait longer than this share for their batch
@@ -64,7 +64,7 @@ def fields(stats: Sequence[DataStats | None], step_time_s: float, timed_s: float
     }
 
 
-def line(record: dict[str, object]) -> str | None:
+def line(record: Mapping[str, object]) -> str | None:
     """`Input: waited 12.3 % of each step (0 workers), read 1.23 GB/s per node`."""
     if record.get("data_kind") in (None, "synthetic"):
         return None
