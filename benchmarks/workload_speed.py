@@ -106,7 +106,8 @@ def main() -> None:
                   f"{ratios['diagnostics_on']:.3f} (target >= 0.98), off "
                   f"{ratios['diagnostics_off']:.3f} (target >= 0.995); global batch "
                   f"{args.batch_size * ranks}, per-GPU batch {args.batch_size}", flush=True)
-    print(json.dumps({"config": vars(args), "ratios": summary}))
+    print(json.dumps({"config": {k: str(v) if isinstance(v, Path) else v
+                                 for k, v in vars(args).items()}, "ratios": summary}))
 
 
 if __name__ == "__main__":

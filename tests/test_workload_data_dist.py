@@ -112,3 +112,16 @@ def test_a_bad_dataset_is_one_line_and_exit_2(tmp_path: Path, problem: str) -> N
     assert len(errors) >= 1 and expect in errors[0], out[-3000:]
     assert "Traceback" not in out and record is None
     assert code == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", [["--pp", "2"], ["--backend", "fsdp"]])
+def test_tokens_train_under_pipeline_and_fsdp(tmp_path: Path, layout: list[str]) -> None:
+    data = write_tokens(tmp_path / "tok", np.arange(3000) % 250, 256)
+    code, out, record = workload(tmp_path, [*GPT, *layout, "--data", str(data),
+                                            "--data-workers", "1"], ranks=2)
+    assert code == 0, out[-3000:]
+    assert record is not None and record["data_kind"] == "tokens"
+    replicas = 1 if "--pp" in layout else 2
+    assert record["samples_seen"] == 6 * 2 * replicas  # 6 steps of 2 sequences per replica
+    assert record["final_loss"] is not None and record["final_loss"] > 0
