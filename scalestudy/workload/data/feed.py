@@ -8,16 +8,48 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, Protocol
 
 import torch
 
+from ..layout import Layout
 from . import DataError, formats, sampler, stage
 from .loader import TRACE, ImageSource, Source, TokenSource, _original, loader
 from .stats import DataStats
 
-if TYPE_CHECKING:
-    from ..train import Batch, TrainConfig
+
+class Batch(Protocol):
+    """What the feeder fills: train.Batch (the training batch the backends close over)."""
+
+    data: torch.Tensor
+    target: torch.Tensor
+
+
+class TrainConfig(Protocol):
+    """What the feeder reads of train.TrainConfig (data imports nothing of train)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def image_size(self) -> int: ...
+    @property
+    def num_classes(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def data(self) -> str: ...
+    @property
+    def data_workers(self) -> int: ...
+    @property
+    def data_prefetch(self) -> int: ...
+    @property
+    def data_stage(self) -> str: ...
+    @property
+    def data_seed(self) -> int: ...
 
 
 def source_for(cfg: TrainConfig, replica: int, vocab: int | None) -> Source:
