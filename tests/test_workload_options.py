@@ -21,7 +21,7 @@ def test_every_option_round_trips_through_the_workload_command_line() -> None:
     for option in OPTIONS:
         for backend in option.backends:
             value = ({bool: not option.default, int: 1 if option.default != 1 else 2,
-                      float: 12.5}.get(option.kind)
+                      float: 12.5, str: "/datasets/tokens"}.get(option.kind)
                      if option.choices is None else option.choices[-1])
             if option.name == "zero_stage":
                 value = 3

@@ -77,6 +77,8 @@ def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
     if option.kind is bool:
         p.add_argument(option.flag, action=argparse.BooleanOptionalAction,
                        default=option.default, help=helptext)
+    elif option.kind is str and option.choices is None:
+        p.add_argument(option.flag, default=option.default, help=helptext)
     elif option.choices is not None:
         p.add_argument(option.flag, choices=option.choices, default=option.default,
                        help=helptext)
@@ -156,7 +158,8 @@ def _layout(args: argparse.Namespace, world_size: int) -> Layout:
 
 
 _GENERAL = ("precision", "channels_last", "compile", "diagnostics", "mllog", "seq_len", "tp",
-            "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops")
+            "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops",
+            "data", "data_workers", "data_prefetch", "data_stage", "data_seed")
 
 
 def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConfig:
@@ -172,6 +175,8 @@ def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConf
         lr=args.lr, base_lr=args.base_lr, lr_warmup_iters=args.lr_warmup_iters,
         options={k: v for k, v in options.items() if k not in _GENERAL},
         seq_len=args.seq_len, activation_checkpointing=args.activation_checkpointing,
+        data=args.data, data_workers=args.data_workers, data_prefetch=args.data_prefetch,
+        data_stage=args.data_stage, data_seed=args.data_seed,
         **({"layout": layout} if layout is not None else {}),
     )
 
@@ -249,7 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     peak = _peak(args, cfg, session)
     _announce(cfg, session)
     backend, lead = session.backend, session.env.rank == 0
-    results = backend.gather(train.run(backend, cfg, session.device, _on_iter(cfg, lead)))
+    from .data import DataError
+
+    try:
+        mine = train.run(backend, cfg, session.device, _on_iter(cfg, lead), session.env.rank)
+    except DataError as exc:  # the launcher ends the other ranks
+        print(f"error: data: {exc}", file=sys.stderr)
+        return 2
+    results = backend.gather(mine)
     rank_hosts = backend.gather(socket.gethostname())
     status = _report(args, cfg, session, results, rank_hosts, peak) if lead else 0
     backend.shutdown(session.device)
@@ -347,9 +359,13 @@ def _report(args: argparse.Namespace, cfg: TrainConfig, session: Session,
         _log(output.tf_cnn_line(total))
     record = build(cfg, session, stats, results, _distinct(rank_hosts), peak,
                    time.perf_counter() - _STARTED, os.environ, rank_hosts)
-    for line in [*output.diagnostics_lines(record), *output.lm_lines(record),
-                 output.energy_line(record)]:
-        _log(line)
+    from .data.stats import line as input_line
+
+    lines: list[str | None] = [*output.diagnostics_lines(record), *output.lm_lines(record),
+                               output.energy_line(record), input_line(record)]
+    for text in lines:
+        if text is not None:
+            _log(text)
     if args.mllog:
         for line in output.mllog_summary(record):
             _log(line)

@@ -101,6 +101,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("peak_tflops", float, 0.0, "peak TFLOP/s per GPU for MFU (transformer models); "
            "0: none, measure: time a large matmul on each rank", minimum=0, maximum=1e9,
            keyword="measure"),
+    Option("data", str, "", "a dataset directory (tokens: train.bin + meta.json; images: "
+           "train-NNNNNN.tar WebDataset shards); empty: synthetic tensors"),
+    Option("data_workers", int, 2, "real data: loader worker processes per rank (0: the "
+           "training process reads)", minimum=0, maximum=64),
+    Option("data_prefetch", int, 2, "real data: batches prefetched per loader worker",
+           minimum=1, maximum=64),
+    Option("data_stage", str, "none", "real data: copy the rank's files first to node-local "
+           "storage (local) or /dev/shm (shm); the copy is timed apart",
+           choices=("none", "local", "shm")),
+    Option("data_seed", int, 0, "real data: the shuffle seed", minimum=0, maximum=2**62),
     Option("diagnostics", bool, True,
            "compute-only timing (no gradient sync) and an allreduce probe after the run"),
     Option("mllog", bool, False, "print MLPerf-style :::MLLOG lines"),

@@ -115,6 +115,21 @@ class MetricsRecord(TypedDict, total=False):
     #: seconds from the job script's launch line to the last rank's first step (the
     #: launcher, a container's start, Python and torch, joining the ranks, the model)
     startup_s: float
+    #: the input (workload.data): "tokens", "images" or "synthetic"; the rest only with data
+    data_kind: str
+    data_path: str
+    data_workers: int
+    data_stage: str
+    input_wait_s: float  # mean seconds per timed step a rank waited for its batch
+    input_wait_max_s: float  # the slowest rank's
+    input_wait_fraction: float  # input_wait_s / step time
+    decode_s: float  # mean seconds per step decoding, summed over a rank's loader workers
+    bytes_read: int  # bytes of dataset files read in the timed loop, all ranks
+    read_GBps: float  # bytes_read / timed seconds / nodes (1e9)
+    stage_s: float  # the slowest rank's copy to node-local storage (0: none)
+    stage_bytes: int  # bytes copied, all ranks
+    samples_seen: int  # samples trained on, warm-up and timed, all replicas
+    epoch: int  # epochs started
 
 
 def command_record(throughput: float, params: Mapping[str, int]) -> MetricsRecord:
@@ -192,7 +207,18 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "provenance": stack.describe(session.device, environ),
         "elapsed_s": round(elapsed_s, 3),
         **_startup(results, environ),
+        **_data(cfg, results, stats, max(len(hosts), env.num_nodes)),
     })
+
+
+def _data(cfg: TrainConfig, results: Sequence[TrainResult], stats: Stats, nodes: int
+          ) -> dict[str, object]:
+    """The input's keys (workload.data.stats): measured with a dataset, else synthetic."""
+    from .data.stats import fields
+
+    step = stats["iter_time_mean"] / cfg.batches_per_iter
+    timed = max(stats["rank_seconds"]) if stats["rank_seconds"] else 0.0
+    return fields([r.data for r in results], step, timed, nodes, cfg.layout.model_parallel)
 
 
 def append_record(path: Path, record: Mapping[str, object]) -> None:

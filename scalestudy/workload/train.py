@@ -17,17 +17,21 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import torch
 from torch import nn
 
 from . import diagnostics, energy, transformer
+from .data.stats import DataStats
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
 from .options import Value
 from .timing import mean, time_iterations
+
+if TYPE_CHECKING:
+    from .data.feed import Feeder
 
 #: The learning-rate schedule stepped once per optimizer step.
 LRScheduler = torch.optim.lr_scheduler.LRScheduler
@@ -64,6 +68,11 @@ class TrainConfig:
     seq_len: int = 1024  # transformer models: tokens per sequence
     activation_checkpointing: bool = False
     layout: Layout = field(default_factory=Layout)
+    data: str = ""  # a dataset directory ("": synthetic tensors); see workload/data/
+    data_workers: int = 2
+    data_prefetch: int = 2
+    data_stage: str = "none"
+    data_seed: int = 0
 
     @property
     def unit(self) -> str:
@@ -229,6 +238,7 @@ class TrainResult:
     local_params: int | None = None  # parameters this rank holds after wrapping
     energy: energy.Reading | None = None  # energy.Reading of the timed iterations
     first_step_at: float | None = None  # wall-clock time its first (warm-up) step began
+    data: DataStats | None = None  # the input's measurements (None: synthetic tensors)
 
 
 def local_parameters(model: nn.Module) -> int:
@@ -289,12 +299,33 @@ def tune_backends(device: torch.device) -> None:
 
 
 def run(backend: Backend, cfg: TrainConfig, device: torch.device,
-        on_iter: Callable[[int, float], object] | None = None) -> TrainResult:
+        on_iter: Callable[[int, float], object] | None = None, rank: int = 0) -> TrainResult:
     """Build the model, time training (and, with diagnostics, compute-only steps and an
-    allreduce probe up to the gradient size); returns this rank's measurements."""
+    allreduce probe up to the gradient size); returns this rank's measurements. With
+    `cfg.data`, each training step first loads its batch from the dataset (staged before
+    the warm-up when asked); a data.DataError says what is wrong with it."""
     tune_backends(device)
     sync = _sync_fn(device)
     model, batch = build(cfg, device)
+    feeder = None
+    if cfg.data:
+        from .data.feed import model_vocab, open_feeder
+
+        feeder = open_feeder(cfg, batch, rank, model_vocab(model))
+    try:
+        result = _run(backend, cfg, device, on_iter, sync, model, batch, feeder)
+    finally:
+        if feeder is not None:
+            feeder.close()
+    if feeder is not None:
+        result.data = feeder.stats
+    return result
+
+
+def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
+         on_iter: Callable[[int, float], object] | None, sync: Callable[[], None],
+         model: nn.Module, batch: Batch, feeder: Feeder | None) -> TrainResult:
+    """`run`'s phases on a built model."""
     params = num_parameters(model)
     wire_bytes = grad_bytes(model, backend.wire)
     if cfg.compile:
@@ -310,13 +341,21 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
     last: list[torch.Tensor | None] = [None]
 
     def tracked() -> None:
+        if feeder is not None:
+            feeder.load()
         last[0] = step()
 
     meter = energy.open_meter(device)
+
+    def before_timed() -> None:
+        meter.start()
+        if feeder is not None:
+            feeder.start_timing()
+
     first_step_at = time.time()  # the first (warm-up) step starts: start-up ends here
     times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
                             batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter,
-                            before_timed=meter.start)
+                            before_timed=before_timed)
     reading = meter.stop()
     final_loss = None if last[0] is None else float(last[0])
     if cfg.diagnostics and not backend.bare_compute:
