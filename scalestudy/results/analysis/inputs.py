@@ -18,6 +18,8 @@ from scalestudy.results.analysis.phrases import gpus_text, names_text
 
 #: A point is input-bound when its median input wait exceeds this share of the step.
 INPUT_BOUND = 0.10
+#: Bytes of dataset files read per timed second per node, in GB (1e9).
+READ_GBPS = "read_GBps"
 #: Loader workers plus the training process want a core each: fewer cores per rank than
 #: this many per worker + 1 is "few".
 _CORES_PER_PROCESS = 1.0
@@ -43,7 +45,7 @@ def suggestions(row: pd.Series) -> list[str]:
         took = "" if math.isnan(decode) else f": decoding takes {decode:.3g} s per step"
         out.append(f"more data_workers (now {n}){took}")
     elif stage in ("none", "nan"):
-        read = _number(row, col.READ_GBPS)
+        read = _number(row, READ_GBPS)
         bw = "" if math.isnan(read) else f" (read {read:.3g} GB/s per node)"
         out.append(f"`data_stage: local` or `shm`{bw}: reading, not decoding "
                    f"({decode:.3g} of {wait:.3g} s per step), is the wait")
