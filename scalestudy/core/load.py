@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from scalestudy.core.errors import Loc, SpecError, validation_messages, where
 from scalestudy.core.spec import LR_FIELDS, Study
+from scalestudy.core.workloads import DATA_KEYS
 from scalestudy.workload.options import BY_NAME
 
 
@@ -211,6 +212,15 @@ def load_study(path: str | Path) -> Study:
 def study_schema() -> dict[str, Any]:
     """The JSON Schema of a study spec (for editors: `# yaml-language-server: $schema=`)."""
     schema = Study.model_json_schema()
+    data = schema["$defs"]["SyntheticWorkload"]["properties"].get("data")
+    if data is not None:  # also the mapping form (core.workloads.flatten_data)
+        props = schema["$defs"]["SyntheticWorkload"]["properties"]
+        keys = {k: {key: v for key, v in props[o].items() if key != "default"}
+                for k, o in DATA_KEYS.items() if o in props}
+        props["data"] = {"description": data.get("description", ""), "anyOf": [
+            {k: v for k, v in data.items() if k != "description"},
+            {"type": "object", "properties": keys, "required": ["path"],
+             "additionalProperties": False}]}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "scalestudy study spec"
     return schema
