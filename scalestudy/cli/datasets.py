@@ -57,7 +57,10 @@ def make(
         print_json(got)
         return
     if kind is Kind.tokens:
-        out.print(f"{directory}: {got['n_tokens']} tokens over a vocabulary of "
+        n = got["n_tokens"]
+        assert isinstance(n, dict)
+        out.print(f"{directory}: {n['train']:,} train and {n['val']:,} val tokens over a "
+                  f"vocabulary of "
                   f"{got['vocab_size']}; best possible loss {got['entropy_nats']} nats "
                   "(meta.json)", highlight=False, markup=False)
     else:

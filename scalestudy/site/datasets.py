@@ -153,6 +153,8 @@ def _shard_problems(shard: Path, num_classes: int, deep: bool) -> list[str]:
             for m in members:
                 if m.isfile() and m.offset_data + m.size > size:
                     raise tarfile.ReadError(f"member {m.name} ends beyond the file")
+            if _partial_tail(shard, members, size):
+                raise tarfile.ReadError("it ends inside a member's header")
             keys: dict[str, set[str]] = {}
             for m in members:
                 if m.isfile():
@@ -173,6 +175,21 @@ def _shard_problems(shard: Path, num_classes: int, deep: bool) -> list[str]:
     except (tarfile.TarError, EOFError, OSError) as exc:
         return [f"{shard}: not a whole tar file ({exc}); write the shard again "
                 "(a copy cut short?)"]
+
+
+def _partial_tail(shard: Path, members: list[tarfile.TarInfo], size: int) -> bool:
+    """Whether bytes other than the end-of-archive zeros follow the last member (tarfile
+    stops listing, silently, at a header cut short)."""
+    end = 0
+    if members:
+        last = members[-1]
+        end = last.offset_data + -(-last.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    with shard.open("rb") as f:
+        f.seek(end)
+        while chunk := f.read(1 << 16):
+            if chunk.count(0) != len(chunk):
+                return True
+    return end > size
 
 
 def _deep_problems(shard: Path, tar: tarfile.TarFile, members: list[tarfile.TarInfo],
