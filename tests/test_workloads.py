@@ -67,7 +67,7 @@ def test_bad_mappings_are_spec_errors(data: str, words: str) -> None:
 
 
 def test_one_option_set_twice_is_an_error() -> None:
-    with pytest.raises(SpecError, match="data.workers and data_workers set the same option"):
+    with pytest.raises(SpecError, match=r"data\.workers and data_workers set the same option"):
         parse_study("name: x\nworkload:\n  data: {path: /d, workers: 1}\n  data_workers: 2\n")
 
 
