@@ -33,6 +33,12 @@ def test_make_tokens_and_images(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_make_refuses_a_vocabulary_it_cannot_build(tmp_path: Path) -> None:
+    done = run_cli("dataset", "make", "tokens", "t", "--vocab", "50000", cwd=tmp_path)
+    assert done.returncode == 2 and "--vocab 50000: give 2 to 1024" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_make_refuses_a_non_empty_directory(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "mine.txt").write_text("keep")

@@ -37,7 +37,7 @@ def make(
         "--size", min=1, help="train tokens (default 1,048,576) or train images (default "
         "1024); val is a tenth")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="the random seed")] = 0,
-    vocab: Annotated[int, typer.Option("--vocab", help="tokens: vocabulary size")] = 64,
+    vocab: Annotated[int, typer.Option("--vocab", help="tokens: vocabulary size (2-1024)")] = 64,
     image_size: Annotated[int, typer.Option(
         "--image-size", min=2, max=8192, help="images: height and width (pixels)")] = 64,
     shards: Annotated[int, typer.Option(

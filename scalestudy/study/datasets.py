@@ -15,6 +15,8 @@ from scalestudy.workload.names import is_transformer
 
 #: `dataset make` defaults: train tokens, train images.
 DEFAULT_SIZE = {"tokens": 1 << 20, "images": 1024}
+#: The largest `--vocab`: its dense transition matrix and eigenvector stay small.
+MAX_VOCAB = 1024
 
 
 def make_dataset(kind: str, directory: Path, size: int | None = None, seed: int = 0,
@@ -28,8 +30,9 @@ def make_dataset(kind: str, directory: Path, size: int | None = None, seed: int 
                               "new directory (dataset make never overwrites)")
     n = DEFAULT_SIZE[kind] if size is None else size
     if kind == "tokens":
-        if not 2 <= vocab <= 1 << 20:
-            raise ScalestudyError(f"--vocab {vocab}: give 2 to {1 << 20} tokens")
+        if not 2 <= vocab <= MAX_VOCAB:
+            raise ScalestudyError(f"--vocab {vocab}: give 2 to {MAX_VOCAB} tokens (the "
+                                  "source's transition matrix is vocab x vocab)")
         return {"kind": kind, "path": str(directory.absolute()), **datagen.write_atomic_dir(
             directory, lambda d: datagen.write_tokens(d, n, vocab, seed))}
     if shards < 1 or n < shards:
