@@ -14,5 +14,6 @@ from scalestudy.cli import history  # noqa: F401  history, history ingest
 from scalestudy.cli import exports  # noqa: F401  history export
 from scalestudy.cli import watch  # noqa: F401  history changes, history nodes
 from scalestudy.cli import publish  # noqa: F401  publish
+from scalestudy.cli import datasets  # noqa: F401  dataset make
 
 __all__ = ["app", "main"]

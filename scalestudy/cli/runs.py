@@ -102,6 +102,13 @@ class _Screen:
         return queue_progress(err, run_ids)
 
 
+def _data_gate(plan: Plan) -> None:
+    """The study's datasets checked where visible from here (exit 2 on a problem)."""
+    from scalestudy.study.datasets import data_gate
+
+    data_gate(plan, _say)
+
+
 PackOpt = Annotated[bool, typer.Option(
     "--pack", help="scheduler systems: the runs as steps of one allocation (or a few, split "
     "by the queue's limits): one queue wait (the spec's job.pack asks it too)")]
@@ -114,6 +121,7 @@ def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt 
     from scalestudy import study as uc
 
     plan = uc.make_plan(study, results)
+    _data_gate(plan)
     points = len(plan.runs) // plan.study.repeats
     warnings = _warn(plan)
     if not preflight and not plan.study.job.pack:  # the preflight holds the limits too
@@ -150,6 +158,7 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
     from scalestudy.study import make_plan, plan_summary
 
     the_plan = make_plan(study, results)
+    _data_gate(the_plan)
     if adaptive:
         _plan_adaptive(the_plan, as_json, budget)
         return
@@ -262,6 +271,7 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
         from scalestudy.study.planning import read_exclude_list, with_excluded
 
         plan = with_excluded(plan, read_exclude_list(exclude_nodes))
+    _data_gate(plan)
     request = uc.RunRequest(only=only, rerun=rerun, max_attempts=max_attempts,
                             max_jobs=max_jobs, wait=wait, budget=budget,
                             preflight=not no_preflight, dry_run=dry_run,

@@ -7,6 +7,7 @@ SpecError; nothing here writes a file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from scalestudy.core.errors import Loc, SpecError, validation_messages, where
 from scalestudy.core.spec import LR_FIELDS, Study
+from scalestudy.core.workloads import DATA_KEYS
 from scalestudy.workload.options import BY_NAME
 
 
@@ -58,6 +60,7 @@ def parse_study(text: str, source: str | Path = "<study>") -> Study:
             f"{source}: the spec must be a YAML mapping with at least `name:` "
             f"(got {type(data).__name__}); see studies/example.yaml"
         )
+    data = absolute_data(data, Path(source).parent if source != "<study>" else Path.cwd())
     lines = yaml_lines(text)
     unwritable = [f"{where(source, loc, lines)}: {msg}" for loc, msg in _bad_text(data)]
     if unwritable:
@@ -71,6 +74,39 @@ def parse_study(text: str, source: str | Path = "<study>") -> Study:
     if problems:
         raise SpecError("\n".join(problems))
     return study
+
+
+def absolute_data(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The spec with its dataset paths (`workload.data` or its `path`, `grid.data`, a
+    tuning variant's `options.data`) absolute: a relative one is relative to the spec's
+    directory `base`, so the jobs (started elsewhere) find it. A copy; other values as
+    they are (validation judges them)."""
+
+    def absolute(value: object) -> object:
+        if isinstance(value, str) and value and "\x00" not in value:
+            return os.path.abspath(base / Path(value).expanduser())
+        return value
+
+    out = dict(data)
+    workload = out.get("workload")
+    if isinstance(workload, dict) and "data" in workload:
+        given = workload["data"]
+        given = ({**given, "path": absolute(given["path"])}
+                 if isinstance(given, dict) and "path" in given else absolute(given))
+        out["workload"] = {**workload, "data": given}
+    grid = out.get("grid")
+    if isinstance(grid, dict) and "data" in grid:
+        axis = grid["data"]
+        out["grid"] = {**grid, "data": [absolute(v) for v in axis]
+                       if isinstance(axis, list) else absolute(axis)}
+    tuning = out.get("tuning")
+    if isinstance(tuning, dict):
+        out["tuning"] = {
+            name: {**v, "options": {**v["options"], "data": absolute(v["options"]["data"])}}
+            if isinstance(v, dict) and isinstance(v.get("options"), dict)
+            and "data" in v["options"] else v
+            for name, v in tuning.items()}
+    return out
 
 
 def _bad_text(value: object, loc: Loc = ()) -> list[tuple[Loc, str]]:
@@ -176,6 +212,15 @@ def load_study(path: str | Path) -> Study:
 def study_schema() -> dict[str, Any]:
     """The JSON Schema of a study spec (for editors: `# yaml-language-server: $schema=`)."""
     schema = Study.model_json_schema()
+    data = schema["$defs"]["SyntheticWorkload"]["properties"].get("data")
+    if data is not None:  # also the mapping form (core.workloads.flatten_data)
+        props = schema["$defs"]["SyntheticWorkload"]["properties"]
+        keys = {k: {key: v for key, v in props[o].items() if key != "default"}
+                for k, o in DATA_KEYS.items() if o in props}
+        props["data"] = {"description": data.get("description", ""), "anyOf": [
+            {k: v for k, v in data.items() if k != "description"},
+            {"type": "object", "properties": keys, "required": ["path"],
+             "additionalProperties": False}]}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "scalestudy study spec"
     return schema

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, Protocol, TypedDict
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from scalestudy.core.specbase import LRPolicy, Model, TrainOptions
 from scalestudy.workload import layout
@@ -152,6 +152,16 @@ class SyntheticWorkload(TrainOptions):
             *extra,
         ]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _data_mapping(cls, value: object) -> object:
+        """`data: {path, workers, prefetch, stage, seed}` -> the options `data`,
+        `data_workers`, ...; `data: PATH` is the option `data` as it is."""
+        if isinstance(value, dict) and isinstance(value.get("data"), dict):
+            return {**{k: v for k, v in value.items() if k != "data"},
+                    **flatten_data(value["data"], value)}
+        return value
+
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
@@ -256,6 +266,30 @@ class CommandWorkload(Model):
         if pattern.groups == 0:
             raise ValueError("needs a group around the number, e.g. `(?P<throughput>[0-9.]+)`")
         return value
+
+
+#: `workload.data`'s mapping keys and the options they set.
+DATA_KEYS: dict[str, str] = {"path": "data", "workers": "data_workers",
+                             "prefetch": "data_prefetch", "stage": "data_stage",
+                             "seed": "data_seed"}
+
+
+def flatten_data(mapping: Mapping[object, object],
+                 workload: Mapping[object, object]) -> dict[str, object]:
+    """`data: {path, workers, ...}` as the options it sets; ValueError names an unknown
+    key, a missing `path`, or an option the workload also sets by its own name."""
+    unknown = [str(k) for k in mapping if k not in DATA_KEYS]
+    if unknown:
+        raise ValueError(f"data: unknown key(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(DATA_KEYS)}")
+    if "path" not in mapping:
+        raise ValueError("data: needs `path` (the dataset's directory), e.g. "
+                         "`data: {path: data/tokens, workers: 4}`")
+    twice = [f"data.{k} and {o}" for k, o in DATA_KEYS.items()
+             if k in mapping and o in workload and o != "data"]
+    if twice:
+        raise ValueError(f"{'; '.join(twice)} set the same option: keep one")
+    return {DATA_KEYS[str(k)]: v for k, v in mapping.items()}
 
 
 def _default_kind(value: object) -> object:

@@ -265,8 +265,32 @@ def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: st
     if value is None:
         return f"the throughput pattern {pattern!r} matched nothing in stdout.log"
     record = metrics_record.command_record(value, params)
+    extra = program_record(run_dir / "stdout.log")
+    record.update({k: v for k, v in extra.items() if k not in record})  # type: ignore[typeddict-item]
     write_text_atomic(run_dir / METRICS, json.dumps(record, sort_keys=True) + "\n")
     return None
+
+
+#: A `command` program's own record keys: the last stdout line starting with this,
+#: followed by a JSON object (e.g. `scalestudy-record: {"input_wait_fraction": 0.12}`).
+RECORD_PREFIX = "scalestudy-record:"
+
+
+def program_record(log: Path) -> dict[str, Any]:
+    """The scalar keys of the last `scalestudy-record: {...}` line in a program's stdout
+    (empty when there is none, or it is not a JSON object): they join its record, so its
+    input wait and read bandwidth land in the bundled benchmark's columns."""
+    text = tail_text(log, lines=100000, max_bytes=4 << 20)
+    for line in reversed(text.splitlines()):
+        if line.startswith(RECORD_PREFIX):
+            try:
+                found = json.loads(line[len(RECORD_PREFIX):])
+            except ValueError:
+                return {}
+            return ({k: v for k, v in found.items() if isinstance(k, str)
+                     and (v is None or isinstance(v, (str, int, float, bool)))}
+                    if isinstance(found, dict) else {})
+    return {}
 
 
 _NOTABLE = re.compile(r"error|exception|traceback|killed|out of memory|timed? ?out", re.I)

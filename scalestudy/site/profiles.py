@@ -174,6 +174,11 @@ class SystemProfile(_Data):
     shared_filesystems: list[str] = Field(
         default_factory=list, description="path prefixes the login and compute nodes share "
         "(preflight checks that the jobs' Python and its venv's base are under one)")
+    local_storage: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9_./${}-]+$",
+        description="node-local storage `data_stage: local` copies a rank's shards to "
+        "(exported as SCALESTUDY_LOCAL_STORAGE; $VARIABLES expand on the node); null: the "
+        "workload uses $TMPDIR, else /tmp")
     helpers: dict[str, str] = Field(
         default_factory=dict, description="commands the job script calls that the site does "
         "not install everywhere, each with where to get it (preflight looks for them)")

@@ -44,6 +44,21 @@ JOB_ID: Final = "job_id"
 STARTED: Final = "started"
 ENDED: Final = "ended"
 DEVICE: Final = "device"
+# The input pipeline of a run reading a dataset (absent for synthetic data).
+DATA_KIND: Final = "data_kind"
+DATA_WORKERS: Final = "data_workers"
+DATA_STAGE: Final = "data_stage"
+INPUT_WAIT_S: Final = "input_wait_s"
+INPUT_WAIT_FRACTION: Final = "input_wait_fraction"
+DECODE_S: Final = "decode_s"
+STAGE_S: Final = "stage_s"
+#: Numeric input-pipeline keys the summary table carries as medians over repeats.
+#: (`read_GBps`, bytes read / timed seconds / nodes in 1e9, keeps the unit's case, like
+#: `allreduce_busbw_GBps`: no constant of its own, whose value must be its lower-case name.)
+INPUT_COLUMNS: Final = (INPUT_WAIT_S, INPUT_WAIT_FRACTION, DECODE_S, "read_GBps", STAGE_S,
+                        DATA_WORKERS)
+#: Text input-pipeline keys it carries as the first run's value.
+INPUT_TEXT_COLUMNS: Final = (DATA_KIND, DATA_STAGE)
 
 # The summary: one row per point of a curve.
 GROUP: Final = "group"

@@ -155,7 +155,8 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """One row per group and (nodes, ranks_per_node), in order of first appearance:
     median/min/max throughput over repeats, their CV, diagnostics' medians, flags."""
     cols = [*keys, "nodes", "ranks_per_node"]
-    numeric = [c for c in TRANSFORMER_COLUMNS if c in done.columns and c not in cols]
+    numeric = [c for c in (*TRANSFORMER_COLUMNS, *col.INPUT_COLUMNS)
+               if c in done.columns and c not in cols]
     done = done.assign(**{c: pd.to_numeric(done[c], errors="coerce") for c in numeric})
     by = done.groupby(cols, dropna=False, sort=False)
     named = {"world_size": ("world_size", "first")}
@@ -170,7 +171,7 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         agg[column] = by[column].median() if column in done.columns else np.nan
     for column in numeric:
         agg[column] = by[column].median()
-    for column in ("throughput_unit", "peak_source"):
+    for column in ("throughput_unit", "peak_source", *col.INPUT_TEXT_COLUMNS):
         if column in done.columns:
             agg[column] = by[column].first()
     agg[col.RANK_SPREAD] = by[col.RANK_SPREAD].max()

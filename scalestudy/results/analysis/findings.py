@@ -15,6 +15,7 @@ import pandas as pd
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import GOOD_EFFICIENCY, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
+from scalestudy.results.analysis.inputs import input_findings
 from scalestudy.results.analysis.phrases import (
     SHOWN,
     gpus_text,
@@ -314,8 +315,8 @@ def findings(table: pd.DataFrame, runs: pd.DataFrame, scaling: str, fits: pd.Dat
         return Findings(run_findings(runs, table))
     found = losses(table, points, fits) if found is None else found
     over = oversubscribed_findings(table)
-    out = [*efficiency_findings(table), *run_findings(runs, table, "oversubscribed" if over
-                                                        else ""), *over,
+    out = [*efficiency_findings(table), *input_findings(table),
+           *run_findings(runs, table, "oversubscribed" if over else ""), *over,
            *breakdown_findings(found),
            *bound_findings(bounds, found), *variant_findings(table, scaling, outcomes),
            *batch_findings(table, scaling), *model_findings(fits, found),
