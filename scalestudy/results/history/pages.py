@@ -108,7 +108,8 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
         site.index["systems"].append(s.IndexEntry(
             system=system, model=model, href=f"{path}.html", updated=page["updated"],
             attempts=len(mine), changes=len(marks),
-            alarms=sum(c.confirmed and c.high < 0 for c in marks), open_alarms=len(unresolved), slow_nodes=len(slow)))
+            alarms=sum(c.confirmed and c.high < 0 for c in marks),
+            open_alarms=len(unresolved), slow_nodes=len(slow)))
     site.index["last_night"] = _last_nights(rows, still_open)
     by_dir: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
