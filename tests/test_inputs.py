@@ -59,3 +59,24 @@ def test_the_report_lists_it() -> None:
     got = findings(table, runs, "weak", pd.DataFrame(), pd.DataFrame(), found=[],
                    outcomes=[])
     assert not any("Input-bound" in f for f in got.all)
+
+
+def test_the_scaling_table_keeps_the_input_columns_from_the_runs() -> None:
+    """From runs as collect reads them to the finding: the scaling table carries each
+    point's median input wait (a table that dropped the column flagged nothing)."""
+    from scalestudy.results.analysis.efficiency import scaling_table
+
+    runs = pd.DataFrame({
+        "run_id": ["a", "b", "c", "d"], "study": "s", "system": "local", "scaling": "weak",
+        "state": "completed", "nodes": 1, "ranks_per_node": [1, 1, 2, 2],
+        "world_size": [1, 1, 2, 2], "batch_size": 8, "global_batch": [8, 8, 16, 16],
+        "backend": "ddp", "tuning": "default", "repeat": [0, 1, 0, 1],
+        "workload": "synthetic", "model": "small_cnn", "throughput": [100.0, 102, 180, 184],
+        "throughput_unit": "img/s", "data_kind": "images",
+        "input_wait_fraction": [0.3, 0.2, 0.01, 0.03], "input_wait_s": 0.01,
+        "decode_s": 0.02, "read_GBps": 0.5})
+    table = scaling_table(runs, "weak")
+    assert list(table["input_wait_fraction"]) == [0.25, 0.02]
+    assert list(table["data_kind"]) == ["images", "images"]
+    [finding] = input_findings(table)
+    assert "at 1 GPU: 25%" in finding and "2 GPUs" not in finding

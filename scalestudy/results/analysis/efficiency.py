@@ -267,7 +267,8 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
     table[col.FLAGS] = [merge_flags([f, "noisy-repeats" if n else "", p])
                       for f, n, p in zip(table[col.FLAGS], noisy, point_flags(table),
                                          strict=True)]
-    extra = [c for c in (*TRANSFORMER_COLUMNS, "dp", "throughput_unit", "peak_source")
+    extra = [c for c in (*TRANSFORMER_COLUMNS, *col.INPUT_COLUMNS, *col.INPUT_TEXT_COLUMNS,
+                         "dp", "throughput_unit", "peak_source")
              if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
              *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS, *extra]
