@@ -254,3 +254,15 @@ def test_record_fields_per_node_and_synthetic() -> None:
     assert out["read_GBps"] == pytest.approx(8e9 / 2.0 / 2 / 1e9)
     assert (out["stage_s"], out["stage_bytes"], out["samples_seen"], out["epoch"]) == (
         3.0, 20, 240, 2)
+
+
+def test_the_local_storage_of_a_profile_expands_its_variables_on_the_node() -> None:
+    """Frontier's `/mnt/bb/$USER` reaches the job as written: the workload expands it, and
+    a variable the job lacks stays as it is instead of stopping the job script."""
+    from scalestudy.workload.data.stage import root_for
+
+    env = {"SCALESTUDY_LOCAL_STORAGE": "/mnt/bb/$USER/${PROJ}", "USER": "ada", "PROJ": "x1"}
+    assert root_for("local", env) == Path("/mnt/bb/ada/x1")
+    assert root_for("local", {"SCALESTUDY_LOCAL_STORAGE": "/mnt/bb/$USER"}) == \
+        Path("/mnt/bb/$USER")
+    assert root_for("local", {"TMPDIR": "/scratch/t"}) == Path("/scratch/t")

@@ -53,7 +53,7 @@ export FI_CXI_RX_MATCH_MODE=hybrid
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=frontier
 export SCALESTUDY_TAGS=''
-export SCALESTUDY_LOCAL_STORAGE="/mnt/bb/$USER"  # data_stage: local copies here
+export SCALESTUDY_LOCAL_STORAGE='/mnt/bb/$USER'  # data_stage: local copies here (variables expanded by the workload)
 # env.txt: the variables that shape performance and those the spec names (job.record_env),
 # sorted, one a line; a secret-looking name's value redacted, a URL's password masked.
 scalestudy_record_env() {

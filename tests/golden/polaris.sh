@@ -42,7 +42,7 @@ export FI_CXI_DEFAULT_CQ_SIZE=131072
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=polaris
 export SCALESTUDY_TAGS=''
-export SCALESTUDY_LOCAL_STORAGE="/local/scratch"  # data_stage: local copies here
+export SCALESTUDY_LOCAL_STORAGE=/local/scratch  # data_stage: local copies here (variables expanded by the workload)
 SCALESTUDY_MPI_VERSION="$(mpiexec --version 2>/dev/null | grep -m 1 -E '[0-9]+[.][0-9]+' || true)"
 export SCALESTUDY_MPI_VERSION
 # env.txt: the variables that shape performance and those the spec names (job.record_env),

@@ -10,6 +10,7 @@ therefore copied once per rank.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -23,10 +24,16 @@ SHM = Path("/dev/shm")
 
 
 def root_for(mode: str, environ: Mapping[str, str]) -> Path:
-    """Where `mode` (local or shm) copies to."""
+    """Where `mode` (local or shm) copies to. The profile's `local_storage` reaches the job
+    as written (`/mnt/bb/$USER`): its variables are expanded here, from `environ`, so an
+    unset one never stops the job script (a name left unexpanded stays as it is)."""
     if mode == "shm":
         return SHM
-    return Path(environ.get(LOCAL_STORAGE) or environ.get("TMPDIR") or "/tmp")
+    given = environ.get(LOCAL_STORAGE)
+    if given:
+        return Path(re.sub(r"\$(\w+)|\$\{(\w+)\}",
+                           lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), given))
+    return Path(environ.get("TMPDIR") or "/tmp")
 
 
 @dataclass

@@ -58,7 +58,7 @@ export FI_CXI_RX_MATCH_MODE=hybrid
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=frontier
 export SCALESTUDY_TAGS=''
-export SCALESTUDY_LOCAL_STORAGE="/mnt/bb/$USER"  # data_stage: local copies here
+export SCALESTUDY_LOCAL_STORAGE='/mnt/bb/$USER'  # data_stage: local copies here (variables expanded by the workload)
 export USER="${USER:-$(id -un)}"  # container runtimes read it (ch-run refuses to start without)
 export SCALESTUDY_CONTAINER=apptainer:/lustre/orion/proj/pytorch.sif SCALESTUDY_CONTAINER_RUNTIME=apptainer
 export SCALESTUDY_CONTAINER_IMAGE=/lustre/orion/proj/pytorch.sif

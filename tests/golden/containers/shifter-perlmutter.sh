@@ -33,7 +33,7 @@ export CUDA_VISIBLE_DEVICES=3,2,1,0
 # --- provenance: the job's environment, next to the log (the results store reads it) ---
 export SCALESTUDY_VERSION=0.1.0 SCALESTUDY_SYSTEM=perlmutter
 export SCALESTUDY_TAGS=''
-export SCALESTUDY_LOCAL_STORAGE="/tmp"  # data_stage: local copies here
+export SCALESTUDY_LOCAL_STORAGE=/tmp  # data_stage: local copies here (variables expanded by the workload)
 export USER="${USER:-$(id -un)}"  # container runtimes read it (ch-run refuses to start without)
 export SCALESTUDY_CONTAINER=shifter:docker:nersc/pytorch:24.06.02 SCALESTUDY_CONTAINER_RUNTIME=shifter
 export SCALESTUDY_CONTAINER_IMAGE=docker:nersc/pytorch:24.06.02
