@@ -134,7 +134,9 @@ def known_system(store: Store, system: str | None) -> None:
     if system in known:
         return
     hint = ""
-    if system.endswith((".yaml", ".yml")):
+    from scalestudy.results.history.schema import is_profile_file
+
+    if is_profile_file(system):
         hint = " (a system is named by its profile's `name`, not by the profile's file)"
     else:
         import difflib

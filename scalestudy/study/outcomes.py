@@ -24,6 +24,7 @@ from scalestudy.execute.tracking import cancel_runs, refresh
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.spend import spend_of
 from scalestudy.results.history.nodes import study_stragglers
+from scalestudy.results.history.schema import is_profile_file, system_name
 from scalestudy.site.plan import Plan
 from scalestudy.site.queues import hms
 from scalestudy.study.history import open_store, scored_here, store_study
@@ -244,7 +245,7 @@ def _refuse_an_empty_report(plan: Plan) -> None:
         if run_json.parent.name in planned:
             continue
         system = str((ws.read_run(run_json.parent) or {}).get(col.SYSTEM, "?"))
-        key = (Path(system).stem if system.endswith((".yaml", ".yml")) else system,
+        key = (system_name(system, None) if is_profile_file(system) else system,
                read_state(run_json.parent).value)
         held[key] = held.get(key, 0) + 1
     if not held:  # only this spec's runs (all failed so far): report them as they are
