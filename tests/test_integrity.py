@@ -40,3 +40,14 @@ def test_nothing_to_check_is_intact() -> None:
     assert damage("postgresql+psycopg://u:p@db.invalid:5432/history") == ""  # no pragma
     assert damage("sqlite:///:memory:") == ""
     assert damage("sqlite:////nonexistent/dir/h.sqlite") == ""
+
+
+def test_a_store_in_a_directory_this_user_cannot_enter_is_left_to_opening(
+        tmp_path: Path, monkeypatch) -> None:
+    # A PBS job runs as another user than the one whose store the study names: the
+    # check says nothing and opening the store says why it cannot (never a traceback).
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    assert damage(f"sqlite:///{tmp_path}/private/h.sqlite") == ""

@@ -27,9 +27,13 @@ def damage(url: str) -> str:
     there yet, or is no SQLite file: PostgreSQL, an in-memory database, a URI)."""
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() != "sqlite" or not parsed.database \
-            or parsed.database == ":memory:" or not Path(parsed.database).is_file():
+            or parsed.database == ":memory:":
         return ""
-    return quick_check(Path(parsed.database))
+    try:
+        there = Path(parsed.database).is_file()
+    except OSError:  # a directory this user cannot enter: opening it says why
+        return ""
+    return quick_check(Path(parsed.database)) if there else ""
 
 
 def quick_check(path: Path) -> str:
