@@ -65,23 +65,29 @@ def run_reframe(tmp_path: Path, partition: str) -> tuple[Path, list[Path]]:
 
 def import_and_check(tmp_path: Path, report: Path, perflogs: list[Path],
                      world: int, nodes: int) -> None:
-    """Import the report and the perflogs with the CLI; every stored number is the
-    report's own, for both."""
-    env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
+    """Import the report and the perflogs with the CLI, each into a store of its own:
+    every stored number is the report's own, for both. The perflogs imported after the
+    report into its store add nothing: they hold the same measurements."""
+    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]]
+    assert len(perflogs) == 3
     for name, files in (("report", [report]), ("perflog", perflogs)):
+        env = {"SCALESTUDY_STORE": str(tmp_path / f"{name}.sqlite")}
         done = run_cli("history", "import", *map(str, files), "--format", "reframe",
                        "--name", name, cwd=tmp_path, env_extra=env)
         assert done.returncode == 0, done.stderr
-    rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
-    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]]
-    assert len(perflogs) == 3 and len(rows) == 2 * 8
-    for name in ("report", "perflog"):
+        rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
         stored = {(r["model"], r["params"]["perf_var"]): r for r in rows if r["study"] == name}
-        assert len(stored) == 8
+        assert len(rows) == len(stored) == 8
         for tc in cases:
             for key, (value, ref, lower, upper, unit, _) in tc["perfvalues"].items():
                 check(stored[(tc["display_name"], key.split(":")[-1])], tc, value, ref,
                       lower, upper, unit, world, nodes)
+    env = {"SCALESTUDY_STORE": str(tmp_path / "report.sqlite")}
+    done = run_cli("history", "import", *map(str, perflogs), "--format", "reframe",
+                   "--name", "perflog", cwd=tmp_path, env_extra=env)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(run_cli("history", "--json", cwd=tmp_path, env_extra=env).stdout)
+    assert len(rows) == 8 and {r["study"] for r in rows} == {"report"}
 
 
 def check(row: dict[str, Any], tc: dict[str, Any], value: float | None, ref: float,
