@@ -14,6 +14,7 @@ from scalestudy.core.errors import RegressionFound, ScalestudyError
 from scalestudy.execute.workspace import write_text_atomic
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.regression import work_of
+from scalestudy.study import imports as imported
 
 history_app = typer.Typer(help="The results store: every study's runs over time "
                           "(SQLite by default; a team's PostgreSQL with --store)",
@@ -73,9 +74,7 @@ def ingest(directories: Annotated[list[Path], typer.Argument(
     from scalestudy.study import history as uc
 
     done = uc.ingest(directories, store)
-    from scalestudy.study.imports import IMPORTS
-
-    studies = [d for d in done if d.directory.parent.name != IMPORTS]
+    studies = [d for d in done if d.directory.parent.name != imported.IMPORTS]
     for item in done:
         what = "run attempt(s)" if item in studies else "imported measurement(s)"
         out.print(f"{item.directory}: {item.attempts} {what}", highlight=False)
@@ -378,12 +377,10 @@ def import_(
 ) -> None:
     """Put results measured by other tools beside scalestudy's own, with their source
     (all files or none)."""
-    from scalestudy.study import imports as uc
-
-    options = uc.Options(fmt, system, name, tuple(tag or ()), gpus, nodes, _date(date))
-    done = uc.import_results(files, options, store, results)
+    options = imported.Options(fmt, system, name, tuple(tag or ()), gpus, nodes, _date(date))
+    done = imported.import_results(files, options, store, results)
     for item in done:
-        note = "".join(f", {n} {uc.NOT_A_RESULT.get(s, s)} (not a result)"
+        note = "".join(f", {n} {imported.NOT_A_RESULT.get(s, s)} (not a result)"
                        for s, n in item.not_results.items())
         if item.already:
             note += (f"; {item.already} of them held by an earlier import (not stored "
@@ -392,7 +389,7 @@ def import_(
                   highlight=False)
         when = item.ended.strftime("%Y-%m-%d %H:%M UTC") if item.ended else "?"
         err.print(f"  dated {when} by {item.dated_by}", highlight=False)
-    err.print(f"kept under {results / uc.IMPORTS}/ (`history ingest {results}` restores "
+    err.print(f"kept under {results / imported.IMPORTS}/ (`history ingest {results}` restores "
               "them)", highlight=False)
 
 

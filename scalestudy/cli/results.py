@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from scalestudy import study as uc
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
 from scalestudy.core.errors import ReferenceFailed
@@ -21,8 +22,6 @@ from scalestudy.site.profiles import available, load_system
 def collect(study: StudyArg, as_json: JsonOpt = False,
             results: ResultsOpt = Path("results")) -> None:
     """Gather every run's record into results/<study>/runs.csv."""
-    from scalestudy import study as uc
-
     plan = uc.make_plan(study, results)
     runs = uc.collect(plan)
     counts = {str(k): int(v) for k, v in runs[col.STATE].value_counts().items()}
@@ -109,7 +108,6 @@ def report(
     """Analyse the runs and write the report (tables, plots, model, references).
 
     Collects first; --check exits 1 when a reference check fails."""
-    from scalestudy import study as uc
     from scalestudy.report.terminal import scaling_rich_table
     from scalestudy.results.analysis.quality import Thresholds
     from scalestudy.results.analysis.references import failed_lines
@@ -157,7 +155,6 @@ def compare(
     results: ResultsOpt = Path("results"),
 ) -> None:
     """Compare two studies of the same scaling mode point by point (B / A ratios)."""
-    from scalestudy import study as uc
     from scalestudy.report.tables import compare_table
     from scalestudy.report.terminal import text_table
     from scalestudy.results.analysis.summary import records

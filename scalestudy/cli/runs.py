@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from scalestudy import study as uc
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Rerun
 from scalestudy.core.errors import RunFailed
 from scalestudy.core.grid import describe_run
 from scalestudy.results.analysis import columns as col
 from scalestudy.site.queues import hms
+from scalestudy.study.planning import expected_waits, read_exclude_list, with_excluded
 
 if TYPE_CHECKING:
     import contextlib
@@ -35,9 +37,7 @@ def _say(line: str) -> None:
 
 def _warn(plan: Plan) -> list[str]:
     """Print the plan's warnings (GPUs left idle) on stderr; return them."""
-    from scalestudy.study import plan_warnings
-
-    warnings = plan_warnings(plan)
+    warnings = uc.plan_warnings(plan)
     for line in warnings:
         _say(f"warning: {line}")
     return warnings
@@ -118,8 +118,6 @@ PackOpt = Annotated[bool, typer.Option(
 def validate(study: StudyArg, as_json: JsonOpt = False, preflight: PreflightOpt = False,
              results: ResultsOpt = Path("results")) -> None:
     """Check a study spec: print what is wrong (file, line, key), or `ok`."""
-    from scalestudy import study as uc
-
     plan = uc.make_plan(study, results)
     _data_gate(plan)
     points = len(plan.runs) // plan.study.repeats
@@ -155,9 +153,7 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
 
     With --pack: the allocations the runs not done would be packed into. With
     --adaptive: the rule and the round `run --adaptive` would run next."""
-    from scalestudy.study import make_plan, plan_summary
-
-    the_plan = make_plan(study, results)
+    the_plan = uc.make_plan(study, results)
     _data_gate(the_plan)
     if adaptive:
         _plan_adaptive(the_plan, as_json, budget)
@@ -165,13 +161,10 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
     _warn(the_plan)
     limits = None
     if not (pack or the_plan.study.job.pack):  # packed: the allocations fit the queues
-        from scalestudy.study import limits_gate
-
-        limits = limits_gate(the_plan, _say)
-    summary = plan_summary(the_plan)
+        limits = uc.limits_gate(the_plan, _say)
+    summary = uc.plan_summary(the_plan)
     if limits is not None:
         summary["limits"] = [p.line("limits") for p in limits.problems]
-    from scalestudy.study.planning import expected_waits
 
     waits = expected_waits(the_plan)
     if waits:
@@ -213,12 +206,10 @@ def plan(study: StudyArg, as_json: JsonOpt = False, results: ResultsOpt = Path("
 def _plan_adaptive(the_plan: Plan, as_json: bool, budget: float | None) -> None:
     """`plan --adaptive`: the rule, the next round, what was left out so far."""
     from scalestudy.cli.messages import adaptive_lines
-    from scalestudy.study import limits_gate, plan_adaptive
-
     _warn(the_plan)
     if not the_plan.study.job.pack:
-        limits_gate(the_plan, _say)
-    got = plan_adaptive(the_plan, None, budget)
+        uc.limits_gate(the_plan, _say)
+    got = uc.plan_adaptive(the_plan, None, budget)
     if as_json:
         print_json(got)
         return
@@ -264,11 +255,8 @@ def run(study: StudyArg, dry_run: DryRunOpt = False, only: OnlyOpt = None,
 
     Failed runs run again only with --rerun; earlier attempts are kept in
     runs/<id>/attempts/<n>/. Interrupted runs (Ctrl-C) run again without it."""
-    from scalestudy import study as uc
-
     plan = uc.make_plan(study, results)
     if exclude_nodes is not None:
-        from scalestudy.study.planning import read_exclude_list, with_excluded
 
         plan = with_excluded(plan, read_exclude_list(exclude_nodes))
     _data_gate(plan)
@@ -337,7 +325,6 @@ def _report_and_exit(plan: Plan, got: RunOutcome, failures_shown: bool) -> None:
 def status(study: StudyArg, as_json: JsonOpt = False,
            results: ResultsOpt = Path("results")) -> None:
     """Show each run's state (one scheduler query), and why failed runs failed."""
-    from scalestudy import study as uc
     from scalestudy.report.terminal import status_table
 
     plan = uc.make_plan(study, results)
@@ -354,8 +341,6 @@ def status(study: StudyArg, as_json: JsonOpt = False,
 def cancel(study: StudyArg, as_json: JsonOpt = False,
            results: ResultsOpt = Path("results")) -> None:
     """Cancel every queued or running job of the study (scheduler systems)."""
-    from scalestudy import study as uc
-
     job_ids = uc.cancel(uc.make_plan(study, results))
     if as_json:
         print_json({"cancelled": job_ids})
@@ -383,8 +368,6 @@ def probe(
     """Find the largest per-GPU batch that fits one GPU, and its throughput.
 
     Exits 1 when no batch fits."""
-    from scalestudy import study as uc
-
     plan = uc.make_plan(study, results)
     got = uc.probe(plan, min_batch, max_batch, memory_limit_gb, wait, timeout,
                    say=lambda line: err.print(line, highlight=False))

@@ -22,7 +22,6 @@ from scalestudy.site.plan import Plan
 from scalestudy.site.preflight import offline, profile_job_limits
 from scalestudy.site.render import job_request
 from scalestudy.site.routing import queue_for
-from scalestudy.study.history import open_store
 
 if TYPE_CHECKING:
     from scalestudy.execute.submit import JobLimit
@@ -100,6 +99,7 @@ def _stored_waits(plan: Plan) -> list[Wait]:
     only costs the estimate)."""
     import sqlalchemy.exc
 
+    from scalestudy.study.history import open_store
 
     try:  # a store that cannot be read (or reached: another user's) costs the estimate only
         store = open_store()
