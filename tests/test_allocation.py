@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from scalestudy.execute.allocation import Event, StepEvent, read_events, step_hostfile
 
 
@@ -44,6 +46,7 @@ def events(alloc: Path, kind: str) -> dict[str | None, StepEvent]:
     return {e.run_id: e for e in read_events(alloc / "steps.jsonl") if e.event == kind}
 
 
+@pytest.mark.slow
 def test_steps_share_the_allocation_on_disjoint_hosts_in_order(tmp_path: Path) -> None:
     alloc = make(tmp_path, [("a", 2, "sleep 1", 60), ("b", 2, "sleep 1", 60),
                             ("c", 4, "exit 3", 60)])
@@ -58,6 +61,7 @@ def test_steps_share_the_allocation_on_disjoint_hosts_in_order(tmp_path: Path) -
     assert [e.event for e in read_events(alloc / "steps.jsonl")][-1] == "done"
 
 
+@pytest.mark.slow
 def test_a_step_past_its_limit_is_stopped_and_marked(tmp_path: Path) -> None:
     alloc = make(tmp_path, [("hang", 1, "sleep 600", 1), ("next", 1, "true", 60)], hosts=1)
     begun = time.monotonic()

@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from scalestudy.results.history.best import best_known
 from tests.conftest import run_cli
 from tests.test_regression import _study
@@ -37,6 +39,7 @@ def test_one_front_across_studies_with_their_names() -> None:
     assert one["time_s"] == 1000.0 and one["node_hours"] == 1000.0 / 3600
 
 
+@pytest.mark.slow
 def test_history_best_names_the_fastest_and_cheapest(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite"), "COLUMNS": "200"}
     run_cli("history", "ingest", str(_study(tmp_path, {})), cwd=tmp_path, env_extra=env)

@@ -76,6 +76,7 @@ def test_interpreter_without_torch_is_refused_before_any_build(tmp_path: Path) -
     assert not (tmp_path / "wheels").exists()
 
 
+@pytest.mark.slow
 def test_missing_build_tools_are_named_with_their_packages(tmp_path: Path) -> None:
     # A PATH with only what the script needs before its checks: no cmake, g++,
     # make, MPI or apt-get, as on a cluster login node before `module load`.

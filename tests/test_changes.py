@@ -10,6 +10,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from scalestudy.results.history.changes import CONFIRM, Campaign, Noise, changes, cuts, noise
 from scalestudy.study.history import Checked, junit
 
@@ -179,6 +181,7 @@ def test_a_drop_is_recent_by_its_place_and_stops_failing_once_fixed() -> None:
     assert [c.alarm and c.recent and not c.fixed for c in still] == [True]
 
 
+@pytest.mark.slow
 def test_history_changes_says_where_single_runs_cannot_tell(tmp_path) -> None:
     """Two nights of one run each, -30 % on the second: `history changes` claims no
     change (no z of -248 from a 0.2 % floor) and names the system that cannot tell."""

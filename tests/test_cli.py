@@ -14,6 +14,7 @@ from tests.conftest import ROOT, run_cli
 BROKEN = sorted((ROOT / "tests" / "specs" / "broken").glob("*.yaml"))
 
 
+@pytest.mark.slow
 def test_help_imports_no_heavy_module() -> None:
     # What keeps `scalestudy --help` instant, by construction (its time is a benchmark's
     # business, not a test's): the CLI and its help load no torch, pandas or matplotlib.
@@ -53,6 +54,7 @@ def test_bad_only_expression_is_a_clean_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_validate_and_plan_the_example(tmp_path: Path) -> None:
     example = str(ROOT / "studies" / "example.yaml")
     done = run_cli("validate", example, cwd=tmp_path)
@@ -115,6 +117,7 @@ def test_missing_sbatch_is_a_clear_error(tmp_path: Path) -> None:
     assert "0 job(s) were submitted before this" in done.stderr
 
 
+@pytest.mark.slow
 def test_version_help_and_choices(tmp_path: Path) -> None:
     from scalestudy import __version__
 
@@ -136,6 +139,7 @@ def test_version_help_and_choices(tmp_path: Path) -> None:
     assert typo.returncode == 2 and "'tre' is not one of 'log', 'ring'" in typo.stderr
 
 
+@pytest.mark.slow
 def test_json_everywhere_and_one_profile(tmp_path: Path) -> None:
     example = str(ROOT / "studies" / "example.yaml")
     valid = json.loads(run_cli("validate", example, "--json", cwd=tmp_path).stdout)
@@ -154,6 +158,7 @@ def test_json_everywhere_and_one_profile(tmp_path: Path) -> None:
     assert collected["runs"] == 12 and collected["pending"] == 12
 
 
+@pytest.mark.slow
 def test_local_study_says_what_queue_options_do_there(tmp_path: Path, write_spec) -> None:
     spec = write_spec("name: q\n")
     cancel = run_cli("cancel", str(spec), cwd=tmp_path)
@@ -163,6 +168,7 @@ def test_local_study_says_what_queue_options_do_there(tmp_path: Path, write_spec
     assert dry.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_dry_run_refuses_a_budget_as_the_real_run_would(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("name: s\nsystem: generic-slurm\ngrid: {nodes: [1, 4], batch_size: [8]}\n"

@@ -54,6 +54,7 @@ def test_compare_aligns_and_writes(tmp_path: Path) -> None:
             "[384.0–384.0] (1) | 1.200 |") in md
 
 
+@pytest.mark.slow
 def test_compare_cli_and_errors(tmp_path: Path) -> None:
     from scalestudy.study import collect, make_plan
 

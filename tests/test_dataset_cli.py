@@ -16,6 +16,7 @@ CNN = "model: small_cnn\n  image_size: 8\n  num_classes: 10"
 GPT = "model: gpt-tiny\n  seq_len: 16"
 
 
+@pytest.mark.slow
 def test_make_tokens_and_images(tmp_path: Path) -> None:
     done = run_cli("dataset", "make", "tokens", "data/tok", "--size", "20000", "--vocab", "32",
                    "--json", cwd=tmp_path)
@@ -90,6 +91,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_data_is_one_line_exit_2_and_nothing_written(case: str, tmp_path: Path) -> None:
     model, make, words = BAD[case]
@@ -105,6 +107,7 @@ def test_bad_data_is_one_line_exit_2_and_nothing_written(case: str, tmp_path: Pa
     assert sorted(tmp_path.rglob("*")) == before  # no results/, no job script
 
 
+@pytest.mark.slow
 def test_good_data_validates_and_its_path_is_absolute_in_the_job(tmp_path: Path) -> None:
     user_images(tmp_path / "spec" / "my images", shards=2)
     spec = _spec(tmp_path, CNN, "{path: my images, workers: 0}",

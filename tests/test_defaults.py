@@ -68,6 +68,7 @@ def test_ranks_below_the_gpus_are_a_warning_with_the_node_hours(system: str,
     assert plan_warnings(full) == []
 
 
+@pytest.mark.slow
 def test_validate_and_plan_print_the_warning_and_succeed(tmp_path: Path) -> None:
     path = spec(tmp_path, "polaris", "ranks_per_node: [1], ")
     for command in ("validate", "plan"):
@@ -107,6 +108,7 @@ def test_a_cpu_profile_keeps_one_rank_per_node_and_a_profile_may_set_its_own(
         "value": [8], "from": "profile", "where": "profile cpu: default_ranks_per_node"}
 
 
+@pytest.mark.slow
 def test_plan_says_where_each_value_comes_from(tmp_path: Path) -> None:
     path = tmp_path / "study.yaml"
     path.write_text("name: d\nsystem: polaris\ngrid: {nodes: [1, 2]}\njob: {account: A}\n")

@@ -75,6 +75,7 @@ def history(last: datetime) -> tuple[list[dict[str, Any]], list[datetime]]:
     return rows, ends
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("age", [timedelta(hours=2), timedelta(days=730)],
                          ids=["recent", "two-years-old"])
 def test_otava_finds_the_step_where_it_happened(tmp_path: Path, age: timedelta) -> None:

@@ -75,6 +75,7 @@ def test_ctrl_c_exits_130_keeps_the_run_interrupted_and_a_plain_run_resumes_it(
     assert (status.parent / "attempts" / "1" / "status.json").is_file()  # kept
 
 
+@pytest.mark.slow
 def test_documented_exit_codes_without_running_anything(tmp_path: Path, write_spec) -> None:
     good = write_spec("name: ok\n")
     assert run_cli("validate", str(good), cwd=tmp_path).returncode == 0

@@ -184,6 +184,7 @@ def test_csv_has_every_attempt_with_its_batch_beside_its_throughput(tmp_path: Pa
         "csv", url, Filters(campaign="c1")).text or "")))) == 7
 
 
+@pytest.mark.slow
 def test_an_empty_store_is_one_clean_error(tmp_path: Path) -> None:
     done = run_cli("history", "export", "--format", "bencher", cwd=tmp_path,
                    env_extra={"SCALESTUDY_STORE": str(tmp_path / "empty.sqlite")})

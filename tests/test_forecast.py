@@ -162,6 +162,7 @@ def test_the_step_split_is_shown_only_where_the_points_tell_it() -> None:
     assert six.split and six.as_dict()["compute_s"] > 0 and six.as_dict()["comm_s"] > 0
 
 
+@pytest.mark.slow
 def test_a_million_gpus_from_four_is_refused_or_flagged(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("gpus,throughput\n1,100\n2,195\n4,380\n")
     done = run_cli("predict", "t.csv", "--gpus", "1000000", cwd=tmp_path)
@@ -186,6 +187,7 @@ def test_a_million_gpus_from_four_is_refused_or_flagged(tmp_path: Path) -> None:
         done.stderr
 
 
+@pytest.mark.slow
 def test_a_strong_scaling_table_stops_at_one_sample_a_gpu(tmp_path: Path) -> None:
     """Issue 46: 65,536 GPUs were forecast for a global batch of 32,768."""
     rows = "\n".join(f"{g},{32768 // g},32768,{t}" for g, t in
@@ -197,6 +199,7 @@ def test_a_strong_scaling_table_stops_at_one_sample_a_gpu(tmp_path: Path) -> Non
     assert "--beyond" not in done.stderr.split("ask fewer GPUs")[1]  # no flag lifts it
 
 
+@pytest.mark.slow
 def test_throughput_falling_with_scale_is_refused_with_its_figures(tmp_path: Path) -> None:
     """Issue 46: a table whose throughput fell with more GPUs got a clean forecast, one
     that excluded a measured figure at a measured scale."""
@@ -216,6 +219,7 @@ TABLE = """gpus,nodes,gpus_per_node,per_gpu_batch,throughput,unit
 """
 
 
+@pytest.mark.slow
 def test_predict_from_a_table(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text(TABLE)
     done = run_cli("predict", "t.csv", "--nodes", "16,32", "--json", cwd=tmp_path)
@@ -254,6 +258,7 @@ def test_a_bad_table_says_where(tmp_path: Path, table: str, says: str) -> None:
     assert says in str(raised.value)
 
 
+@pytest.mark.slow
 def test_a_bad_table_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("gpus,throughput\n1,10\n2,fast\n4,38\n")
     done = run_cli("predict", "t.csv", "--gpus", "64", cwd=tmp_path)
@@ -309,6 +314,7 @@ def test_predict_from_a_study(tmp_path: Path) -> None:
         [p["throughput"] for p in got["predictions"]]  # the same points, the same forecast
 
 
+@pytest.mark.slow
 def test_a_study_and_its_stored_copy_give_the_same_forecast(tmp_path: Path) -> None:
     """Issue 46: `predict history:example` gave 483 [275-512] where the spec gave 401
     [158-862] from the same points: the stored copy lacked the allreduce probe."""
@@ -407,6 +413,7 @@ def test_a_measured_allreduce_bandwidth_fixes_one_term() -> None:
     assert abs(without.model_throughput / true - 1) > 0.02  # what the probe is worth
 
 
+@pytest.mark.slow
 def test_the_reports_forecasts_stop_at_the_systems_max_nodes(tmp_path: Path) -> None:
     """Issue 46: after a study on `system: local` (at most 16 nodes) the report forecast
     up to 1,024 nodes and kept them in the ledger."""

@@ -83,6 +83,7 @@ def test_a_file_of_another_format_says_so(tmp_path: Path) -> None:
         parse(DATA / "horovod_synthetic_pytorch_4gpu.log", "vasp")
 
 
+@pytest.mark.slow
 def test_history_import_places_them_beside_the_studies(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite"), "COLUMNS": "220"}
     done = run_cli("history", "import", str(DATA / "horovod_synthetic_tf2_16gpu_2node.log"),
@@ -111,6 +112,7 @@ def test_history_import_places_them_beside_the_studies(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no mlperf results in it" in bad.stderr
 
 
+@pytest.mark.slow
 def test_compare_a_study_with_imported_results(tmp_path: Path) -> None:
     """Published Horovod numbers at 8 and 16 GPUs beside a study's own runs: compare
     aligns them point by point (the log does not say its nodes: --nodes does)."""
@@ -235,6 +237,7 @@ def test_an_import_is_dated_by_its_log_and_kept_for_a_rebuild(tmp_path: Path) ->
         sorted(tuple(str(r[k]) for k in key) for r in before)
 
 
+@pytest.mark.slow
 def test_a_multi_file_import_is_all_or_nothing(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
     done = run_cli("history", "import", str(DATA / "horovod_synthetic_pytorch_4gpu.log"),

@@ -280,6 +280,7 @@ def test_a_file_of_two_systems_needs_system(tmp_path: Path) -> None:
                   "copy_bw") == ["daint:cpu", "daint:cpu", "testbed:cpu", "testbed:cpu"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [
     "reframe_4.10.4_perflog_testbed_cpu_ScalestudyCopyCheck_bad_value.log",
     "reframe_4.10.4_report_testbed_cpu_truncated.json"])

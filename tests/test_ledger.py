@@ -67,6 +67,7 @@ TABLE = """gpus,nodes,gpus_per_node,per_gpu_batch,throughput,unit
 """
 
 
+@pytest.mark.slow
 def test_the_same_predict_three_times_keeps_one_forecast(tmp_path: Path) -> None:
     table = tmp_path / "t.csv"
     table.write_text(TABLE)
@@ -143,6 +144,7 @@ def test_a_ledger_entry_made_by_one_study_is_scored_by_a_later_one(tmp_path: Pat
     assert "generic-slurm: 1 forecast(s), 1 scored" in shown
 
 
+@pytest.mark.slow
 def test_predict_refuses_a_study_whose_report_gives_no_forecast(tmp_path: Path) -> None:
     """Issue 46: `predict studies/example.yaml` forecast 8 and 16 ranks of one host
     where its report refuses to; the same rule now answers both."""

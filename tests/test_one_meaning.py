@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 
 STRONG = """name: strong
@@ -18,6 +20,7 @@ exclude:
 """
 
 
+@pytest.mark.slow
 def test_strong_scaling_speaks_of_global_batch_and_exclude_uses_the_per_gpu_batch(
         tmp_path: Path, write_spec) -> None:
     spec = write_spec(STRONG)
@@ -40,6 +43,7 @@ def test_the_old_strong_scaling_batch_size_is_refused_naming_global_batch(
     assert "grid.global_batch" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_exclude_rule_or_filter_that_matches_nothing_is_an_error(tmp_path: Path,
                                                                      write_spec) -> None:
     spec = write_spec(STRONG.replace("batch_size: 8", "batch_size: 32"))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from scalestudy.core.states import JobStatus, RunState
 from scalestudy.execute.journal import Job
 from scalestudy.execute.packing import step_state, step_times
@@ -86,6 +88,7 @@ def test_a_step_whose_allocation_had_ended_is_interrupted_not_failed(tmp_path: P
     assert step_state(tmp_path, ENTRY, over, failed).ended is not None  # no pattern: failed
 
 
+@pytest.mark.slow
 def test_pack_on_a_system_without_a_queue_is_a_one_line_error(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 

@@ -289,6 +289,7 @@ def test_the_jobs_python(tmp_path: Path) -> None:
         "/opt/py imports torch 2.13.0 (CUDA 12.8) on this host, login1")
 
 
+@pytest.mark.slow
 def test_asking_python_for_real() -> None:
     here = ask_python(sys.executable, "w", ["json", "no_such_module_x"], "h")
     assert here.error is None and here.record is not None
@@ -330,6 +331,7 @@ def test_preflight_asks_each_command_once(tmp_path: Path) -> None:
     assert len(fake.calls) == 4  # nothing asked without the commands
 
 
+@pytest.mark.slow
 def test_cli_preflight_without_the_scheduler_on_path(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("name: c\nsystem: generic-slurm\nworkload: {kind: command, command: "

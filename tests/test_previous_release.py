@@ -6,11 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from scalestudy import study as uc
 
 DATA = Path(__file__).parent / "data" / "previous-release"
 
 
+@pytest.mark.slow
 def test_the_previous_releases_results_still_load(tmp_path: Path) -> None:
     shutil.copytree(DATA, tmp_path / "w")
     spec, results = tmp_path / "w" / "prev.yaml", tmp_path / "w" / "results"

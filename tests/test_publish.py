@@ -61,6 +61,7 @@ def page(site: Path, rel: str) -> dict[str, Any]:
     return json.loads((site / rel).read_text())
 
 
+@pytest.mark.slow
 def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
     url, results = make_store(tmp_path)
     first = results / "nightly-polaris-resnet50-000"
@@ -135,6 +136,7 @@ def test_the_pages_hold_what_the_store_holds(tmp_path: Path) -> None:
     assert (site / "systems/polaris/resnet50.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_every_page_matches_the_schema_the_site_ships(tmp_path: Path) -> None:
     from pydantic import TypeAdapter
 
@@ -237,6 +239,7 @@ def test_imported_results_get_their_own_pages(tmp_path: Path) -> None:
     assert "By message size" in html and "Imported measurements" in html
 
 
+@pytest.mark.slow
 def test_imports_without_nodes_are_published_and_ranked_without_node_hours(
         tmp_path: Path) -> None:
     """One Horovod and one torchtitan import made without --nodes, beside the studies:
@@ -273,6 +276,7 @@ def _site_files(site: Path) -> dict[str, bytes]:
     return {str(p.relative_to(site)): p.read_bytes() for p in site.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_an_interrupted_first_publish_is_resumed(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C after a few files of a first publish: the directory already holds the
@@ -304,6 +308,7 @@ def test_an_interrupted_first_publish_is_resumed(tmp_path: Path,
     assert all(mine[k] == theirs[k] for k in mine if not k.endswith(".png"))
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_publish_resumes(tmp_path: Path) -> None:
     """A real 200 KiB tmpfs (mounting needs root; without it the test skips): publish
     stops with one line naming the file, and once there is room it finishes."""
@@ -343,6 +348,7 @@ class _Links(HTMLParser):
         self.found += [v for k, v in attrs if k in ("href", "src") and v]
 
 
+@pytest.mark.slow
 def test_every_link_resolves_inside_the_site_and_no_page_shows_a_local_path(
         tmp_path: Path) -> None:
     """A real study with its real report, and imports beside it: every href and src of
@@ -390,6 +396,7 @@ def test_every_link_resolves_inside_the_site_and_no_page_shows_a_local_path(
             assert home in ("/", "") or home not in text, path
 
 
+@pytest.mark.slow
 def test_the_index_says_each_systems_last_night_and_only_open_drops_in_red(
         tmp_path: Path) -> None:
     """Polaris' large scales drop at night 6 and recover at night 10 (a fix): the drop

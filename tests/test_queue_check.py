@@ -25,6 +25,7 @@ def study(tmp_path: Path, system: str, nodes: str, job: str) -> Path:
     return spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("system", "nodes", "job", "says"), [
     ("polaris", "[1, 2, 4, 8, 16]", "queue: debug-scaling, account: A",
      "16 node(s): queue debug-scaling takes at most 10 nodes"),
@@ -90,6 +91,7 @@ def test_a_preflight_without_the_schedulers_commands_falls_back_to_the_profile(
                in line for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("queue", ["", "queue: [debug-scaling, prod], "])
 def test_one_study_across_queues(tmp_path: Path, queue: str) -> None:
     """Polaris 1-16 nodes: debug-scaling stops at 10, prod starts at 10. Naming both, or
@@ -150,6 +152,7 @@ def test_no_set_of_queues_takes_the_study_so_none_is_suggested(tmp_path: Path) -
     assert errors and not any("e.g. job.queue: [" in e.text for e in errors), errors
 
 
+@pytest.mark.slow
 def test_perlmutters_72_hour_1024_node_plan_is_refused_offline(tmp_path: Path) -> None:
     """Issue 46: with no QOS limits in the profile, 72 h x 1,024 nodes (74,952
     node-hours over the grid) passed with exit 0; regular stops at 48 h."""

@@ -96,6 +96,7 @@ def _study(root: Path, slow_at: dict[int, float]) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("baseline", [[], ["--baseline-tag", "before"]])
 def test_history_check_passes_a_rerun_and_fails_an_injected_slowdown(
         tmp_path: Path, baseline: list[str]) -> None:
@@ -118,6 +119,7 @@ def test_history_check_passes_a_rerun_and_fails_an_injected_slowdown(
     assert 'failures="1"' in xml and "communication regression" in xml
 
 
+@pytest.mark.slow
 def test_the_first_night_passes_not_tested_and_a_named_baseline_must_exist(
         tmp_path: Path) -> None:
     """A nightly job's first check has no baseline: every point is new (exit 0, JUnit

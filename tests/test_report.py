@@ -130,6 +130,7 @@ def _plotting_fails(*_args: object) -> bytes:
     raise RuntimeError("plotting failed")
 
 
+@pytest.mark.slow
 def test_report_replaces_old_one_atomically(
         study: tuple[Path, pd.DataFrame, pd.DataFrame], monkeypatch: pytest.MonkeyPatch) -> None:
     root, runs, table = study
@@ -227,6 +228,7 @@ def test_a_cpu_study_counts_ranks_not_gpus(tmp_path: Path) -> None:
     assert not any("GPU" in line for line in [*headers, *cost])
 
 
+@pytest.mark.slow
 def test_report_check_gates_on_references(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 
@@ -258,6 +260,7 @@ def test_report_check_gates_on_references(tmp_path: Path) -> None:
     assert any("below 90%" in f for f in summary["findings"])
 
 
+@pytest.mark.slow
 def test_report_options_and_extra_references(tmp_path: Path) -> None:
     from tests.conftest import run_cli
 
@@ -290,6 +293,7 @@ PROBE = """<img id="control" alt="control" src="data:image/png;base64,AAAA">
 });</script></body>"""
 
 
+@pytest.mark.slow
 def test_html_renders_in_headless_chromium(
         study: tuple[Path, pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
     """The page opens in a real browser: every image decodes, the tables have rows.

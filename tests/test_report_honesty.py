@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from scalestudy.report.build import build_report
 from scalestudy.results.analysis.commmodel import PREDICTION_RULE
@@ -50,6 +51,7 @@ def findings_section(md: str) -> tuple[list[str], list[str]]:
             [line[2:] for line in lines if line.startswith("- ")])
 
 
+@pytest.mark.slow
 def test_the_example_report_is_honest_and_short(tmp_path: Path) -> None:
     md, summary = build(tmp_path, example_runs(), where=Where("local", 2, True))
     head, items = findings_section(md)
@@ -90,6 +92,7 @@ def test_the_example_report_is_honest_and_short(tmp_path: Path) -> None:
     assert "few-iters" not in md.split("## Findings")[1]  # 10 iterations: not flagged
 
 
+@pytest.mark.slow
 def test_good_multi_node_data_gets_predictions(tmp_path: Path) -> None:
     md, summary = build(tmp_path, comm_bound_runs(noise=0.01))
     predictions = md.split("### Predictions")[1].split("\n## ")[0]
@@ -102,6 +105,7 @@ def test_good_multi_node_data_gets_predictions(tmp_path: Path) -> None:
     assert len(head) == 3
 
 
+@pytest.mark.slow
 def test_some_groups_predict_and_the_others_say_why(tmp_path: Path) -> None:
     good = comm_bound_runs(batch=32)
     one_node = frame([run(1, p, 100.0 * p * 0.95 ** p, batch=64) for p in (1, 2, 4, 8)])
@@ -113,6 +117,7 @@ def test_some_groups_predict_and_the_others_say_why(tmp_path: Path) -> None:
     assert "Predictions for batch 64: none, because the runs span 1 node count" in predictions
 
 
+@pytest.mark.slow
 def test_report_table_carries_the_host_view(tmp_path: Path) -> None:
     runs = example_runs()
     table = build_report(tmp_path, analyse("example", "weak", runs,

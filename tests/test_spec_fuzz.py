@@ -7,6 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -61,6 +62,7 @@ def test_any_yaml_value_is_a_study_or_a_clean_error(value: object) -> None:
     assert set(os.listdir(".")) == before
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3), values)
 def test_mutated_example_is_a_study_or_a_clean_error(path: list, value: object) -> None:

@@ -105,6 +105,7 @@ def test_study_lock_refuses_a_second_holder(tmp_path: Path) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_a_scheduler_command_left_by_a_killed_run_keeps_the_study_locked(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -365,6 +365,7 @@ def test_a_damaged_store_is_refused_before_anything_is_read_or_written(tmp_path:
     assert not (tmp_path / "new.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_history_check_and_run_refuse_a_damaged_store_and_write_nothing(
         tmp_path: Path) -> None:
     from tests.conftest import run_cli

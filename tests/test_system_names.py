@@ -85,6 +85,7 @@ def test_a_system_the_store_does_not_hold_is_refused_naming_those_it_does(old: P
         history(url, system="mylb")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["history"], ["history", "changes"], ["history", "best", "--model", "small_cnn"],
     ["history", "predictions"]])

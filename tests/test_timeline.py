@@ -45,6 +45,7 @@ def test_nothing_completed_is_an_empty_timeline() -> None:
     assert points.empty and changes == []
 
 
+@pytest.mark.slow
 def test_history_plot_draws_a_png(tmp_path: Path) -> None:
     env = {"SCALESTUDY_STORE": str(tmp_path / "h.sqlite")}
     assert run_cli("history", "ingest", str(_study(tmp_path, {})), cwd=tmp_path,

@@ -359,6 +359,7 @@ def test_no_submission_while_an_interrupted_one_cannot_be_checked(plan) -> None:
         submit_module.RETRY_DELAYS_S = original
 
 
+@pytest.mark.slow
 def test_a_thousand_run_study_costs_one_scheduler_query_per_cycle(tmp_path: Path) -> None:
     import tempfile
 

@@ -31,6 +31,7 @@ def test_the_median_of_each_node_counts_earlier_jobs_else_the_next_larger() -> N
     assert "no 16-node (or larger) jobs" in sixteen.source
 
 
+@pytest.mark.slow
 def test_plan_says_the_expected_wait_and_its_source(tmp_path: Path) -> None:
     from scalestudy.results.history.store import Store
 

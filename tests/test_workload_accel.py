@@ -72,6 +72,7 @@ def test_fp16_and_the_bf16_hook_stay_cuda_only() -> None:
         ddp.check_comm_hook("bf16", xpu)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.xpu.is_available(), reason="an XPU is present")
 def test_the_benchmark_asked_for_xpu_exits_2_with_one_line(tmp_path) -> None:
     """What an Aurora job's rank does when the site's XPU torch was not loaded."""

@@ -55,6 +55,7 @@ def test_peak_resident_memory_resets_between_batches() -> None:
     assert after < grown  # the peak of the freed block is forgotten
 
 
+@pytest.mark.slow
 def test_the_probe_tunes_the_backends_as_a_run_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuDNN's algorithm search is on in a run (train.run) and so in the probe, whose
     throughput per batch is meant to be what a run of that batch gets."""

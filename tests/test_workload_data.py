@@ -240,6 +240,7 @@ def test_a_workers_data_error_reaches_the_training_process_as_one_line(tmp_path:
                                                     "each image")
 
 
+@pytest.mark.slow
 def test_record_fields_per_node_and_synthetic() -> None:
     assert fields([None, None], 0.1, 1.0, 1) == {"data_kind": "synthetic"}
     ranks = [DataStats("images", "/d", 0, "local", timed_steps=10, wait_s=0.2, decode_s=0.5,

@@ -173,6 +173,7 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     assert message in lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("backend", "message"), [
     ("horovod", "--backend horovod needs Horovod, which this Python cannot import"),
     ("deepspeed", "--backend deepspeed needs DeepSpeed, which this Python cannot import"),
@@ -189,6 +190,7 @@ def test_a_missing_optional_backend_says_how_to_install_it(tmp_path, backend, me
     assert ("scripts/build-horovod" if backend == "horovod" else "pip install") in lines[0]
 
 
+@pytest.mark.slow
 def test_bf16_compression_hook_on_cpu_is_a_one_line_error(tmp_path):
     import torch
 
@@ -201,6 +203,7 @@ def test_bf16_compression_hook_on_cpu_is_a_one_line_error(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_fp16_on_cpu_is_a_one_line_error(tmp_path):
     import torch
 
@@ -214,6 +217,7 @@ def test_fp16_on_cpu_is_a_one_line_error(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_gpu_job_without_a_gpu_fails_instead_of_running_on_cpu(tmp_path):
     import torch
 
@@ -226,6 +230,7 @@ def test_a_gpu_job_without_a_gpu_fails_instead_of_running_on_cpu(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_help_and_arg_errors_do_not_import_torch_and_imports_stay_guest_safe(tmp_path):
     code = (
         "import sys, scalestudy.workload.__main__ as m\n"

@@ -38,6 +38,7 @@ def _meta_params(name: str, seq_len: int, vocab: int | None = None) -> int:
     return sum(p.numel() for p in model.parameters())  # the tied head counted once
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "params"), [
     ("gpt-tiny", 296_704), ("gpt-mini", 1_448_704), ("gpt-125m", 124_475_904),
     ("gpt-350m", 354_871_296), ("gpt-1.3b", 1_313_722_368),
@@ -265,6 +266,7 @@ def test_the_measured_peak_warms_up_for_its_time_then_times_batches(
     assert math.isfinite(tflops) and tflops > 0
 
 
+@pytest.mark.slow
 def test_compile_wraps_the_whole_model_or_each_unit_fsdp_shards() -> None:
     from torch._dynamo.eval_frame import OptimizedModule
 
