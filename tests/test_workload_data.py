@@ -267,3 +267,26 @@ def test_the_local_storage_of_a_profile_expands_its_variables_on_the_node() -> N
     assert root_for("local", {"SCALESTUDY_LOCAL_STORAGE": "/mnt/bb/$USER"}) == \
         Path("/mnt/bb/$USER")
     assert root_for("local", {"TMPDIR": "/scratch/t"}) == Path("/scratch/t")
+
+
+@pytest.mark.slow
+def test_workers_under_a_deep_tmpdir_hand_their_batches_over(tmp_path: Path) -> None:
+    # A run directory's $TMPDIR can be deeper than a Unix socket's path may be: the
+    # workers' file-descriptor hand-over failed there ("AF_UNIX path too long") and the
+    # step waited for ever. Run in a fresh interpreter: the temp dir is read once.
+    import os
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    tok = write_tokens(tmp_path / "tok", np.arange(400) % 50, 50)
+    script = ("import sys; from pathlib import Path; "
+              "from tests.test_workload_data import token_source, batches; "
+              "got = batches(token_source(Path(sys.argv[1]), 8, 0, 1), 4, 0, 6, workers=1); "
+              "plain = batches(token_source(Path(sys.argv[1]), 8, 0, 1), 4, 0, 6); "
+              "assert got == plain and len(got) == 6, got; print('ok')")
+    done = subprocess.run([sys.executable, "-c", script, str(tok)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).parents[1],
+                          env={**os.environ, "TMPDIR": str(deep)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

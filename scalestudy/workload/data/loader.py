@@ -11,6 +11,7 @@ one data-parallel replica (tp x pp) reads the same batches.
 from __future__ import annotations
 
 import io
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -144,9 +145,20 @@ def collate(items: list[Sample]) -> tuple[torch.Tensor, ...]:
             torch.tensor([i[5] for i in items], dtype=torch.int64))
 
 
+#: The longest $TMPDIR that leaves room for multiprocessing's socket path under it
+#: (`pymp-XXXXXXXX/listener-XXXXXXXX`; a Unix socket's path holds 107 bytes).
+SOCKET_ROOM = 107 - 36
+
+
 def loader(source: Source, batch_size: int, workers: int, prefetch: int, pin: bool,
            start_step: int = 0) -> torch.utils.data.DataLoader:
     """torch's DataLoader over the replica's stream."""
+    if workers > 0 and len(tempfile.gettempdir().encode()) > SOCKET_ROOM:
+        # Workers hand batches over by file descriptor, through a Unix socket that
+        # multiprocessing makes in the temp dir; under a deep $TMPDIR its path is too long
+        # ("AF_UNIX path too long" in the worker's feeder thread, and the step waits for
+        # ever). The workers, forked from here, make theirs in /tmp.
+        tempfile.tempdir = "/tmp"
     return torch.utils.data.DataLoader(
         Stream(source, batch_size, start_step), batch_size=batch_size, collate_fn=collate,
         num_workers=workers, prefetch_factor=prefetch if workers > 0 else None,
