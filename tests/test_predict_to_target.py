@@ -43,6 +43,15 @@ def test_json_prints_the_predictions_in_the_shape_asked(table: Path) -> None:
     assert got["model"]["b_crit"] > 0 and "S_min" in got["model"]["law"]
 
 
+def test_beyond_forecasts_past_8x_flagged(table: Path) -> None:
+    done = run_cli("predict", table.name, "--to-target", "--batches", "128,1024", "--beyond",
+                   "--json", cwd=table.parent)
+    assert done.returncode == 0, done.stderr
+    near, far = json.loads(done.stdout)["predictions"]
+    assert "beyond" not in near and far["beyond"].startswith("a rough guide: 16×")
+    assert far["high"] / far["low"] > near["high"] / near["low"]
+
+
 def test_the_use_case_and_the_table_agree(table: Path) -> None:
     got = predict_to_target(str(table), [96.0], level=0.8)
     assert got.predictions[0].level == 0.8
@@ -75,7 +84,9 @@ def test_without_json_a_small_table_and_epochs_where_the_table_gives_them(
      "2 distinct global batch(es)"),
     ("global_batch,samples_to_target\n8,1\n16,two\n32,3\n", ("--batches", "32"),
      "bad.csv:3: samples_to_target: 'two' is not a number"),
-    (RUNS, ("--batches", "1024"), "beyond 8× the largest measured global batch (64)"),
+    (RUNS, ("--batches", "1024"), "beyond 8× the largest measured global batch (64), "
+     "which is as far as the backtest supports: ask at most 512, measure a larger batch, "
+     "or add --beyond"),
     (RUNS, (), "give --to-target --batches B,B"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str,

@@ -18,7 +18,7 @@ def test_the_backtest_prints_the_figures_the_docs_state() -> None:
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert len(lines) == 5 and lines[0].startswith("RCP backtest: 18 series")
+    assert len(lines) == 6 and lines[0].startswith("RCP backtest: 18 series")
     docs = (ROOT / "docs" / "forecast.md").read_text(encoding="utf-8")
     for line in lines:
         assert line.rstrip() in docs, f"docs/forecast.md does not state: {line}"

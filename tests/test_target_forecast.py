@@ -95,6 +95,16 @@ def test_refusals_say_what_and_how_to_fix(batches: list[float], asked: list[floa
     assert says in str(got.value)
 
 
+def test_past_the_limit_beyond_forecasts_and_flags_it() -> None:
+    got = tf.forecast_to_target(np.array([1, 2, 4.0]), np.array([10, 11, 13.0]), [16, 64],
+                                beyond=True)
+    near, far = got.predictions
+    assert near.limit == "" and "beyond" not in near.as_dict()
+    assert far.limit == "16× the largest measured batch, past the 8× the backtest supports"
+    assert far.as_dict()["beyond"].startswith("a rough guide: 16×")
+    assert far.low < far.value < far.high
+
+
 def test_a_table_of_runs_is_read_with_its_unit(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("# from our runs\nseed,global_batch,epochs_to_target\n0,8,12.5\n"

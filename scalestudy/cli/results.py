@@ -215,8 +215,9 @@ def predict(
         "$SCALESTUDY_STORE, else ~/.local/state/scalestudy/history.sqlite]",
         show_default=False)] = None,
     beyond: Annotated[bool, typer.Option(
-        "--beyond", help="forecast past 8× the largest measured scale or the system's "
-        "max_nodes, flagged as a rough guide (and not kept), instead of refusing")] = False,
+        "--beyond", help="forecast past 8× the largest measured scale (or global batch, "
+        "with --to-target) or the system's max_nodes, flagged as a rough guide (and not "
+        "kept), instead of refusing")] = False,
     to_target: Annotated[bool, typer.Option(
         "--to-target", help="forecast the samples (or epochs) to the target instead, from "
         "a CSV of runs: global_batch,samples_to_target (or epochs_to_target)")] = False,
@@ -234,7 +235,7 @@ def predict(
     from scalestudy.study.predict import predict as forecast
 
     if to_target or batches is not None:
-        _to_target(source, batches, level, as_json, to_target, gpus or nodes)
+        _to_target(source, batches, level, as_json, to_target, gpus or nodes, beyond)
         return
     got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
                    level=level, results=results, system=system, model=model, store=store,
@@ -268,7 +269,7 @@ def predict(
 
 
 def _to_target(source: str, batches: str | None, level: float, as_json: bool,
-               to_target: bool, scales: str | None) -> None:
+               to_target: bool, scales: str | None, beyond: bool) -> None:
     """`predict TABLE.csv --to-target --batches B,B`: the samples to the target."""
     from scalestudy.report.tables import num
     from scalestudy.report.terminal import text_table
@@ -277,21 +278,23 @@ def _to_target(source: str, batches: str | None, level: float, as_json: bool,
     if not to_target or batches is None or scales:
         raise ScalestudyError("--to-target forecasts global batches: give --to-target "
                               "--batches B,B (e.g. 1024,4096), without --gpus or --nodes")
-    got = predict_to_target(source, _batches(batches), level=level)
+    got = predict_to_target(source, _batches(batches), level=level, beyond=beyond)
     if as_json:
         print_json({"predictions": [p.as_dict() for p in got.predictions],
                     "model": got.model, "fitted_on": got.fitted_on})
         return
     unit = got.predictions[0].unit
     rows = [[f"{p.global_batch:,.0f}", f"{num(p.value)} [{num(p.low)}–{num(p.high)}]",
-             f"{p.extrapolation:.3g}×"] for p in got.predictions]
+             f"{p.extrapolation:.3g}×" + (" (beyond: rough guide)" if p.limit else "")]
+            for p in got.predictions]
     out.print(text_table(
         f"{unit} to the target, from {got.model['source']}",
         ["global batch", f"{unit} [{got.predictions[0].level:.0%} interval]",
          "× largest measured"], rows,
         f"law: {got.model['law']}; chosen: {got.model['chosen_by']}; interval: "
         f"{got.model['interval']}; fitted on global batches "
-        + ", ".join(f"{p['global_batch']:,.0f}" for p in got.fitted_on), out.width))
+        + ", ".join(f"{p['global_batch']:,.0f}" for p in got.fitted_on)
+        + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
 
 
 def _batches(value: str) -> list[float]:

@@ -86,11 +86,12 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     return found
 
 
-def predict_to_target(source: str, batches: list[float], *, level: float = 0.9
-                      ) -> TargetForecast:
+def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
+                      beyond: bool = False) -> TargetForecast:
     """Forecast the samples (or epochs) to the target at `batches` global batches from a
     table of runs (global_batch, samples_to_target or epochs_to_target; seeds repeat a
-    batch): target_forecast says how, target_table what the table holds."""
+    batch): target_forecast says how, target_table what the table holds; `beyond`: past
+    8× the largest measured batch, flagged instead of refused."""
     from scalestudy.results.analysis.target_forecast import forecast_to_target
     from scalestudy.results.analysis.target_table import read_target_table
 
@@ -99,7 +100,8 @@ def predict_to_target(source: str, batches: list[float], *, level: float = 0.9
                               "samples_to_target or epochs_to_target), one row per run")
     batch, value, unit = read_target_table(Path(source))
     try:
-        found = forecast_to_target(batch, value, batches, level=level, unit=unit)
+        found = forecast_to_target(batch, value, batches, level=level, unit=unit,
+                                   beyond=beyond)
     except ScalestudyError as exc:
         raise ScalestudyError(f"{source}: {exc}") from None
     found.model["source"] = f"table {source}"

@@ -23,7 +23,7 @@ the fit's residual scaled by sqrt(n / (n − 2)), at least NOISE_FLOOR), d the d
 beyond the largest measured batch (0 within) and K = SPREAD_PER_DOUBLING, chosen on the
 backtest so that 90 % intervals hold about 90 % of the RCP points (and checked with each
 benchmark scored by the K the others choose). A batch beyond MAX_FACTOR times the largest
-measured is refused.
+measured is refused, or with `beyond` forecast and flagged as a rough guide.
 """
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ class TargetPrediction:
     level: float
     unit: str
     extrapolation: float  # asked batch / the largest measured
+    limit: str = ""  # why this batch is beyond what the backtest supports ("" within)
 
     def as_dict(self) -> dict[str, object]:
         """The prediction as `predict --to-target --json` prints it."""
@@ -99,7 +100,8 @@ class TargetPrediction:
         return {"global_batch": int(self.global_batch) if whole else self.global_batch,
                 "value": self.value, "low": self.low,
                 "high": self.high, "level": self.level, "unit": self.unit,
-                "extrapolation": self.extrapolation}
+                "extrapolation": self.extrapolation,
+                **({"beyond": f"a rough guide: {self.limit}"} if self.limit else {})}
 
 
 @dataclass(frozen=True)
@@ -185,12 +187,13 @@ def noise(batch: np.ndarray, value: np.ndarray, law: Law) -> tuple[float, str]:
 def forecast_to_target(batch: np.ndarray, value: np.ndarray, asked: list[float], *,
                        level: float = 0.9, unit: str = "samples",
                        curvature: float | None = None,
-                       spread: float = SPREAD_PER_DOUBLING) -> TargetForecast:
+                       spread: float = SPREAD_PER_DOUBLING,
+                       beyond: bool = False) -> TargetForecast:
     """Forecast the samples (or epochs) to the target at the `asked` global batches from
     runs (`batch`, `value`: one per run; seeds repeat a batch). Refuses fewer than 3
     distinct batches, a batch <= 0 and one past MAX_FACTOR × the largest measured.
     `curvature` and `spread` replace DEFAULT_CURVATURE and SPREAD_PER_DOUBLING (the
-    backtest's leave-one-out)."""
+    backtest's leave-one-out); `beyond` forecasts past MAX_FACTOR, flagged."""
     if not 0 < level < 1:
         raise ScalestudyError(f"--level {level}: give a fraction between 0 and 1, e.g. 0.9")
     b, v = np.asarray(batch, float), np.asarray(value, float)
@@ -205,11 +208,12 @@ def forecast_to_target(batch: np.ndarray, value: np.ndarray, asked: list[float],
         raise ScalestudyError("--batches: give global batches above 0, e.g. 1024,4096")
     top = float(ub.max())
     past = [x for x in asked if x > top * MAX_FACTOR * (1 + 1e-9)]
-    if past:
+    if past and not beyond:
         raise ScalestudyError(
             f"--batches {','.join(f'{x:g}' for x in past)}: beyond {MAX_FACTOR:g}× the "
             f"largest measured global batch ({top:,.0f}), which is as far as the backtest "
-            f"supports: ask at most {top * MAX_FACTOR:,.0f}, or measure a larger batch")
+            f"supports: ask at most {top * MAX_FACTOR:,.0f}, measure a larger batch, or "
+            "add --beyond to see it flagged as a rough guide")
     means = np.array([centre(v[b == x]) for x in ub])
     chosen, why, misses = choose(ub, means, curvature)
     law = _fit(chosen, ub, means)
@@ -221,7 +225,10 @@ def forecast_to_target(batch: np.ndarray, value: np.ndarray, asked: list[float],
         half = z * math.sqrt(s ** 2 + (spread * d) ** 2)
         mid = float(law(np.array([x]))[0])
         out.append(TargetPrediction(float(x), mid, mid * math.exp(-half),
-                                    mid * math.exp(half), level, unit, x / top))
+                                    mid * math.exp(half), level, unit, x / top,
+                                    f"{x / top:.3g}× the largest measured batch, past the "
+                                    f"{MAX_FACTOR:g}× the backtest supports"
+                                    if x in past else ""))
     model = {"law": law.words(), "name": law.name, "chosen_by": why,
              "holdout_misses": misses,
              "s_min": math.exp(law.log_s0) if law.curvature is not None else None,
