@@ -115,8 +115,13 @@ class TargetForecast:
 
 def centre(values: np.ndarray) -> float:
     """The centre of one batch's runs: the mean, the olympic mean from OLYMPIC_RUNS runs."""
+    return float(np.mean(_kept(values)))
+
+
+def _kept(values: np.ndarray) -> np.ndarray:
+    """One batch's runs without the fastest and the slowest from OLYMPIC_RUNS runs on."""
     v = np.sort(np.asarray(values, float))
-    return float(np.mean(v[1:-1] if len(v) >= OLYMPIC_RUNS else v))
+    return v[1:-1] if len(v) >= OLYMPIC_RUNS else v
 
 
 def fit_knee(batch: np.ndarray, value: np.ndarray, curvature: float) -> Law:
@@ -169,11 +174,11 @@ def choose(batches: np.ndarray, means: np.ndarray, curvature: float | None = Non
 
 def noise(batch: np.ndarray, value: np.ndarray, law: Law) -> tuple[float, str]:
     """(the relative noise at the measured batches, where it came from): the seeds'
-    standard error of each batch's mean where batches repeat, the fit's residual scaled by
-    sqrt(n / (n − 2)), at least NOISE_FLOOR."""
+    standard error of each batch's centre where batches repeat (the runs it keeps), the
+    fit's residual scaled by sqrt(n / (n − 2)), at least NOISE_FLOOR."""
     ub = np.unique(batch)
-    ses = [float(np.std(np.log(value[batch == b]), ddof=1) / math.sqrt((batch == b).sum()))
-           for b in ub if (batch == b).sum() > 1]
+    ses = [float(np.std(np.log(runs), ddof=1) / math.sqrt(len(runs)))
+           for runs in (_kept(value[batch == b]) for b in ub) if len(runs) > 1]
     means = np.array([centre(value[batch == b]) for b in ub])
     resid = np.log(means / law(ub))
     rms = float(np.sqrt(np.sum(resid ** 2) / max(len(ub) - 2, 1)))
