@@ -3,6 +3,7 @@ schema and the site profiles."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,7 @@ import typer
 from scalestudy import study as uc
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
 from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
-from scalestudy.core.errors import ReferenceFailed
+from scalestudy.core.errors import ReferenceFailed, ScalestudyError
 from scalestudy.core.load import study_schema
 from scalestudy.results.analysis import columns as col
 from scalestudy.site.profiles import available, load_system
@@ -214,8 +215,15 @@ def predict(
         "$SCALESTUDY_STORE, else ~/.local/state/scalestudy/history.sqlite]",
         show_default=False)] = None,
     beyond: Annotated[bool, typer.Option(
-        "--beyond", help="forecast past 8× the largest measured scale or the system's "
-        "max_nodes, flagged as a rough guide (and not kept), instead of refusing")] = False,
+        "--beyond", help="forecast past 8× the largest measured scale (or global batch, "
+        "with --to-target) or the system's max_nodes, flagged as a rough guide (and not "
+        "kept), instead of refusing")] = False,
+    to_target: Annotated[bool, typer.Option(
+        "--to-target", help="forecast the samples (or epochs) to the target instead, from "
+        "a CSV of runs: global_batch,samples_to_target (or epochs_to_target)")] = False,
+    batches: Annotated[str | None, typer.Option(
+        "--batches", help="with --to-target: the global batches to forecast, e.g. "
+        "1024,4096", show_default=False)] = None,
     as_json: JsonOpt = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
@@ -226,6 +234,9 @@ def predict(
     from scalestudy.report.terminal import text_table
     from scalestudy.study.predict import predict as forecast
 
+    if to_target or batches is not None:
+        _to_target(source, batches, level, as_json, to_target, gpus or nodes, beyond)
+        return
     got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
                    level=level, results=results, system=system, model=model, store=store,
                    beyond=beyond)
@@ -255,6 +266,47 @@ def predict(
         + ", ".join(str(p[col.GPUS]) for p in got.fitted_on) + " GPUs"
         + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
+
+
+def _to_target(source: str, batches: str | None, level: float, as_json: bool,
+               to_target: bool, scales: str | None, beyond: bool) -> None:
+    """`predict TABLE.csv --to-target --batches B,B`: the samples to the target."""
+    from scalestudy.report.tables import num
+    from scalestudy.report.terminal import text_table
+    from scalestudy.study.predict import predict_to_target
+
+    if not to_target or batches is None or scales:
+        raise ScalestudyError("--to-target forecasts global batches: give --to-target "
+                              "--batches B,B (e.g. 1024,4096), without --gpus or --nodes")
+    got = predict_to_target(source, _batches(batches), level=level, beyond=beyond)
+    if as_json:
+        print_json({"predictions": [p.as_dict() for p in got.predictions],
+                    "model": got.model, "fitted_on": got.fitted_on})
+        return
+    unit = got.predictions[0].unit
+    rows = [[f"{p.global_batch:,.0f}", f"{num(p.value)} [{num(p.low)}–{num(p.high)}]",
+             f"{p.extrapolation:.3g}×" + (" (beyond: rough guide)" if p.limit else "")]
+            for p in got.predictions]
+    out.print(text_table(
+        f"{unit} to the target, from {got.model['source']}",
+        ["global batch", f"{unit} [{got.predictions[0].level:.0%} interval]",
+         "× largest measured"], rows,
+        f"law: {got.model['law']}; chosen: {got.model['chosen_by']}; interval: "
+        f"{got.model['interval']}; fitted on global batches "
+        + ", ".join(f"{p['global_batch']:,.0f}" for p in got.fitted_on)
+        + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
+
+
+def _batches(value: str) -> list[float]:
+    """`--batches 1024,4096` as numbers above 0 (one line and exit 2 otherwise)."""
+    try:
+        numbers = [float(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        numbers = []
+    if not numbers or min(numbers) <= 0 or not all(math.isfinite(x) for x in numbers):
+        raise ScalestudyError(f"--batches {value!r}: give global batches above 0 joined by "
+                              "commas, e.g. 1024,4096")
+    return numbers
 
 
 def _cost_cell(cost: dict[str, Any] | None) -> str:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from scalestudy.results.analysis.forecast import Forecast
+    from scalestudy.results.analysis.target_forecast import TargetForecast
 
 
 def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | None = None,
@@ -82,6 +83,28 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
         "not kept: give --system (and --model) to keep a table's forecasts for scoring"
         if where is None else "not kept" + (": every scale asked is beyond what the "
                                             "forecast supports" if not kept else ""))
+    return found
+
+
+def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
+                      beyond: bool = False) -> TargetForecast:
+    """Forecast the samples (or epochs) to the target at `batches` global batches from a
+    table of runs (global_batch, samples_to_target or epochs_to_target; seeds repeat a
+    batch): target_forecast says how, target_table what the table holds; `beyond`: past
+    8× the largest measured batch, flagged instead of refused."""
+    from scalestudy.results.analysis.target_forecast import forecast_to_target
+    from scalestudy.results.analysis.target_table import read_target_table
+
+    if not source.endswith(".csv"):
+        raise ScalestudyError(f"{source}: --to-target reads a CSV table (global_batch, "
+                              "samples_to_target or epochs_to_target), one row per run")
+    batch, value, unit = read_target_table(Path(source))
+    try:
+        found = forecast_to_target(batch, value, batches, level=level, unit=unit,
+                                   beyond=beyond)
+    except ScalestudyError as exc:
+        raise ScalestudyError(f"{source}: {exc}") from None
+    found.model["source"] = f"table {source}"
     return found
 
 
