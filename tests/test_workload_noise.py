@@ -129,8 +129,9 @@ def one_rank() -> Iterator[None]:
 
 
 @pytest.mark.parametrize("inner", ["allreduce", "fp16", "simulated"])
-def test_the_hook_measures_both_norms_around_the_hook_in_use(one_rank: None,
-                                                              inner: str) -> None:
+def test_the_hook_measures_both_norms_around_the_hook_in_use(
+        one_rank: None, inner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(noise, "CHUNK", 2)  # 5 steps: two chunks of 2 and one open step
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
     ddp = DistributedDataParallel(model, bucket_cap_mb=0.005)  # several buckets
@@ -140,7 +141,7 @@ def test_the_hook_measures_both_norms_around_the_hook_in_use(one_rank: None,
     meter = noise.NoiseMeter(world_size=1)
     ddp.register_comm_hook(state=None, hook=meter.wrap(hook))
     expected = []
-    for step in range(3):
+    for _ in range(5):
         ddp.zero_grad()
         ddp(torch.randn(16, 32)).square().mean().backward()
         meter.end_step()
@@ -149,7 +150,7 @@ def test_the_hook_measures_both_norms_around_the_hook_in_use(one_rank: None,
         ddp(torch.randn(16, 32)).square().mean().backward()
     meter.end_step()
     got = meter.steps()
-    assert len(got) == 3
+    assert len(got) == 5
     rel = 1e-3 if inner == "fp16" else 1e-6  # fp16 on the wire; fp32 norms
     assert inner != "fp16" or any(s != b for s, b in meter.steps())  # it did round
     for (small, big), want in zip(got, expected, strict=True):

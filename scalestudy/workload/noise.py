@@ -40,6 +40,8 @@ import torch.distributed as dist
 LEVEL = 0.90
 #: SCALESTUDY_NOISE_SCALE=off runs without the hook (benchmarks/noise_cost.py compares).
 SWITCH_ENV = "SCALESTUDY_NOISE_SCALE"
+#: Steps kept per device tensor (a long run keeps a few tensors, not two per step).
+CHUNK = 1024
 
 Hook = Callable[[dist.ProcessGroup, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]
 
@@ -142,7 +144,8 @@ class NoiseMeter:
         self.world_size = world_size
         self._local: list[torch.Tensor] = []
         self._big: list[torch.Tensor] = []
-        self._steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._steps: list[tuple[torch.Tensor, torch.Tensor]] = []  # since the last chunk
+        self._chunks: list[torch.Tensor] = []  # CHUNK steps each, (local, big) per row
         self._pending: dist.Work | None = None
 
     def wrap(self, inner: Hook) -> Hook:
@@ -173,7 +176,10 @@ class NoiseMeter:
         big = torch.stack(self._big).sum()
         self._local, self._big = [], []
         if self._pending is not None:
-            self._pending.wait()
+            self._pending.wait()  # the previous step's: every kept step is reduced now
+        if len(self._steps) >= CHUNK:  # one tensor per CHUNK steps, not two per step
+            self._chunks.append(torch.stack([torch.stack(pair) for pair in self._steps]))
+            self._steps = []
         self._pending = dist.all_reduce(local, async_op=True)
         self._steps.append((local, big))
 
@@ -183,11 +189,13 @@ class NoiseMeter:
         if self._pending is not None:
             self._pending.wait()
             self._pending = None
-        kept = self._steps[skip:] if len(self._steps) > skip else self._steps
-        if not kept:
+        parts = [*self._chunks, *([torch.stack([torch.stack(p) for p in self._steps])]
+                                  if self._steps else [])]
+        if not parts:
             return []
-        values = torch.stack([torch.stack(pair) for pair in kept]).cpu().tolist()
-        return [(local / self.world_size, big) for local, big in values]
+        values = torch.cat(parts).cpu().tolist()
+        kept = values[skip:] if len(values) > skip else values
+        return [(local / self.world_size, big) for local, big in kept]
 
 
 def fields(meter: NoiseMeter | None, reason: str, b_small: float, b_big: float,

@@ -179,7 +179,6 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
 
     from . import energy, mfu, output, stack, train
     from .names import is_transformer
-
     from .noise import unavailable
 
     env, backend = session.env, session.backend
