@@ -128,6 +128,7 @@ def one_rank() -> Iterator[None]:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # DDP's constructor imports torch._dynamo: 3-10 s, once
 @pytest.mark.parametrize("inner", ["allreduce", "fp16", "simulated"])
 def test_the_hook_measures_both_norms_around_the_hook_in_use(
         one_rank: None, inner: str, monkeypatch: pytest.MonkeyPatch) -> None:
