@@ -9,9 +9,10 @@ Each round runs the same job twice under torchrun on gloo, the estimator on and 
 written first (the noise scale is only measured on a dataset), and prints each round's
 tokens/s; at the end the median ratio on / off over the rounds (1.0: free), the CPU
 seconds the hook adds per rank and step (the jobs' CPU time on minus off: less sensitive
-than the wall clock to other work on a shared machine) and the noise scales measured. Rounds keep the machine's drift out of the ratio; the absolute numbers
-are not comparable across machines. As benchmarks/workload_speed.py, from which it
-takes `torchrun`.
+than the wall clock to other work on a shared machine) and the noise scales measured.
+Rounds keep the machine's drift out of the ratio; the absolute numbers are not
+comparable across machines. As benchmarks/workload_speed.py, from which it takes
+`torchrun`.
 """
 
 from __future__ import annotations
