@@ -79,12 +79,14 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
         flags = "flags" in rows and (rows[col.FLAGS].fillna("") != "").any()
         compute = "compute_time_s" in rows and rows[col.COMPUTE_TIME_S].notna().any()
         lr = "lr" in rows and rows[col.LR].notna().any()
+        noisy = col.NOISE_SCALE in rows and rows[col.NOISE_SCALE].notna().any()
         headers = [*(h.format(unit=unit_of(rows), batch=batch_header(unit_of(rows)))
                      for h in TABLE_HEADERS),
                    *(["compute time (no sync)"] if compute else []),
                    *(["comm overhead"] if comm else []),
                    *(["ranks per host / cores"] if hosts else []),
                    *(["lr (warm-up iters)"] if lr else []),
+                   *(["noise scale [interval]"] if noisy else []),
                    *([col.FLAGS] if flags else [])]
         body = []
         for r in rows.itertuples(index=False):
@@ -98,6 +100,8 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
             cells += [pct(r.comm_overhead) if r.world_size > 1 else "—"] if comm else []
             cells += [f"{r.ranks_per_host} / {int(r.host_cores)}"] if hosts else []
             cells += [f"{r.lr:.4g} ({format_value(r.lr_warmup_iters)})"] if lr else []
+            cells += [noise_cell(r.noise_scale, getattr(r, "noise_scale_low", None),
+                                 getattr(r, "noise_scale_high", None))] if noisy else []
             cells += [str(r.flags or "").replace(",", ", ")] if flags else []
             body.append(cells)
         base = rows[rows[col.BASELINE].astype(bool)].iloc[0]
@@ -108,6 +112,17 @@ def group_tables(table: pd.DataFrame) -> list[tuple[str, str, Cells]]:
                 f"{format_value(base.global_batch)}." + own_baseline_note(table, rows))
         out.append((group, note, (headers, body)))
     return out
+
+
+def noise_cell(value: float | None, low: float | None, high: float | None) -> str:
+    """A point's gradient noise scale (samples) and its interval: "18.1 [15.4–20.9]",
+    "18.1 [15.4–∞)" when unbounded above, "—" where none was measured."""
+    if value is None or pd.isna(value):
+        return "—"
+    if low is None or pd.isna(low):
+        return f"{value:.3g}"
+    upper = "∞)" if high is None or pd.isna(high) else f"{high:.3g}]"
+    return f"{value:.3g} [{low:.3g}–{upper}"
 
 
 def own_baseline_note(table: pd.DataFrame, rows: pd.DataFrame) -> str:

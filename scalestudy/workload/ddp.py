@@ -16,7 +16,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from . import accel
+from . import accel, noise
 from .env import DistEnv
 from .options import Value
 from .train import (
@@ -159,6 +159,8 @@ class DDPBackend:
         self._model: DistributedDataParallel | None = None
         self._step_args: _StepArgs | None = None
         self._buckets = [0]  # allreduce buckets per step, counted by a simulated network
+        self._noise: noise.NoiseMeter | None = None  # the gradient noise scale's hook
+        self._noise_why = "not started"
 
     def wrap(self, model: nn.Module, cfg: TrainConfig, device: torch.device,
              batch: Batch) -> Callable[[], torch.Tensor]:
@@ -179,12 +181,17 @@ class DDPBackend:
                                      hook or default_hooks.allreduce_hook,
                                      2 if self.wire in ("fp16", "bf16") else None,
                                      self._buckets)
+        world = dist.get_world_size()
+        self._noise_why = noise.reason_not_measured(world, not cfg.data)
+        if not self._noise_why:  # wraps the hook in use: compression, simulated network
+            self._noise = noise.NoiseMeter(world)
+            hook = self._noise.wrap(hook or default_hooks.allreduce_hook)
         if hook is not None:
             ddp.register_comm_hook(state=None, hook=hook)
         self._model = ddp
         optimizer = make_optimizer(ddp.parameters(), cfg)
         self._step_args = (optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
-        return plain_step(ddp, *self._step_args)
+        return measured(plain_step(ddp, *self._step_args), self._noise)
 
     def compute_step(self) -> Callable[[], torch.Tensor]:
         """The same step under `no_sync()`: gradients stay local."""
@@ -209,7 +216,17 @@ class DDPBackend:
                     and not (k.startswith("sim_") and not self.options[k])}  # only when set
         if self._buckets[0]:
             settings["buckets"] = self._buckets[0]
-        return {"ddp": settings}
+        return {"ddp": settings, **self._noise_fields()}
+
+    def _noise_fields(self) -> dict[str, object]:
+        """The noise scale's record keys: B_small the per-rank batch, B_big the global
+        one, over the steps after the warm-up."""
+        if self._step_args is None:
+            return noise.unavailable(self._noise_why)
+        cfg = self._step_args[2]
+        world = dist.get_world_size()
+        return noise.fields(self._noise, self._noise_why, cfg.batch_size,
+                            cfg.batch_size * world, cfg.warmup_iters * cfg.batches_per_iter)
 
 
 _DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook",
@@ -218,6 +235,20 @@ _COMM_HOOKS: dict[str, Hook] = {
     "fp16": default_hooks.fp16_compress_hook,
     "bf16": default_hooks.bf16_compress_hook,
 }
+
+
+def measured(step: Callable[[], torch.Tensor], meter: noise.NoiseMeter | None
+             ) -> Callable[[], torch.Tensor]:
+    """`step`, closing the noise meter's step after each (itself without a meter)."""
+    if meter is None:
+        return step
+
+    def closed() -> torch.Tensor:
+        loss = step()
+        meter.end_step()
+        return loss
+
+    return closed
 
 
 def simulated_delay(alpha_s: float, beta_s: float, world: int, nbytes: int) -> float:

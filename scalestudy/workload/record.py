@@ -130,6 +130,19 @@ class MetricsRecord(TypedDict, total=False):
     stage_bytes: int  # bytes copied, all ranks
     samples_seen: int  # samples trained on, warm-up and timed, all replicas
     epoch: int  # epochs started
+    #: the gradient noise scale B_simple in samples (workload.noise; null: see _unavailable)
+    noise_scale: float | None
+    noise_scale_low: float | None  # its interval at noise_scale_level (null: unbounded)
+    noise_scale_high: float | None
+    noise_scale_level: float
+    noise_scale_steps: int  # the timed steps averaged
+    noise_scale_unavailable: str  # why noise_scale is null
+    noise_scale_b_small: float  # samples one rank's gradient is over
+    noise_scale_b_big: float  # samples the all-reduced gradient is over
+    grad_sq_small: float  # mean over steps of |G_small|² (mean over ranks of local norms²)
+    grad_sq_big: float  # mean over steps of |G_big|² (the all-reduced gradient's norm²)
+    noise_trace: float  # mean over steps of the unbiased tr Σ (S)
+    noise_grad_sq: float  # mean over steps of the unbiased |G|²
 
 
 def command_record(throughput: float, params: Mapping[str, int]) -> MetricsRecord:
@@ -166,9 +179,11 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
 
     from . import energy, mfu, output, stack, train
     from .names import is_transformer
+    from .noise import unavailable
 
     env, backend = session.env, session.backend
     global_batch = cfg.batch_size * cfg.layout.dp
+    described = backend.describe()
     return cast(MetricsRecord, {  # the keys of MetricsRecord, from the parts
         "schema": SCHEMA,
         "source": "workload",
@@ -194,7 +209,11 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "base_lr": cfg.base_lr if cfg.base_lr is not None else cfg.lr,
         "lr_warmup_iters": cfg.lr_warmup_iters,
         **train.summarize(list(results), cfg, env.world_size),
-        **backend.describe(),
+        **({} if "noise_scale" in described else unavailable(
+            ("not measured with tensor or pipeline parallelism" if
+             cfg.layout.model_parallel > 1 else f"not measured with the {backend.name} "
+             "backend") + " (a DDP comm hook measures it; docs/noise-scale.md)")),
+        **described,
         **(mfu.transformer_fields(cfg, results, stats["throughput"], env.world_size, peak)
            if is_transformer(cfg.model) else {}),
         **energy.combine([r.energy for r in results],

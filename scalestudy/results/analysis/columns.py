@@ -59,6 +59,10 @@ INPUT_COLUMNS: Final = (INPUT_WAIT_S, INPUT_WAIT_FRACTION, DECODE_S, "read_GBps"
                         DATA_WORKERS)
 #: Text input-pipeline keys it carries as the first run's value.
 INPUT_TEXT_COLUMNS: Final = (DATA_KIND, DATA_STAGE)
+# The gradient noise scale (B_simple, samples) of a data-parallel run on a dataset, and
+# its interval; the summary carries each point's median over repeats.
+NOISE_SCALE: Final = "noise_scale"
+NOISE_COLUMNS: Final = (NOISE_SCALE, "noise_scale_low", "noise_scale_high")
 
 # The summary: one row per point of a curve.
 GROUP: Final = "group"

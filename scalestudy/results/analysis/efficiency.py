@@ -155,7 +155,7 @@ def _aggregate(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """One row per group and (nodes, ranks_per_node), in order of first appearance:
     median/min/max throughput over repeats, their CV, diagnostics' medians, flags."""
     cols = [*keys, "nodes", "ranks_per_node"]
-    numeric = [c for c in (*TRANSFORMER_COLUMNS, *col.INPUT_COLUMNS)
+    numeric = [c for c in (*TRANSFORMER_COLUMNS, *col.INPUT_COLUMNS, *col.NOISE_COLUMNS)
                if c in done.columns and c not in cols]
     done = done.assign(**{c: pd.to_numeric(done[c], errors="coerce") for c in numeric})
     by = done.groupby(cols, dropna=False, sort=False)
@@ -268,7 +268,7 @@ def scaling_table(runs: pd.DataFrame, scaling: str, baseline: Baseline = "smalle
                       for f, n, p in zip(table[col.FLAGS], noisy, point_flags(table),
                                          strict=True)]
     extra = [c for c in (*TRANSFORMER_COLUMNS, *col.INPUT_COLUMNS, *col.INPUT_TEXT_COLUMNS,
-                         "dp", "throughput_unit", "peak_source")
+                         *col.NOISE_COLUMNS, "dp", "throughput_unit", "peak_source")
              if c in table.columns and c not in keys]
     order = ["group", *[k for k in keys if k not in TABLE_COLUMNS], *TABLE_COLUMNS,
              *DIAGNOSTIC_COLUMNS, *QUALITY_COLUMNS, *extra]

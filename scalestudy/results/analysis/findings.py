@@ -16,6 +16,7 @@ from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.commmodel import GOOD_EFFICIENCY, Loss, losses
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.inputs import input_findings
+from scalestudy.results.analysis.noisescale import noise_findings
 from scalestudy.results.analysis.phrases import (
     SHOWN,
     gpus_text,
@@ -316,6 +317,7 @@ def findings(table: pd.DataFrame, runs: pd.DataFrame, scaling: str, fits: pd.Dat
     found = losses(table, points, fits) if found is None else found
     over = oversubscribed_findings(table)
     out = [*efficiency_findings(table), *input_findings(table),
+           *noise_findings(table, runs, scaling),
            *run_findings(runs, table, "oversubscribed" if over else ""), *over,
            *breakdown_findings(found),
            *bound_findings(bounds, found), *variant_findings(table, scaling, outcomes),
