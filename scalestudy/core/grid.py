@@ -183,6 +183,8 @@ def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
         "repeat": repeat,
         **point,
     }
+    if study.target is not None and study.target.measured:  # what the run trains to
+        identity["target"] = study.target.workload_args()
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

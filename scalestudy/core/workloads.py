@@ -158,9 +158,24 @@ class SyntheticWorkload(TrainOptions):
         """`data: {path, workers, prefetch, stage, seed}` -> the options `data`,
         `data_workers`, ...; `data: PATH` is the option `data` as it is."""
         if isinstance(value, dict) and isinstance(value.get("data"), dict):
-            return {**{k: v for k, v in value.items() if k != "data"},
-                    **flatten_data(value["data"], value)}
+            value = {**{k: v for k, v in value.items() if k != "data"},
+                     **flatten_data(value["data"], value)}
+        if isinstance(value, dict) and "lr_scaling" in value:
+            value = {**{k: v for k, v in value.items() if k != "lr_scaling"},
+                     **flatten_lr_scaling(value["lr_scaling"], value)}
         return value
+
+    @model_validator(mode="after")
+    def _one_lr_scaling(self) -> SyntheticWorkload:
+        rule = getattr(self, "lr_rule", "none")
+        if rule != "none" and int(getattr(self, "lr_reference_batch", 0)) < 1:
+            raise ValueError(f"lr_scaling: rule {rule} needs reference_batch (the global "
+                             "batch at which lr holds), e.g. `lr_scaling: {rule: linear, "
+                             "reference_batch: 256}`")
+        if rule != "none" and self.lr is not None and self.lr.scaling != "none":
+            raise ValueError("lr.scaling and lr_scaling both scale the learning rate: keep "
+                             "one (lr: {scaling: none} with lr_scaling, or no lr_scaling)")
+        return self
 
     @field_validator("model")
     @classmethod
@@ -290,6 +305,27 @@ def flatten_data(mapping: Mapping[object, object],
     if twice:
         raise ValueError(f"{'; '.join(twice)} set the same option: keep one")
     return {DATA_KEYS[str(k)]: v for k, v in mapping.items()}
+
+
+#: `workload.lr_scaling`'s mapping keys and the options they set.
+LR_SCALING_KEYS: dict[str, str] = {"rule": "lr_rule", "reference_batch": "lr_reference_batch"}
+
+
+def flatten_lr_scaling(mapping: object, workload: Mapping[object, object]
+                       ) -> dict[str, object]:
+    """`lr_scaling: {rule, reference_batch}` as the options lr_rule and lr_reference_batch;
+    ValueError names what is wrong."""
+    if not isinstance(mapping, Mapping):
+        raise ValueError("lr_scaling: give {rule: none | linear | sqrt, reference_batch: B}")
+    unknown = [str(k) for k in mapping if k not in LR_SCALING_KEYS]
+    if unknown:
+        raise ValueError(f"lr_scaling: unknown key(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(LR_SCALING_KEYS)}")
+    twice = [f"lr_scaling.{k} and {o}" for k, o in LR_SCALING_KEYS.items()
+             if k in mapping and o in workload]
+    if twice:
+        raise ValueError(f"{'; '.join(twice)} set the same option: keep one")
+    return {LR_SCALING_KEYS[str(k)]: v for k, v in mapping.items()}
 
 
 def _default_kind(value: object) -> object:
