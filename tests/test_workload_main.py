@@ -32,6 +32,8 @@ RECORD_KEYS = {
     "allreduce_probe", "allreduce_busbw_GBps", "allreduce_latency_s", "ddp", "env",
     "throughput_unit", "throughput_mean_of_rates", "throughput_estimator", "rank_seconds",
     "units_per_rank", "provenance", "rank_hosts", "rank_compute_s", "data_kind",
+    "optimizer", "weight_decay", "lr_given", "lr_rule", "lr_reference_batch", "warmup_steps",
+    "lr_decay",
 }  # fmt: skip
 # Energy: measured (NVIDIA GPU with nvidia-ml-py) or the reason why not.
 ENERGY_KEYS = ({"energy_j", "energy_source", "energy_gpus", "energy_j_per_sample"},

@@ -194,6 +194,7 @@ def _option_checks(study: Study) -> list[tuple[Loc, str]]:
         problems.append((("workload", "command"), (
             "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
             "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
+    problems += study.target_problems()
     return problems
 
 

@@ -324,25 +324,32 @@ class Study(Model):
                              "entry its own `name`")
         return self
 
-    @model_validator(mode="after")
-    def _measured_target(self) -> Study:
+    def target_problems(self) -> list[tuple[Loc, str]]:
+        """What a measured target cannot work with in this study (core.load's cross
+        checks report them at the target's line)."""
         target = self.target
         if target is None or not target.measured:
-            return self
+            return []
+        loc: Loc = ("target", "metric")
         if not self.workload.bundled:
-            raise ValueError("target.metric: a measured target is trained by the bundled "
-                             "benchmark; remove metric/value/eval_every/max_steps for a "
-                             "`command` workload")
+            return [(loc, "a measured target is trained by the bundled benchmark; remove "
+                     "metric/value/eval_every/max_steps for a `command` workload")]
         axis = self.grid.option_axes().get("data")
         if not (all(axis) if axis else self.workload.option_values().get("data")):
-            raise ValueError("target.metric: a measured target needs workload.data (a token "
-                             "or image dataset with a held-out split: random tensors cannot "
-                             "be learned); see docs/benchmark.md#datasets")
+            return [(loc, "a measured target needs workload.data (a token or image dataset "
+                     "with a held-out split: random tensors cannot be learned); see "
+                     "docs/benchmark.md#datasets")]
         if target.metric == "val_accuracy" and self.workload.language_model:
-            raise ValueError(f"target.metric: val_accuracy is for classifiers; "
-                             f"{self.workload.run_fields()['model']} is a language model: "
-                             "use val_loss")
-        return self
+            return [(loc, f"val_accuracy is for classifiers; "
+                     f"{self.workload.run_fields()['model']} is a language model: use "
+                     "val_loss")]
+        w = self.workload
+        least = (getattr(w, "warmup_iters", 0) + 1) * getattr(w, "batches_per_iter", 1)
+        if int(target.max_steps or 0) < least:
+            return [(("target", "max_steps"), f"{target.max_steps} leaves no timed iteration "
+                     "after the warm-up: give at least (warmup_iters + 1) x "
+                     f"batches_per_iter = {least}")]
+        return []
 
     @property
     def cost_target(self) -> Target | None:

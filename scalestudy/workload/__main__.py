@@ -146,9 +146,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
     if args.min_batch > args.max_batch:
         p.error(f"--min-batch {args.min_batch} is larger than --max-batch {args.max_batch}")
-    if args.lr_rule != "none" and args.lr_reference_batch < 1:
-        p.error(f"--lr-rule {args.lr_rule} needs --lr-reference-batch (the global batch at "
-                "which --lr holds)")
     problem = _target_problem(args)
     if problem:
         p.error(problem)
@@ -281,6 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     layout = _checked_layout(args)
     if layout is None:
+        return 2
+    if args.lr_rule != "none" and args.lr_reference_batch < 1:
+        print(f"{PROG}: error: --lr-rule {args.lr_rule} needs --lr-reference-batch (the "
+              "global batch at which --lr holds)", file=sys.stderr)
         return 2
     if args.target_metric and layout.model_parallel > 1:
         print(f"{PROG}: error: a measured target evaluates data-parallel runs only "
