@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from scalestudy.workload.optimizers import LAMB, LARS, factor, make, scaled_lr, warmup_steps
-from scalestudy.workload.train import TrainConfig, lr_factor, make_optimizer
 from scalestudy.workload.totarget import Goal
+from scalestudy.workload.train import TrainConfig, lr_factor, make_optimizer
 
 CFG = dict(model="gpt-tiny", image_size=32, num_classes=10, batch_size=4, precision="fp32",
            warmup_iters=1, iters=4, batches_per_iter=5, seed=0)

@@ -42,7 +42,7 @@ def test_the_loop_stops_at_the_first_evaluation_that_reaches_the_value() -> None
 
 
 def test_a_target_not_reached_by_max_steps_is_not_a_failure() -> None:
-    times, record, steps = run_loop([0.2, 0.4, 0.3, 0.35], Goal("val_accuracy", 0.9, 5, 18))
+    _, record, steps = run_loop([0.2, 0.4, 0.3, 0.35], Goal("val_accuracy", 0.9, 5, 18))
     assert steps == 18
     assert [c[0] for c in record["eval_curve"]] == [5, 10, 15, 18]  # and at max_steps
     assert (record["target_reached"], record["steps_to_target"], record["samples_to_target"],
@@ -75,7 +75,7 @@ def test_heldout_tokens_each_replica_an_equal_share(tmp_path: Path) -> None:
         assert x[1].tolist() == val[(r + 3) * 8:(r + 3) * 8 + 8].tolist()  # window r + dp
         assert y[:8].tolist() == val[r * 8 + 1:r * 8 + 9].tolist()  # next tokens
     (root / "val.bin").unlink()
-    with pytest.raises(DataError, match="val.bin: missing; a measured target"):
+    with pytest.raises(DataError, match=r"val\.bin: missing; a measured target"):
         heldout.batches(root, "tokens", 0, 1, 4, 8, 0, 0)
 
 

@@ -172,7 +172,7 @@ def lr_values(study: Study, run: Run) -> dict[str, float | None]:
 
 def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
     tuning = study.tuning.get(str(point["tuning"]))
-    identity = {
+    identity: dict[str, object] = {
         "system": study.system_identity,
         # Defaults left out: an option added later does not change existing runs' ids.
         "workload": study.workload.model_dump(mode="json", exclude_defaults=True),

@@ -340,7 +340,6 @@ def _settle(args: argparse.Namespace, cfg: TrainConfig, session: Session) -> Tra
     """What the joined job changes in the config: CPU threads, no diagnostics under
     tp/pp (they are for data parallelism), a --peak-tflops a CNN cannot use."""
     from . import ddp
-
     from .optimizers import scaled_lr
 
     lead = session.env.rank == 0

@@ -149,7 +149,7 @@ def warmup_steps(warmup: float, total_steps: int) -> int:
     """Warm-up steps: `warmup` itself from 1 on, a fraction of `total_steps` below 1."""
     if warmup >= 1:
         return int(warmup)
-    return int(round(warmup * total_steps))
+    return round(warmup * total_steps)
 
 
 def factor(step: int, warmup: int, total_steps: int, decay: str, start: float = 0.0) -> float:

@@ -20,14 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from .data.feed import Feeder
-    from .train import Backend, TrainConfig
+from .layout import Layout
 
 #: An evaluation's per-rank sums: (summed loss, correct predictions, predictions).
 Sums = tuple[float, float, float]
@@ -139,37 +137,67 @@ def train(step: Callable[[], object], goal: Goal, warmup_steps: int, batches_per
     return times, out
 
 
-def run_to_target(cfg: TrainConfig, step: Callable[[], None], model: nn.Module,
-                  backend: Backend, device: torch.device, sync: Callable[[], None],
-                  before_timed: Callable[[], None],
-                  on_iter: Callable[[int, float], object] | None, feeder: Feeder | None,
-                  rank: int) -> tuple[list[float], Outcome]:
-    """train.run's loop with a measured target: the rank's held-out share read, then
-    `train` with an evaluator of the model on it."""
-    from .data import heldout
-    from .train import WorkloadError, autocast
+#: An evaluation batch holds at least this many tokens (a language model) or images:
+#: without gradients a batch costs little memory, and the metric does not depend on it.
+EVAL_TOKENS, EVAL_IMAGES = 8192, 64
 
-    goal = cfg.target
-    if goal is None or feeder is None:
-        raise WorkloadError("a measured target trains on a dataset: give --data")
-    val = heldout.batches(Path(cfg.data).absolute(), feeder.stats.kind,
-                          cfg.layout.coordinates(rank)["dp"], cfg.layout.dp, cfg.batch_size,
+
+def eval_batch(batch_size: int, kind: str, seq_len: int) -> int:
+    """Samples per evaluation batch: the training batch, or more up to the floor above."""
+    least = max(1, EVAL_TOKENS // seq_len) if kind == "tokens" else EVAL_IMAGES
+    return max(batch_size, least)
+
+
+class Config(Protocol):
+    """What the loop reads of train.TrainConfig (this module imports nothing of train)."""
+
+    @property
+    def data(self) -> str: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def image_size(self) -> int: ...
+    @property
+    def num_classes(self) -> int: ...
+    @property
+    def warmup_iters(self) -> int: ...
+    @property
+    def batches_per_iter(self) -> int: ...
+
+
+def run_to_target(cfg: Config, goal: Goal, kind: str, step: Callable[[], None],
+                  model: nn.Module, gather: Callable[[Sums], list[Sums]],
+                  device: torch.device,
+                  amp: Callable[[], contextlib.AbstractContextManager[object]],
+                  sync: Callable[[], None], before_timed: Callable[[], None],
+                  on_iter: Callable[[int, float], object] | None, rank: int
+                  ) -> tuple[list[float], Outcome]:
+    """train.run's loop with a measured target: the rank's share of the held-out split of
+    the dataset (`kind`: tokens or images) read, then `train` with an evaluator of the
+    model on it."""
+    from .data import heldout
+
+    val = heldout.batches(Path(cfg.data).absolute(), kind, cfg.layout.coordinates(rank)["dp"],
+                          cfg.layout.dp, eval_batch(cfg.batch_size, kind, cfg.seq_len),
                           cfg.seq_len, cfg.image_size, cfg.num_classes)
-    evaluate = evaluator(model, val, device, backend.gather, goal.metric,
-                         lambda: autocast(cfg, device))
+    evaluate = evaluator(model, val, device, gather, goal.metric, amp)
     return train(step, goal, cfg.warmup_iters * cfg.batches_per_iter, cfg.batches_per_iter,
                  evaluate, sync, before_timed, on_iter)
 
 
 def fields(goal: Goal, out: Outcome, global_batch: int) -> dict[str, object]:
     """The record's target keys."""
-    reached = out.reached_at is not None
+    at, seconds = out.reached_at, out.time_to_target_s
     return {
         "target_metric": goal.metric, "target_value": goal.value,
-        "target_reached": reached,
-        "steps_to_target": out.reached_at,
-        "samples_to_target": out.reached_at * global_batch if reached else None,
-        "time_to_target_s": round(out.time_to_target_s, 6) if reached else None,
+        "target_reached": at is not None,
+        "steps_to_target": at,
+        "samples_to_target": at * global_batch if at is not None else None,
+        "time_to_target_s": round(seconds, 6) if seconds is not None else None,
         "best_value": out.best,
         "eval_every": goal.eval_every, "max_steps": goal.max_steps,
         "steps_trained": out.steps, "train_s": round(out.train_s, 6),

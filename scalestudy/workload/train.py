@@ -27,10 +27,10 @@ from .data.stats import DataStats
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
-from .options import Value
 from .optimizers import factor, make, warmup_steps
-from .totarget import Goal
+from .options import Value
 from .timing import mean, time_iterations
+from .totarget import Goal
 
 if TYPE_CHECKING:
     from .data.feed import Feeder
@@ -388,8 +388,11 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
     if cfg.target is not None:
         from .totarget import run_to_target
 
-        times, outcome = run_to_target(cfg, tracked, model, backend, device, sync,
-                                       before_timed, on_iter, feeder, rank)
+        if feeder is None:
+            raise WorkloadError("a measured target trains on a dataset: give --data")
+        times, outcome = run_to_target(cfg, cfg.target, feeder.stats.kind, tracked, model,
+                                       backend.gather, device, lambda: autocast(cfg, device),
+                                       sync, before_timed, on_iter, rank)
     else:
         times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
                                 batches_per_iter=cfg.batches_per_iter, sync=sync,
