@@ -116,3 +116,18 @@ def test_lr_scaling_mapping_and_optimizer_axes() -> None:
         "lr_scaling: {rule: linear, reference_batch: 64}}\n")
     assert "grid.optimizer[0]: Input should be 'sgd', 'adamw', 'lars' or 'lamb'" in error(
         "name: t\ngrid: {optimizer: [adam]}\n")
+
+
+def test_lr_is_a_number_an_axis_or_a_policy_not_two_of_them(tmp_path: Path) -> None:
+    study = parse_study("name: t\nworkload: {model: gpt-tiny}\ngrid: {lr: [0.001, 0.003]}\n")
+    lrs = []
+    for run in expand(study):
+        args = list(program(study, load_system("local"), run, tmp_path, "python").args)
+        lrs.append(args[args.index("--lr") + 1])
+    assert lrs == ["0.001", "0.003"]
+    number = parse_study("name: t\nworkload: {model: gpt-tiny, lr: 0.02}\n")
+    assert number.workload.option_values()["lr"] == 0.02
+    assert "grid.lr: workload.lr's policy sets the learning rate too" in error(
+        "name: t\nworkload: {model: gpt-tiny, lr: {base: 0.1}}\ngrid: {lr: [0.001]}\n")
+    assert "workload.lr: a learning rate is > 0, got 0" in error(
+        "name: t\nworkload: {model: gpt-tiny, lr: 0}\n")

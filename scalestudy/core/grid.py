@@ -164,7 +164,7 @@ def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Value], world
 def lr_values(study: Study, run: Run) -> dict[str, float | None]:
     """{lr, base_lr, lr_warmup_iters} of the run's learning-rate policy ({} without one)."""
     policy = study.workload.lr
-    if policy is None:
+    if policy is None or isinstance(policy, float):  # a number is the option `lr`
         return {}
     return {"lr": policy.lr(run.global_batch), "base_lr": policy.base,
             "lr_warmup_iters": policy.warmup_iters}

@@ -25,8 +25,8 @@ LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
 COMMAND_FIELDS = (
     "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
-    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
-    *(o.name for o in OPTIONS),
+    *dict.fromkeys(("repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
+                    *(o.name for o in OPTIONS))),
 )
 # Horovod's synthetic benchmark line (and the bundled workload's).
 DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
@@ -77,8 +77,10 @@ class SyntheticWorkload(TrainOptions):
     iters: int = Field(default=TIMING["iters"], ge=1, description="timed iterations")
     batches_per_iter: int = Field(default=TIMING["batches_per_iter"], ge=1,
                                   description="batches (steps) per timed iteration")
-    lr: LRPolicy | None = Field(default=None,
-                                description="learning-rate policy (default: fixed 0.01)")
+    lr: LRPolicy | Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="the learning rate (a number; also a grid axis and a "
+        "tuning option), or a policy {base, reference_batch, scaling, warmup_iters} "
+        "(default: 0.01)")
 
     @property
     def record_pattern(self) -> str | None:
@@ -96,8 +98,11 @@ class SyntheticWorkload(TrainOptions):
         return is_transformer(self.model)
 
     def option_values(self) -> dict[str, Value]:
-        """The training options this workload sets (every one: it has a field for each)."""
-        return {o.name: getattr(self, o.name) for o in OPTIONS}
+        """The training options this workload sets (every one: it has a field for each;
+        `lr` a number, else its default: a policy passes its own)."""
+        values = {o.name: getattr(self, o.name) for o in OPTIONS}
+        values["lr"] = self.lr if isinstance(self.lr, float) else DEFAULTS["lr"]
+        return values
 
     def run_fields(self) -> RunFields:
         """What a Run records of its workload."""
@@ -172,10 +177,17 @@ class SyntheticWorkload(TrainOptions):
             raise ValueError(f"lr_scaling: rule {rule} needs reference_batch (the global "
                              "batch at which lr holds), e.g. `lr_scaling: {rule: linear, "
                              "reference_batch: 256}`")
-        if rule != "none" and self.lr is not None and self.lr.scaling != "none":
+        if rule != "none" and isinstance(self.lr, LRPolicy) and self.lr.scaling != "none":
             raise ValueError("lr.scaling and lr_scaling both scale the learning rate: keep "
                              "one (lr: {scaling: none} with lr_scaling, or no lr_scaling)")
         return self
+
+    @field_validator("lr", mode="before")
+    @classmethod
+    def _positive_lr(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool) and not value > 0:
+            raise ValueError(f"a learning rate is > 0, got {value}")
+        return value
 
     @field_validator("model")
     @classmethod

@@ -113,7 +113,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "cuda", "xpu", "cpu"), default="auto",
                    help="auto: CUDA when present, else Intel XPU (torch.xpu), else CPU; "
                    "cuda or xpu: fail rather than fall back")
-    p.add_argument("--lr", type=_number(1e-12), default=0.01, help="learning rate")
     p.add_argument("--base-lr", type=_number(1e-12), default=None,
                    help="learning rate the warm-up starts from (default: --lr)")
     p.add_argument("--lr-warmup-iters", type=_count(0), default=0,
@@ -193,7 +192,7 @@ def _layout(args: argparse.Namespace, world_size: int) -> Layout:
 
 _GENERAL = ("precision", "channels_last", "compile", "diagnostics", "mllog", "seq_len", "tp",
             "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops",
-            "data", "data_workers", "data_prefetch", "data_stage", "data_seed", "optimizer",
+            "data", "data_workers", "data_prefetch", "data_stage", "data_seed", "lr", "optimizer",
             "weight_decay", "lr_rule", "lr_reference_batch", "lr_warmup", "lr_decay")
 
 

@@ -115,6 +115,8 @@ OPTIONS: tuple[Option, ...] = (
            "storage (local) or /dev/shm (shm); the copy is timed apart",
            choices=("none", "local", "shm")),
     Option("data_seed", int, 0, "real data: the shuffle seed", minimum=0, maximum=2**62),
+    Option("lr", float, 0.01, "learning rate (at lr_reference_batch when lr_rule scales "
+           "it)", minimum=1e-12, maximum=1e6),
     Option("optimizer", str, "sgd", "sgd (momentum 0.9), adamw, lars (You et al. 2017) or "
            "lamb (You et al. 2019)", choices=OPTIMIZERS),
     Option("weight_decay", float, 0.0, "weight decay (not of biases and norm weights)",
