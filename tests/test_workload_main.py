@@ -33,6 +33,8 @@ RECORD_KEYS = {
     "throughput_unit", "throughput_mean_of_rates", "throughput_estimator", "rank_seconds",
     "units_per_rank", "provenance", "rank_hosts", "rank_compute_s", "data_kind",
     "noise_scale", "noise_scale_unavailable",
+    "optimizer", "weight_decay", "lr_given", "lr_rule", "lr_reference_batch", "warmup_steps",
+    "lr_decay",
 }  # fmt: skip
 # Energy: measured (NVIDIA GPU with nvidia-ml-py) or the reason why not.
 ENERGY_KEYS = ({"energy_j", "energy_source", "energy_gpus", "energy_j_per_sample"},

@@ -164,7 +164,7 @@ def _dp(study: Study, backend: str, tuning: str, chosen: dict[str, Value], world
 def lr_values(study: Study, run: Run) -> dict[str, float | None]:
     """{lr, base_lr, lr_warmup_iters} of the run's learning-rate policy ({} without one)."""
     policy = study.workload.lr
-    if policy is None:
+    if policy is None or isinstance(policy, float):  # a number is the option `lr`
         return {}
     return {"lr": policy.lr(run.global_batch), "base_lr": policy.base,
             "lr_warmup_iters": policy.warmup_iters}
@@ -172,7 +172,7 @@ def lr_values(study: Study, run: Run) -> dict[str, float | None]:
 
 def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
     tuning = study.tuning.get(str(point["tuning"]))
-    identity = {
+    identity: dict[str, object] = {
         "system": study.system_identity,
         # Defaults left out: an option added later does not change existing runs' ids.
         "workload": study.workload.model_dump(mode="json", exclude_defaults=True),
@@ -183,6 +183,8 @@ def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
         "repeat": repeat,
         **point,
     }
+    if study.target is not None and study.target.measured:  # what the run trains to
+        identity["target"] = study.target.workload_args()
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

@@ -194,6 +194,13 @@ def _option_checks(study: Study) -> list[tuple[Loc, str]]:
         problems.append((("workload", "command"), (
             "the command uses {lr}, {base_lr} or {lr_warmup_iters} but the workload "
             "has no `lr:` policy; add `lr: {base: 0.1, reference_batch: 256}`")))
+    if not isinstance(study.workload.lr, (float, type(None))):  # a policy passes --lr
+        setters: list[Loc] = [("grid", "lr")] if "lr" in axes else []
+        setters += [("tuning", t, "options", "lr") for t, v in study.tuning.items()
+                    if "lr" in v.option_values()]
+        problems += [(loc, "workload.lr's policy sets the learning rate too: give "
+                      "workload.lr as a number, or set lr in one place") for loc in setters]
+    problems += study.target_problems()
     return problems
 
 

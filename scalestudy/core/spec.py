@@ -273,7 +273,8 @@ class Study(Model):
     target: Target | None = Field(
         None, description="what one training run is (samples, epochs, how epochs grow "
         "with the global batch): the report prices each scale by it; without it, per "
-        "million samples")
+        "million samples. Measured: {metric, value, eval_every, max_steps}: the bundled "
+        "benchmark trains each run to the held-out metric")
     references: list[Reference] = Field(
         default_factory=list, description="reference values the report checks "
         "(`scalestudy report --check` exits 1 when one fails)"
@@ -322,6 +323,38 @@ class Study(Model):
             raise ValueError(f"grid.container: {', '.join(repeated)} named twice: give each "
                              "entry its own `name`")
         return self
+
+    def target_problems(self) -> list[tuple[Loc, str]]:
+        """What a measured target cannot work with in this study (core.load's cross
+        checks report them at the target's line)."""
+        target = self.target
+        if target is None or not target.measured:
+            return []
+        loc: Loc = ("target", "metric")
+        if not self.workload.bundled:
+            return [(loc, "a measured target is trained by the bundled benchmark; remove "
+                     "metric/value/eval_every/max_steps for a `command` workload")]
+        axis = self.grid.option_axes().get("data")
+        if not (all(axis) if axis else self.workload.option_values().get("data")):
+            return [(loc, "a measured target needs workload.data (a token or image dataset "
+                     "with a held-out split: random tensors cannot be learned); see "
+                     "docs/benchmark.md#datasets")]
+        if target.metric == "val_accuracy" and self.workload.language_model:
+            return [(loc, f"val_accuracy is for classifiers; "
+                     f"{self.workload.run_fields()['model']} is a language model: use "
+                     "val_loss")]
+        w = self.workload
+        least = (getattr(w, "warmup_iters", 0) + 1) * getattr(w, "batches_per_iter", 1)
+        if int(target.max_steps or 0) < least:
+            return [(("target", "max_steps"), f"{target.max_steps} leaves no timed iteration "
+                     "after the warm-up: give at least (warmup_iters + 1) x "
+                     f"batches_per_iter = {least}")]
+        return []
+
+    @property
+    def cost_target(self) -> Target | None:
+        """The target the cost section prices (None: none, or a measured one only)."""
+        return self.target if self.target is not None and self.target.priced else None
 
     def container_entries(self) -> list[containers.Container | str | None]:
         """The container axis: the grid's entries, else the one at the top, else [None]

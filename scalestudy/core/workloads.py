@@ -25,8 +25,8 @@ LR_FIELDS = ("lr", "base_lr", "lr_warmup_iters")
 # What a `command` workload may use in its arguments, e.g. `--batch-size {batch_size}`.
 COMMAND_FIELDS = (
     "batch_size", "global_batch", "world_size", "nodes", "ranks_per_node",
-    "repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
-    *(o.name for o in OPTIONS),
+    *dict.fromkeys(("repeat", "run_id", "run_dir", "backend", "tuning", *LR_FIELDS,
+                    *(o.name for o in OPTIONS))),
 )
 # Horovod's synthetic benchmark line (and the bundled workload's).
 DEFAULT_THROUGHPUT_REGEX = r"Total img/sec on \d+ GPU\(s\): (?P<throughput>[0-9.eE+-]+)"
@@ -77,8 +77,10 @@ class SyntheticWorkload(TrainOptions):
     iters: int = Field(default=TIMING["iters"], ge=1, description="timed iterations")
     batches_per_iter: int = Field(default=TIMING["batches_per_iter"], ge=1,
                                   description="batches (steps) per timed iteration")
-    lr: LRPolicy | None = Field(default=None,
-                                description="learning-rate policy (default: fixed 0.01)")
+    lr: LRPolicy | Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="the learning rate (a number; also a grid axis and a "
+        "tuning option), or a policy {base, reference_batch, scaling, warmup_iters} "
+        "(default: 0.01)")
 
     @property
     def record_pattern(self) -> str | None:
@@ -96,8 +98,11 @@ class SyntheticWorkload(TrainOptions):
         return is_transformer(self.model)
 
     def option_values(self) -> dict[str, Value]:
-        """The training options this workload sets (every one: it has a field for each)."""
-        return {o.name: getattr(self, o.name) for o in OPTIONS}
+        """The training options this workload sets (every one: it has a field for each;
+        `lr` a number, else its default: a policy passes its own)."""
+        values = {o.name: getattr(self, o.name) for o in OPTIONS}
+        values["lr"] = self.lr if isinstance(self.lr, float) else DEFAULTS["lr"]
+        return values
 
     def run_fields(self) -> RunFields:
         """What a Run records of its workload."""
@@ -158,8 +163,30 @@ class SyntheticWorkload(TrainOptions):
         """`data: {path, workers, prefetch, stage, seed}` -> the options `data`,
         `data_workers`, ...; `data: PATH` is the option `data` as it is."""
         if isinstance(value, dict) and isinstance(value.get("data"), dict):
-            return {**{k: v for k, v in value.items() if k != "data"},
-                    **flatten_data(value["data"], value)}
+            value = {**{k: v for k, v in value.items() if k != "data"},
+                     **flatten_data(value["data"], value)}
+        if isinstance(value, dict) and "lr_scaling" in value:
+            value = {**{k: v for k, v in value.items() if k != "lr_scaling"},
+                     **flatten_lr_scaling(value["lr_scaling"], value)}
+        return value
+
+    @model_validator(mode="after")
+    def _one_lr_scaling(self) -> SyntheticWorkload:
+        rule = getattr(self, "lr_rule", "none")
+        if rule != "none" and int(getattr(self, "lr_reference_batch", 0)) < 1:
+            raise ValueError(f"lr_scaling: rule {rule} needs reference_batch (the global "
+                             "batch at which lr holds), e.g. `lr_scaling: {rule: linear, "
+                             "reference_batch: 256}`")
+        if rule != "none" and isinstance(self.lr, LRPolicy) and self.lr.scaling != "none":
+            raise ValueError("lr.scaling and lr_scaling both scale the learning rate: keep "
+                             "one (lr: {scaling: none} with lr_scaling, or no lr_scaling)")
+        return self
+
+    @field_validator("lr", mode="before")
+    @classmethod
+    def _positive_lr(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool) and not value > 0:
+            raise ValueError(f"a learning rate is > 0, got {value}")
         return value
 
     @field_validator("model")
@@ -290,6 +317,27 @@ def flatten_data(mapping: Mapping[object, object],
     if twice:
         raise ValueError(f"{'; '.join(twice)} set the same option: keep one")
     return {DATA_KEYS[str(k)]: v for k, v in mapping.items()}
+
+
+#: `workload.lr_scaling`'s mapping keys and the options they set.
+LR_SCALING_KEYS: dict[str, str] = {"rule": "lr_rule", "reference_batch": "lr_reference_batch"}
+
+
+def flatten_lr_scaling(mapping: object, workload: Mapping[object, object]
+                       ) -> dict[str, object]:
+    """`lr_scaling: {rule, reference_batch}` as the options lr_rule and lr_reference_batch;
+    ValueError names what is wrong."""
+    if not isinstance(mapping, Mapping):
+        raise ValueError("lr_scaling: give {rule: none | linear | sqrt, reference_batch: B}")
+    unknown = [str(k) for k in mapping if k not in LR_SCALING_KEYS]
+    if unknown:
+        raise ValueError(f"lr_scaling: unknown key(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(LR_SCALING_KEYS)}")
+    twice = [f"lr_scaling.{k} and {o}" for k, o in LR_SCALING_KEYS.items()
+             if k in mapping and o in workload]
+    if twice:
+        raise ValueError(f"{'; '.join(twice)} set the same option: keep one")
+    return {LR_SCALING_KEYS[str(k)]: v for k, v in mapping.items()}
 
 
 def _default_kind(value: object) -> object:

@@ -61,6 +61,8 @@ def program(study: Study, system: SystemProfile, run: Run, run_dir: Path, python
     benchmark, e.g. the batch-size probe's). On a GPU system the benchmark must find a
     GPU rather than fall back to CPU; the profile's peaks are MFU's denominator."""
     workload = study.workload
+    if study.target is not None and workload.bundled:
+        extra = [*study.target.workload_args(), *extra]  # a measured target, else none
     args = workload.program_args(run, run_options(study, run), lr_values(study, run), run_dir,
                                  gpus=system.gpus_per_node > 0, extra=extra,
                                  peaks=system.peak_tflops, device=system.gpu_api)

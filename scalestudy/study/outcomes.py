@@ -139,7 +139,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     options = replace(options, max_nodes=min(options.max_nodes, plan.system.max_nodes))
     analysis = analyse(study.name, study.scaling, runs, options=options,
                        where=Where(study.system, cores, one_host), references=refs,
-                       target=study.target, spend=_spend(plan),
+                       target=study.cost_target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
                        not_measured=_not_measured(plan, runs), waits=expected_waits(plan),
                        stragglers=study_stragglers(study.name, study.system, runs))

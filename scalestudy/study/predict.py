@@ -190,7 +190,7 @@ def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[
 
     from scalestudy.results.analysis.cost import costs_of
 
-    target = load_study(spec).target if spec is not None and spec.is_file() else None
+    target = load_study(spec).cost_target if spec is not None and spec.is_file() else None
     first = rows.iloc[0]
     strong = rows[col.GLOBAL_BATCH].nunique() == 1 and rows[col.WORLD_SIZE].nunique() > 1 \
         and rows[col.BATCH_SIZE].nunique() > 1

@@ -113,13 +113,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "cuda", "xpu", "cpu"), default="auto",
                    help="auto: CUDA when present, else Intel XPU (torch.xpu), else CPU; "
                    "cuda or xpu: fail rather than fall back")
-    p.add_argument("--lr", type=_number(1e-12), default=0.01, help="learning rate")
     p.add_argument("--base-lr", type=_number(1e-12), default=None,
                    help="learning rate the warm-up starts from (default: --lr)")
     p.add_argument("--lr-warmup-iters", type=_count(0), default=0,
                    help="optimizer steps of linear warm-up")
     for option in OPTIONS:
         _add_option(p, option)
+    t = p.add_argument_group("measured target (train to a held-out metric; needs --data)")
+    t.add_argument("--target-metric", choices=("val_loss", "val_accuracy"), default=None,
+                   help="train until this held-out metric reaches --target-value")
+    t.add_argument("--target-value", type=float, default=None,
+                   help="val_loss <= value or val_accuracy >= value")
+    t.add_argument("--eval-every", type=_count(1), default=None,
+                   help="evaluate the held-out split every this many optimizer steps")
+    t.add_argument("--max-steps", type=_count(1), default=None,
+                   help="stop here when the value is not reached (exit 0, not reached)")
     g = p.add_argument_group("batch-size probe (one rank)")
     g.add_argument("--probe-batch", action="store_true",
                    help="find the largest per-GPU batch that fits and the throughput up to it")
@@ -137,7 +145,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
     if args.min_batch > args.max_batch:
         p.error(f"--min-batch {args.min_batch} is larger than --max-batch {args.max_batch}")
+    problem = _target_problem(args)
+    if problem:
+        p.error(problem)
     return args
+
+
+def _target_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the measured-target flags (None: nothing, or no target)."""
+    given = [f for f in ("target_value", "eval_every", "max_steps")
+             if getattr(args, f) is not None]
+    if args.target_metric is None:
+        return (f"--{given[0].replace('_', '-')} needs --target-metric" if given else None)
+    missing = [f"--{f.replace('_', '-')}" for f in ("target_value", "eval_every", "max_steps")
+               if getattr(args, f) is None]
+    if missing:
+        return f"--target-metric needs {', '.join(missing)}"
+    if not args.data:
+        return ("--target-metric needs --data (a dataset with a held-out split: random "
+                "tensors cannot be learned)")
+    if args.target_metric == "val_accuracy" and is_transformer(args.model):
+        return f"--target-metric val_accuracy is for classifiers, not {args.model}: use val_loss"
+    least = (args.warmup_iters + 1) * args.batches_per_iter
+    if args.max_steps < least:
+        return (f"--max-steps {args.max_steps} leaves no timed iteration: at least "
+                f"(--warmup-iters + 1) x --batches-per-iter = {least}")
+    return None
 
 
 def _log(line: str) -> None:
@@ -159,14 +192,18 @@ def _layout(args: argparse.Namespace, world_size: int) -> Layout:
 
 _GENERAL = ("precision", "channels_last", "compile", "diagnostics", "mllog", "seq_len", "tp",
             "pp", "microbatches", "pp_schedule", "activation_checkpointing", "peak_tflops",
-            "data", "data_workers", "data_prefetch", "data_stage", "data_seed")
+            "data", "data_workers", "data_prefetch", "data_stage", "data_seed", "lr", "optimizer",
+            "weight_decay", "lr_rule", "lr_reference_batch", "lr_warmup", "lr_decay")
 
 
 def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConfig:
     from .options import applicable
+    from .totarget import Goal
     from .train import TrainConfig
 
     options = applicable(vars(args), args.backend)
+    goal = (Goal(args.target_metric, args.target_value, args.eval_every, args.max_steps)
+            if args.target_metric else None)
     return TrainConfig(
         model=args.model, image_size=args.image_size, num_classes=args.num_classes,
         batch_size=args.batch_size, precision=args.precision, warmup_iters=args.warmup_iters,
@@ -176,7 +213,10 @@ def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConf
         options={k: v for k, v in options.items() if k not in _GENERAL},
         seq_len=args.seq_len, activation_checkpointing=args.activation_checkpointing,
         data=args.data, data_workers=args.data_workers, data_prefetch=args.data_prefetch,
-        data_stage=args.data_stage, data_seed=args.data_seed,
+        data_stage=args.data_stage, data_seed=args.data_seed, optimizer=args.optimizer,
+        weight_decay=args.weight_decay, lr_rule=args.lr_rule,
+        lr_reference_batch=args.lr_reference_batch, lr_warmup=args.lr_warmup,
+        lr_decay=args.lr_decay, lr_given=args.lr, target=goal,
         **({"layout": layout} if layout is not None else {}),
     )
 
@@ -238,6 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = _checked_layout(args)
     if layout is None:
         return 2
+    if args.lr_rule != "none" and args.lr_reference_batch < 1:
+        print(f"{PROG}: error: --lr-rule {args.lr_rule} needs --lr-reference-batch (the "
+              "global batch at which --lr holds)", file=sys.stderr)
+        return 2
+    if args.target_metric and layout.model_parallel > 1:
+        print(f"{PROG}: error: a measured target evaluates data-parallel runs only "
+              "(tp = pp = 1)", file=sys.stderr)
+        return 2
     if args.probe_batch:
         return probe_main(args)
     from . import train
@@ -262,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: data: {exc}", file=sys.stderr)
         return 2
     results = backend.gather(mine)
+    if cfg.target is not None:  # the timed iterations the loop ran, not --iters
+        cfg = replace(cfg, iters=min(len(r.iter_times) for r in results))
     rank_hosts = backend.gather(socket.gethostname())
     status = _report(args, cfg, session, results, rank_hosts, peak) if lead else 0
     backend.shutdown(session.device)
@@ -289,10 +339,14 @@ def _settle(args: argparse.Namespace, cfg: TrainConfig, session: Session) -> Tra
     """What the joined job changes in the config: CPU threads, no diagnostics under
     tp/pp (they are for data parallelism), a --peak-tflops a CNN cannot use."""
     from . import ddp
+    from .optimizers import scaled_lr
 
     lead = session.env.rank == 0
     if session.device.type == "cpu":
         ddp.set_cpu_threads(session.env, os.environ)
+    if cfg.lr_rule != "none":  # the global batch is known now (Horovod's layout too)
+        cfg = replace(cfg, lr=scaled_lr(args.lr, cfg.lr_rule, cfg.batch_size * cfg.layout.dp,
+                                        cfg.lr_reference_batch))
     if cfg.layout.model_parallel > 1 and cfg.diagnostics:
         cfg = replace(cfg, diagnostics=False)
         if lead:
@@ -360,9 +414,11 @@ def _report(args: argparse.Namespace, cfg: TrainConfig, session: Session,
     record = build(cfg, session, stats, results, _distinct(rank_hosts), peak,
                    time.perf_counter() - _STARTED, os.environ, rank_hosts)
     from .data.stats import line as input_line
+    from .totarget import line as target_line
 
     lines: list[str | None] = [*output.diagnostics_lines(record), *output.lm_lines(record),
-                               output.energy_line(record), input_line(record)]
+                               output.energy_line(record), input_line(record),
+                               target_line(dict(record))]
     for text in lines:
         if text is not None:
             _log(text)

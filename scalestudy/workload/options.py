@@ -18,6 +18,10 @@ MODEL_PARALLEL: tuple[str, ...] = ("ddp", "fsdp")  # the backends tp and pp comb
 #: The timing loop's defaults, the same for a spec's `workload:` and the benchmark's flags.
 TIMING: dict[str, int] = {"warmup_iters": 2, "iters": 10, "batches_per_iter": 5}
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+#: The optimizers and learning-rate rules (workload/optimizers.py implements them).
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adamw", "lars", "lamb")
+LR_RULES: tuple[str, ...] = ("none", "linear", "sqrt")
+DECAYS: tuple[str, ...] = ("none", "cosine", "step")
 
 
 #: An option's value, as the spec and the command line give it.
@@ -111,6 +115,21 @@ OPTIONS: tuple[Option, ...] = (
            "storage (local) or /dev/shm (shm); the copy is timed apart",
            choices=("none", "local", "shm")),
     Option("data_seed", int, 0, "real data: the shuffle seed", minimum=0, maximum=2**62),
+    Option("lr", float, 0.01, "learning rate (at lr_reference_batch when lr_rule scales "
+           "it)", minimum=1e-12, maximum=1e6),
+    Option("optimizer", str, "sgd", "sgd (momentum 0.9), adamw, lars (You et al. 2017) or "
+           "lamb (You et al. 2019)", choices=OPTIMIZERS),
+    Option("weight_decay", float, 0.0, "weight decay (not of biases and norm weights)",
+           minimum=0, maximum=10),
+    Option("lr_rule", str, "none", "scale the learning rate with the global batch B: "
+           "linear (lr x B/B_ref), sqrt (lr x sqrt(B/B_ref)) or none", choices=LR_RULES),
+    Option("lr_reference_batch", int, 0, "B_ref: the global batch at which the learning "
+           "rate is the one given (lr_rule linear or sqrt)", minimum=0, maximum=1 << 40),
+    Option("lr_warmup", float, 0.0, "linear learning-rate warm-up: optimizer steps (>= 1) "
+           "or a fraction of the run's steps (below 1; of max_steps with a target)",
+           minimum=0, maximum=1 << 40),
+    Option("lr_decay", str, "none", "after the warm-up: cosine (to 0 at the run's last "
+           "step), step (x0.1 at 1/2 and 3/4 of the run) or none", choices=DECAYS),
     Option("diagnostics", bool, True,
            "compute-only timing (no gradient sync) and an allreduce probe after the run"),
     Option("mllog", bool, False, "print MLPerf-style :::MLLOG lines"),

@@ -59,9 +59,30 @@ class MetricsRecord(TypedDict, total=False):
     warmup_iters: int
     iters: int
     batches_per_iter: int
-    lr: float
+    lr: float  # the learning rate used (after lr_rule scaled it)
     base_lr: float
     lr_warmup_iters: int
+    optimizer: str  # sgd, adamw, lars, lamb (absent: sgd, records before it was chosen)
+    weight_decay: float
+    lr_given: float  # the learning rate before lr_rule scaled it
+    lr_rule: str  # none, linear, sqrt
+    lr_reference_batch: int
+    warmup_steps: int  # learning-rate warm-up, optimizer steps
+    lr_decay: str  # none, cosine, step
+    #: a measured target (workload/totarget.py): absent without one
+    target_metric: str
+    target_value: float
+    target_reached: bool
+    steps_to_target: int | None
+    samples_to_target: int | None  # steps_to_target x global_batch (sequences for an LM)
+    time_to_target_s: float | None  # training seconds to the evaluation that reached it
+    best_value: float | None
+    eval_every: int
+    max_steps: int
+    steps_trained: int
+    train_s: float  # training seconds of every step (evaluations excluded)
+    eval_s: float  # seconds of the evaluations
+    eval_curve: list[list[float]]  # [step, samples, value] per evaluation
     num_params: int
     grad_bytes: int
     diagnostics: bool
@@ -208,6 +229,8 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "lr": cfg.lr,
         "base_lr": cfg.base_lr if cfg.base_lr is not None else cfg.lr,
         "lr_warmup_iters": cfg.lr_warmup_iters,
+        **_optimizer(cfg),
+        **_target(cfg, results),
         **train.summarize(list(results), cfg, env.world_size),
         **({} if "noise_scale" in described else unavailable(
             ("not measured with tensor or pipeline parallelism" if
@@ -228,6 +251,24 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         **_startup(results, environ),
         **_data(cfg, results, stats, max(len(hosts), env.num_nodes)),
     })
+
+
+def _optimizer(cfg: TrainConfig) -> dict[str, object]:
+    """What trained the model: the optimizer and the learning-rate rule and schedule."""
+    return {"optimizer": cfg.optimizer, "weight_decay": cfg.weight_decay,
+            "lr_given": cfg.lr_given if cfg.lr_given is not None else cfg.lr,
+            "lr_rule": cfg.lr_rule, "lr_reference_batch": cfg.lr_reference_batch,
+            "warmup_steps": cfg.warmup_steps, "lr_decay": cfg.lr_decay}
+
+
+def _target(cfg: TrainConfig, results: Sequence[TrainResult]) -> dict[str, object]:
+    """The measured target's keys (workload/totarget.py); {} without one."""
+    from . import totarget
+
+    outcome = results[0].target if results else None
+    if cfg.target is None or outcome is None:
+        return {}
+    return totarget.fields(cfg.target, outcome, cfg.batch_size * cfg.layout.dp)
 
 
 def _data(cfg: TrainConfig, results: Sequence[TrainResult], stats: Stats, nodes: int

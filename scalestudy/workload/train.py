@@ -27,11 +27,14 @@ from .data.stats import DataStats
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
+from .optimizers import factor, make, warmup_steps
 from .options import Value
 from .timing import mean, time_iterations
+from .totarget import Goal
 
 if TYPE_CHECKING:
     from .data.feed import Feeder
+    from .totarget import Outcome
 
 #: The learning-rate schedule stepped once per optimizer step.
 LRScheduler = torch.optim.lr_scheduler.LRScheduler
@@ -61,9 +64,17 @@ class TrainConfig:
     channels_last: bool = False
     compile: bool = False
     diagnostics: bool = True
-    lr: float = 0.01
+    lr: float = 0.01  # the learning rate used (scaled by lr_rule, see optimizers.py)
     base_lr: float | None = None  # warm-up starts here (default: lr)
     lr_warmup_iters: int = 0
+    optimizer: str = "sgd"
+    weight_decay: float = 0.0
+    lr_rule: str = "none"  # how lr was scaled from the given one (none: lr as given)
+    lr_reference_batch: int = 0
+    lr_warmup: float = 0.0  # steps (>= 1) or a fraction of total_steps
+    lr_decay: str = "none"
+    lr_given: float | None = None  # the learning rate before lr_rule scaled it
+    target: Goal | None = None  # a measured target (totarget.py), else the timed loop
     options: dict[str, Value] = field(default_factory=dict)  # backend-specific options
     seq_len: int = 1024  # transformer models: tokens per sequence
     activation_checkpointing: bool = False
@@ -73,6 +84,21 @@ class TrainConfig:
     data_prefetch: int = 2
     data_stage: str = "none"
     data_seed: int = 0
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of the run, what the schedule spans: max_steps with a target,
+        else the warm-up and timed iterations' steps."""
+        if self.target is not None:
+            return self.target.max_steps
+        return (self.warmup_iters + self.iters) * self.batches_per_iter
+
+    @property
+    def warmup_steps(self) -> int:
+        """Steps of the learning-rate warm-up (lr_warmup_iters, else lr_warmup)."""
+        if self.lr_warmup_iters > 0:
+            return self.lr_warmup_iters
+        return warmup_steps(self.lr_warmup, self.total_steps)
 
     @property
     def unit(self) -> str:
@@ -102,17 +128,21 @@ class Batch:
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Multiplier of cfg.lr at optimizer step `step`: a linear ramp from base_lr to lr
-    over lr_warmup_iters steps (Goyal et al.), then 1."""
-    if cfg.lr_warmup_iters <= 0 or step >= cfg.lr_warmup_iters:
-        return 1.0
-    start = (cfg.base_lr if cfg.base_lr is not None else cfg.lr) / cfg.lr
-    return start + (1.0 - start) * step / cfg.lr_warmup_iters
+    """Multiplier of cfg.lr at optimizer step `step`: a linear ramp over the warm-up
+    (from base_lr with the spec's lr policy, Goyal et al.; else from lr / warm-up
+    steps), then the decay (optimizers.factor)."""
+    warm = cfg.warmup_steps
+    if cfg.lr_warmup_iters > 0:
+        start = (cfg.base_lr if cfg.base_lr is not None else cfg.lr) / cfg.lr
+    else:
+        start = 1.0 / warm if warm > 0 else 1.0
+    return factor(step, warm, cfg.total_steps, cfg.lr_decay, start)
 
 
 def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
-    """SGD with momentum at the run's learning rate."""
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=0.9)
+    """The run's optimizer (sgd with momentum 0.9, adamw, lars, lamb) at its learning
+    rate; biases and norm weights without weight decay (optimizers.make)."""
+    return make(cfg.optimizer, params, cfg.lr, cfg.weight_decay)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> LRScheduler:
@@ -239,6 +269,7 @@ class TrainResult:
     energy: energy.Reading | None = None  # energy.Reading of the timed iterations
     first_step_at: float | None = None  # wall-clock time its first (warm-up) step began
     data: DataStats | None = None  # the input's measurements (None: synthetic tensors)
+    target: Outcome | None = None  # the run to a measured target (None: none)
 
 
 def local_parameters(model: nn.Module) -> int:
@@ -313,7 +344,7 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
 
         feeder = open_feeder(cfg, batch, rank, model_vocab(model))
     try:
-        result = _run(backend, cfg, device, on_iter, sync, model, batch, feeder)
+        result = _run(backend, cfg, device, on_iter, sync, model, batch, feeder, rank)
     finally:
         if feeder is not None:
             feeder.close()
@@ -324,7 +355,7 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
 
 def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
          on_iter: Callable[[int, float], object] | None, sync: Callable[[], None],
-         model: nn.Module, batch: Batch, feeder: Feeder | None) -> TrainResult:
+         model: nn.Module, batch: Batch, feeder: Feeder | None, rank: int = 0) -> TrainResult:
     """`run`'s phases on a built model."""
     params = num_parameters(model)
     wire_bytes = grad_bytes(model, backend.wire)
@@ -353,9 +384,19 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
             feeder.start_timing()
 
     first_step_at = time.time()  # the first (warm-up) step starts: start-up ends here
-    times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
-                            batches_per_iter=cfg.batches_per_iter, sync=sync, on_iter=on_iter,
-                            before_timed=before_timed)
+    outcome = None
+    if cfg.target is not None:
+        from .totarget import run_to_target
+
+        if feeder is None:
+            raise WorkloadError("a measured target trains on a dataset: give --data")
+        times, outcome = run_to_target(cfg, cfg.target, feeder.stats.kind, tracked, model,
+                                       backend.gather, device, lambda: autocast(cfg, device),
+                                       sync, before_timed, on_iter, rank)
+    else:
+        times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
+                                batches_per_iter=cfg.batches_per_iter, sync=sync,
+                                on_iter=on_iter, before_timed=before_timed)
     reading = meter.stop()
     final_loss = None if last[0] is None else float(last[0])
     if cfg.diagnostics and not backend.bare_compute:
@@ -368,7 +409,7 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
     return TrainResult(iter_times=times, compute_iter_times=compute_times,
                        probe_times=probe, num_params=params, grad_bytes=wire_bytes,
                        final_loss=final_loss, energy=reading, local_params=local,
-                       first_step_at=first_step_at)
+                       first_step_at=first_step_at, target=outcome)
 
 
 def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
