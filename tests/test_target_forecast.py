@@ -114,6 +114,18 @@ def test_a_table_of_runs_is_read_with_its_unit(tmp_path: Path) -> None:
     assert v.tolist() == [12.5, 13, 14, 17.1]
 
 
+def test_a_studys_runs_csv_leaves_out_runs_that_did_not_reach_the_target(tmp_path: Path
+                                                                          ) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,state,global_batch,target_reached,samples_to_target\n"
+                    "a,completed,8,True,800\nb,completed,16,True,1200\n"
+                    "c,failed,16,,\nd,completed,32,False,\ne,completed,32,True,2000\n"
+                    "f,completed,64,True,3500\n", encoding="utf-8")
+    b, v, unit = read_target_table(path)
+    assert unit == "samples" and b.tolist() == [8, 16, 32, 64]
+    assert v.tolist() == [800, 1200, 2000, 3500]
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("global_batch,loss\n1,2\n", "t.csv:1: no samples_to_target or epochs_to_target"),
     ("batch,samples_to_target\n1,2\n", "t.csv:1: no global_batch column"),

@@ -3,7 +3,9 @@
 
 Columns: `global_batch` and one of `samples_to_target` or `epochs_to_target` (the unit of
 the forecast; with both, samples are read). One row per run: the seeds of one global batch
-repeat it. Other columns (seed, benchmark, notes) are ignored.
+repeat it. Other columns (seed, benchmark, notes) are ignored. A study's own runs.csv
+reads as it is: a run that did not complete (`state`) or did not reach the target
+(`target_reached` false) has no samples to the target, and its row is left out.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def read_target_table(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
                               "columns are global_batch and samples_to_target (or "
                               "epochs_to_target), one row per run")
     at_b, at_v = header.index("global_batch"), header.index(value)
+    state = header.index("state") if "state" in header else None
+    reached = header.index("target_reached") if "target_reached" in header else None
     batches: list[float] = []
     values: list[float] = []
     for line, cells in enumerate(rows[1:], start=2):
@@ -52,6 +56,9 @@ def read_target_table(path: Path) -> tuple[np.ndarray, np.ndarray, str]:
         if len(cells) != len(header):
             raise ScalestudyError(f"{path}:{line}: {len(cells)} cells for {len(header)} "
                                   "columns: give one cell a column")
+        if (state is not None and cells[state].strip() != "completed") or (
+                reached is not None and cells[reached].strip().lower() != "true"):
+            continue  # a run of a study that failed, or never reached the target
         batches.append(_positive(path, line, "global_batch", cells[at_b]))
         values.append(_positive(path, line, value, cells[at_v]))
     b = np.asarray(batches, float)
