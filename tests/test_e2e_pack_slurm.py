@@ -142,13 +142,16 @@ def test_an_allocation_cancelled_half_way_loses_and_repeats_nothing(tmp_path: Pa
 def test_a_short_partition_splits_the_study(tmp_path: Path, slurm_cluster) -> None:
     path = spec(tmp_path, "split", nodes="[1, 2]", walltime="00:04:00",
                 job=", partition: short")
-    shown = run_cli("plan", path, "--pack", "--json", cwd=tmp_path)
+    # a store of its own: the session's holds other tests' timings, which size the
+    # allocations differently from one test order to another
+    store = {"SCALESTUDY_STORE": str(tmp_path / "history.sqlite")}
+    shown = run_cli("plan", path, "--pack", "--json", cwd=tmp_path, env_extra=store)
     assert shown.returncode == 0, shown.stderr
     planned = json.loads(shown.stdout)["pack"]["allocations"]
     assert len(planned) > 1 and all(a["walltime"] <= "00:10:00" for a in planned)
     assert sorted(r for a in planned for r in a["runs"]) == sorted(
         r["run_id"] for r in json.loads(shown.stdout)["runs"])
-    done = run_cli("run", path, "--pack", "--wait", cwd=tmp_path)
+    done = run_cli("run", path, "--pack", "--wait", cwd=tmp_path, env_extra=store)
     assert done.returncode == 0, done.stdout + done.stderr
     directory = tmp_path / "results" / "split"
     jobs = {json.loads(x)["job_id"] for x in (directory / "jobs.jsonl").read_text().splitlines()
