@@ -132,3 +132,43 @@ def test_the_report_and_summary_show_it_with_a_measured_target(tmp_path: Path) -
                                                        "batch 32 at 2 nodes (4 GPUs)")
     csv = pd.read_csv(tmp_path / "s" / "report" / "to_target.csv")
     assert list(csv["reached"]) == [2, 1]
+
+
+SPEC = """name: tt
+system: local
+scaling: strong
+workload: {kind: synthetic, model: gpt-tiny, seq_len: 32, iters: 20}
+grid: {nodes: [1], ranks_per_node: [2], global_batch: [16, 32, 64]}
+"""
+
+
+@pytest.mark.slow  # a whole report through the CLI
+def test_report_prints_the_fastest_and_cheapest_line(tmp_path: Path) -> None:
+    from scalestudy.study import make_plan
+    from tests.conftest import run_cli
+
+    spec = tmp_path / "study.yaml"
+    spec.write_text(SPEC)
+    plan = make_plan(spec, tmp_path / "results")
+    seconds = {16: 60.0, 32: 40.0, 64: None}  # batch 64 never reached the target
+    for r in plan.runs:
+        p = r.params()
+        d = plan.run_dir(r)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "run.json").write_text(json.dumps(p))
+        (d / "status.json").write_text(json.dumps({"state": "completed", "exit_code": 0}))
+        t = seconds[int(p["global_batch"])]
+        record = {"throughput": 5000.0, "iters": 20, "throughput_unit": "tokens/s",
+                  "device": "cpu", "target_metric": "val_loss", "target_value": 2.6,
+                  "target_reached": t is not None, "time_to_target_s": t,
+                  "samples_to_target": None if t is None else 500 * int(p["global_batch"]),
+                  "best_value": 2.5 if t is not None else 2.8}
+        (d / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    done = run_cli("report", str(spec), "--results", "results", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ("Fastest and cheapest to the target: global batch 32 at 2 GPUs on 1 node "
+            "(40 s for 0.0111 node-hours).") in done.stdout
+    md = (tmp_path / "results/tt/report/index.md").read_text()
+    section = md.split(SECTION)[1].split("\n## ")[0]
+    assert "| global batch 64 | 1 | 2 | 64 | 0/1 | 1 (best 2.8) | not reached |" in section
+    assert "| nodes | ranks |" in section  # a CPU study counts ranks

@@ -169,7 +169,7 @@ def _marked(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def name(row: pd.Series, several: bool) -> str:
+def point_label(row: pd.Series, several: bool) -> str:
     """A point as people say it: `global batch 32 at 2 GPUs on 1 node`."""
     where = point_name(row)
     return f"{row['group']} at {where}" if several or row["group"] else where
@@ -188,7 +188,7 @@ def sentence(points: pd.DataFrame) -> str:
     cheap = points[points["cheapest"]].iloc[0]
     said = (f"{hours(fast['time_to_target_s'])} for {fast['node_hours']:,.3g} node-hours")
     if fast.name == cheap.name:
-        return (f"Fastest and cheapest to the target: {name(fast, several)} ({said}).")
-    return (f"Fastest to the target: {name(fast, several)} ({said}); cheapest: "
-            f"{name(cheap, several)} ({cheap['node_hours']:,.3g} node-hours in "
+        return (f"Fastest and cheapest to the target: {point_label(fast, several)} ({said}).")
+    return (f"Fastest to the target: {point_label(fast, several)} ({said}); cheapest: "
+            f"{point_label(cheap, several)} ({cheap['node_hours']:,.3g} node-hours in "
             f"{hours(cheap['time_to_target_s'])}).")
