@@ -114,6 +114,7 @@ def report(
     from scalestudy.results.analysis.references import failed_lines
     from scalestudy.results.analysis.study import AnalysisOptions
     from scalestudy.results.analysis.summary import dump
+    from scalestudy.results.analysis.totarget import sentence as to_target_sentence
 
     options = AnalysisOptions(baseline=baseline, thresholds=Thresholds(straggler, max_cv,
                                                                       min_iters),
@@ -131,6 +132,8 @@ def report(
                       f"{got.failed_checks} failed")
         for line in got.picks:
             out.print(line, highlight=False)
+        if len(got.to_target):
+            out.print(to_target_sentence(got.to_target), highlight=False)
         out.print(f"report: {rep.html}", highlight=False)
     if rep.stored:
         err.print(rep.stored, highlight=False, markup=False)

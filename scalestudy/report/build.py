@@ -49,6 +49,7 @@ from scalestudy.report.sections import (
     not_measured_blocks,
     parallelism_blocks,
     straggler_blocks,
+    to_target_blocks,
 )
 from scalestudy.report.tables import (
     bound_table,
@@ -197,6 +198,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     if not table.empty:
         b += _model_blocks(a)
     b += parallelism_blocks(table)
+    b += to_target_blocks(a.to_target)
     b += cost_blocks(a.costs, runs, a.target, a.picks, a.waits)
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
@@ -272,6 +274,7 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("flags.csv", "the flagged runs"),
     ("failures.csv", "the failed runs"),
     ("cost.csv", "time to solution, node-hours, GPU-hours, energy and the Pareto front"),
+    ("to_target.csv", "time, node-hours and samples to the measured target per point"),
     ("summary.json", "the summary `scalestudy report --json` prints"),
 )
 
@@ -312,6 +315,8 @@ def _data(a: Analysis, plots: list[Plot]) -> dict[str, pd.DataFrame]:
         csvs["heatmap.csv"] = heatmap_data(a.table).reset_index()
     if len(a.checks):
         csvs["references.csv"] = a.checks
+    if len(a.to_target):
+        csvs["to_target.csv"] = a.to_target
     return csvs
 
 

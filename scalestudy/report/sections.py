@@ -1,4 +1,4 @@
-"""The report's Cost and Parallelism sections: their blocks, sentences, tables and data.
+"""The report's Cost, Parallelism and time-to-target sections: blocks, sentences, tables.
 
 Cost (results.analysis.cost): time to solution, node-hours, GPU-hours and energy per point, the
 Pareto front of time against node-hours, and the points a deadline or a budget picks.
@@ -262,3 +262,48 @@ def container_blocks(costs: pd.DataFrame, unit: str) -> list[Block]:
             Table(["container", "point", f"bare {unit}", f"container {unit}", "change",
                    "step time bare / container", "start-up bare / container", "verdict"],
                   rows)]
+
+
+def to_target_blocks(points: pd.DataFrame) -> list[Block]:
+    """The section "Time and node-hours to the target" (nothing when no run measured one)."""
+    if points.empty:
+        return []
+    from scalestudy.results.analysis.totarget import INTERVAL_TEXT, sentence
+
+    def band(value: float, low: float, high: float, say: Any) -> str:
+        if not math.isfinite(value):
+            return "not reached"
+        return say(value) + ("" if math.isclose(low, high) else f" [{say(low)}–{say(high)}]")
+
+    def nh(value: float) -> str:
+        return f"{value:,.3g}"
+
+    rows = []
+    for _, r in points.iterrows():
+        best = r["best_not_reached"]
+        missed = str(int(r["not_reached"])) + (
+            f" (best {best:.4g})" if pd.notna(best) and math.isfinite(float(best)) else "")
+        marks = [m for m, on in (("fastest", r["fastest"]), ("cheapest", r["cheapest"]),
+                                 ("on the front", r["pareto"])) if on]
+        rows.append([str(r["group"]), str(int(r["nodes"])), str(int(r["world_size"])),
+                     format_value(r["global_batch"]), f"{int(r['reached'])}/{int(r['runs'])}",
+                     missed,
+                     band(float(r["time_to_target_s"]), float(r["time_low"]),
+                          float(r["time_high"]), hours),
+                     band(float(r["node_hours"]), float(r["node_hours_low"]),
+                          float(r["node_hours_high"]), nh),
+                     num(r["samples_to_target"]) if pd.notna(r["samples_to_target"]) else "n/a",
+                     ", ".join(marks) or ("dominated" if math.isfinite(
+                         float(r["time_to_target_s"])) else "—")])
+    return [Heading("Time and node-hours to the target"),
+            Note("Measured, not priced: each run trained until its held-out metric reached "
+                 "the target (docs/target.md). Time = the median time to the target over "
+                 "the repeats that reached it; node-hours = nodes × that time. A run that "
+                 "did not reach the target is counted under \"not reached\" (with the best "
+                 "value it got), never averaged in. " + INTERVAL_TEXT + " A point is on the "
+                 "front when no other point reached the target both faster and with fewer "
+                 "node-hours."),
+            Items([sentence(points)]),
+            Table(["group", "nodes", "GPUs", "global batch", "reached", "not reached",
+                   "time [interval]", "node-hours [interval]", "samples (median)",
+                   "front"], rows)]

@@ -35,6 +35,7 @@ from scalestudy.results.analysis.quality import Thresholds, flagged_runs, host_v
 from scalestudy.results.analysis.references import Locate, check_references
 from scalestudy.results.analysis.spend import Spend
 from scalestudy.results.analysis.summary import POINT_KEYS, headline, records
+from scalestudy.results.analysis.totarget import INTERVAL_TEXT, sentence, to_target
 from scalestudy.results.analysis.variants import variant_outcomes
 from scalestudy.results.analysis.waits import Wait
 
@@ -100,6 +101,8 @@ class Analysis:
     stragglers: dict[str, Any] = field(default_factory=dict)
     #: each containerised point beside the same point bare (container_cost)
     containers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: time and node-hours to a measured target per point (totarget; empty: none measured)
+    to_target: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def unit(self) -> str:
@@ -169,7 +172,8 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
         spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
-        waits=tuple(waits), stragglers=dict(stragglers or {}), containers=boxes)
+        waits=tuple(waits), stragglers=dict(stragglers or {}), containers=boxes,
+        to_target=to_target(runs, table, scaling))
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -230,4 +234,6 @@ def _summary(a: Analysis) -> dict[str, Any]:
         **({"not_measured": list(a.not_measured)} if a.not_measured else {}),
         **({"stragglers": a.stragglers} if a.stragglers else {}),
         **({"containers": records(a.containers)} if len(a.containers) else {}),
+        **({"to_target": {"sentence": sentence(a.to_target), "interval": INTERVAL_TEXT,
+                          "points": records(a.to_target)}} if len(a.to_target) else {}),
     }
