@@ -56,7 +56,8 @@ def run_and_check(tmp_path: Path, kind: str, system: str, nodes: str, ranks: int
     spec = tmp_path / f"{kind}.yaml"
     spec.write_text(STUDY.format(name=kind, system=system, model=model, data=f"'{data}'",
                                  nodes=nodes, ranks=ranks, batch=batch))
-    done = run_cli("run", str(spec), cwd=tmp_path, timeout=900)
+    follow = ["--wait"] if system != "local" else []  # a scheduler's: followed to the end
+    done = run_cli("run", str(spec), *follow, cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     directory = tmp_path / "results" / kind
     runs = pd.read_csv(directory / "runs.csv")
