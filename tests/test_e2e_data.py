@@ -12,20 +12,11 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
+from tests.slurm_testbed import TESTBED_PROFILE
 from tests.test_datasets import user_images, user_shard, user_tokens
 
 pytestmark = pytest.mark.slow
 
-SLURM_PROFILE = """
-name: testbed-data
-description: the localhost Slurm testbed (4 virtual nodes of 2 CPUs)
-scheduler: slurm
-launcher: srun
-max_nodes: 4
-cores_per_node: 2
-threads_per_rank: 1
-launcher_options: {cpu_bind: none}
-"""
 STUDY = """
 name: {name}
 system: {system}
@@ -85,5 +76,5 @@ def test_a_users_own_dataset_runs_here(tmp_path: Path, kind: str) -> None:
 @pytest.mark.parametrize("kind", ["tokens", "images"])
 def test_a_users_own_dataset_runs_on_the_slurm_testbed(tmp_path: Path, kind: str,
                                                        slurm_cluster) -> None:
-    (tmp_path / "profile.yaml").write_text(SLURM_PROFILE)
+    (tmp_path / "profile.yaml").write_text(TESTBED_PROFILE)
     run_and_check(tmp_path, kind, "profile.yaml", "[1, 2]", 2, [2, 4])
