@@ -1,12 +1,19 @@
 """The docs say what the code does: the reference pages are what dev/gen_reference.py
 makes of the CLI and the spec's schema today, and every `scalestudy` command and option
-that README.md or a page under docs/ names exists."""
+that README.md or a page under docs/ names exists. The site renders as written: no list
+shows as a paragraph with literal markers, every page's table of contents lists its
+sections, and no page outside the generated reference runs past 300 lines."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import shutil
+import subprocess
+import sys
 from functools import cache
+from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 
@@ -121,3 +128,101 @@ def test_the_check_finds_a_command_or_an_option_that_does_not_exist() -> None:
     assert rest == ["--write-exclude", "x"] and command.name == "nodes"
     assert "--write-exclude" in options(command)
     assert "--fast" not in options(resolve(["run"])[0])
+
+
+MAX_LINES = 300
+KNOWN_LONG = {"forecast.md"}  # being split in issue 50: remove each once it is short
+
+
+def test_no_page_outside_the_reference_is_over_300_lines() -> None:
+    docs = ROOT / "docs"
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines())
+             for p in sorted(docs.glob("*.md"))}
+    long = [f"docs/{name}: {n} lines" for name, n in sizes.items()
+            if n > MAX_LINES and name not in KNOWN_LONG]
+    assert not long, (f"over {MAX_LINES} lines (split it by what a reader comes for):\n"
+                      + "\n".join(long))
+    short = sorted(name for name in KNOWN_LONG if sizes.get(name, 0) <= MAX_LINES)
+    assert not short, f"no longer over {MAX_LINES} lines: drop {short} from KNOWN_LONG"
+
+
+class Page(HTMLParser):
+    """What a rendered page shows: each paragraph's text, the ids of its H2s and the
+    anchors its right-hand table of contents (Material's secondary nav) links to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paragraphs: list[str] = []
+        self.h2: list[str] = []
+        self.toc: set[str] = set()
+        self._p: list[str] | None = None
+        self._navs: list[bool] = []  # open <nav>s: whether each is a table of contents
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "nav":
+            self._navs.append("md-nav--secondary" in (a.get("class") or ""))
+        elif tag == "a" and any(self._navs) and (a.get("href") or "").startswith("#"):
+            self.toc.add((a["href"] or "")[1:])
+        elif tag == "h2" and a.get("id"):
+            self.h2.append(a["id"] or "")
+        elif tag == "p":
+            self._p = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "nav" and self._navs:
+            self._navs.pop()
+        elif tag == "p" and self._p is not None:
+            self.paragraphs.append("".join(self._p))
+            self._p = None
+
+    def handle_data(self, data: str) -> None:
+        if self._p is not None:
+            self._p.append(data)
+
+
+MARKER = re.compile(r"^\s*(?:[-*+]|\d+\.) \S")
+
+
+def problems(html: str) -> list[str]:
+    """A rendered page's defects: a paragraph with a line that starts with a list marker
+    (a list written right under a paragraph line, which Python-Markdown leaves as text),
+    and an H2 that the table of contents leaves out (empty, or hidden under a second H1)."""
+    page = Page()
+    page.feed(html)
+    found = [f"a list rendered as a paragraph: {line.strip()[:70]!r}"
+             for text in page.paragraphs for line in text.splitlines() if MARKER.match(line)]
+    missing = [h for h in page.h2 if h not in page.toc]
+    if missing:
+        found.append(f"table of contents lacks {len(missing)} of {len(page.h2)} sections "
+                     f"(first: #{missing[0]}); is there a second H1?")
+    return found
+
+
+def test_the_render_check_finds_a_literal_list_and_a_hidden_section() -> None:
+    toc = ('<nav class="md-nav md-nav--secondary"><ul><li><a href="#a">A</a></li></ul></nav>'
+           '<nav class="md-nav"><a href="#b">B</a></nav>')
+    good = toc + '<h1 id="t">T</h1><h2 id="a">A</h2><p>Text, with - a dash.</p><ul><li>x</li></ul>'
+    assert problems(good) == []
+    bad = toc + ('<h2 id="a">A</h2><h1 id="u">U</h1><h2 id="b">B</h2>'
+                 "<p>Checked like runs:\n- <strong>One</strong> thing\n1. another</p>")
+    assert problems(bad) == [
+        "a list rendered as a paragraph: '- One thing'",
+        "a list rendered as a paragraph: '1. another'",
+        "table of contents lacks 1 of 2 sections (first: #b); is there a second H1?"]
+
+
+@pytest.mark.slow
+def test_the_site_builds_and_renders_lists_and_tables_of_contents(tmp_path: Path) -> None:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+    site = tmp_path / "site"
+    done = subprocess.run([mkdocs, "build", "--strict", "-q", "-d", str(site)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    wrong = [f"{page.relative_to(site)}: {p}" for page in sorted(site.rglob("*.html"))
+             if page.name == "index.html" and page.parent != site / "search"
+             for p in problems(page.read_text(encoding="utf-8"))]
+    assert not wrong, "\n".join(wrong)
