@@ -12,6 +12,7 @@ import pytest
 from scalestudy.execute import workspace as ws
 from scalestudy.results.history.failures import chosen_rate, failure_rates
 from scalestudy.results.history.store import Store
+from tests.conftest import run_cli
 from tests.test_collect import make_run, params, record
 
 T0 = 1_790_000_000.0  # a fixed start (2026)
@@ -55,6 +56,11 @@ def test_the_rate_counts_system_failures_per_node_hour_of_every_attempt(
     store_rows = Store(str(tmp_path / "h.sqlite")).rows()
     assert chosen_rate(store_rows, "polaris", 0.5).source == "store"
     assert chosen_rate(store_rows, "polaris", 0.5, enough=4).source == "spec"
+    shown = run_cli("history", "failures", "--system", "polaris", "--store",
+                    str(tmp_path / "h.sqlite"), cwd=tmp_path, env_extra={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "polaris: 0.0667 failures per node-hour [0.0182–0.172, 90%] from 3 failure(s)" \
+        in shown.stdout
 
 
 def test_a_young_store_gives_way_to_the_spec_and_old_rows_say_why_they_are_not_counted(

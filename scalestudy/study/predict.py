@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from scalestudy.results.analysis.forecast import Forecast
     from scalestudy.results.analysis.target_forecast import TargetForecast
+    from scalestudy.study.wall import WallAsk
 
 
 def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | None = None,
@@ -87,11 +88,12 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
 
 
 def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
-                      beyond: bool = False) -> TargetForecast:
+                      beyond: bool = False, wall: WallAsk | None = None) -> TargetForecast:
     """Forecast the samples (or epochs) to the target at `batches` global batches from a
     table of runs (global_batch, samples_to_target or epochs_to_target; seeds repeat a
     batch): target_forecast says how, target_table what the table holds; `beyond`: past
-    8× the largest measured batch, flagged instead of refused."""
+    8× the largest measured batch, flagged instead of refused. With `wall`, also the wall
+    clock with checkpoints and failures at each batch (model["wall_clock"])."""
     from scalestudy.results.analysis.target_forecast import forecast_to_target
     from scalestudy.results.analysis.target_table import read_target_table
 
@@ -105,6 +107,10 @@ def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
     except ScalestudyError as exc:
         raise ScalestudyError(f"{source}: {exc}") from None
     found.model["source"] = f"table {source}"
+    if wall is not None:
+        from scalestudy.study.wall import wall_clock
+
+        found.model["wall_clock"] = wall_clock(found, wall)
     return found
 
 

@@ -181,3 +181,52 @@ def expected_wall(work_s: float, *, save_s: float, mtbf_s: float, restart_s: flo
     lost = max(0.0, total - work_s - saves)
     return Goodput(work_s, saves, lost, startup_s, failures,
                    lost / failures if failures > 0 else 0.0, tau, mtbf_s)
+
+
+@dataclass(frozen=True)
+class ScaleWall:
+    """One scale's wall clock to the target with checkpoints and failures, and its
+    interval (the failure rate's and the work's ends together: a wide, safe interval)."""
+
+    nodes: int
+    work_s: float  # training to the target without saves or failures
+    young_s: float
+    daly_s: float
+    expected: Goodput  # at the rate's point value and Daly's interval
+    wall_low_s: float
+    wall_high_s: float
+    goodput_low: float
+    goodput_high: float
+
+    def as_dict(self) -> dict[str, object]:
+        """For `predict --to-target --json`."""
+        g = self.expected
+        return {"nodes": self.nodes, "work_s": self.work_s, "young_interval_s": self.young_s,
+                "daly_interval_s": self.daly_s, "wall_s": g.wall_s,
+                "wall_low_s": self.wall_low_s, "wall_high_s": self.wall_high_s,
+                "goodput": g.goodput, "goodput_low": self.goodput_low,
+                "goodput_high": self.goodput_high, "checkpoints_s": g.checkpoints_s,
+                "failures_s": g.failures_s, "expected_failures": g.failures,
+                "lost_per_failure_s": g.lost_per_failure_s, "startup_s": g.startup_s,
+                "mtbf_s": g.mtbf_s}
+
+
+def scale_wall(nodes: int, work: tuple[float, float, float], rate: tuple[float, float, float],
+               *, save_s: float, restart_s: float, startup_s: float) -> ScaleWall:
+    """The wall clock of one scale: `work` (value, low, high) seconds of training, `rate`
+    (value, low, high) failures per node-hour, a save of `save_s` at Daly's interval for
+    the rate's value, each failure costing `restart_s` and the work since the last save.
+    The wall clock's interval takes the low ends together and the high ends together (it
+    grows with both), the goodput's the rate's ends at the work's value, at the same τ."""
+    mtbf = [job_mtbf_s(r, nodes) for r in rate]
+    mid = expected_wall(work[0], save_s=save_s, mtbf_s=mtbf[0], restart_s=restart_s,
+                        startup_s=startup_s)
+    tau = None if math.isinf(mid.interval_s) else mid.interval_s
+
+    def at(w: float, m: float) -> Goodput:
+        return expected_wall(w, save_s=save_s, mtbf_s=m, restart_s=restart_s,
+                             interval_s=tau, startup_s=startup_s)
+
+    return ScaleWall(nodes, work[0], young_interval(save_s, mtbf[0]), mid.interval_s, mid,
+                     at(work[1], mtbf[1]).wall_s, at(work[2], mtbf[2]).wall_s,
+                     at(work[0], mtbf[2]).goodput, at(work[0], mtbf[1]).goodput)
