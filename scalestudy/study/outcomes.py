@@ -123,6 +123,7 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     from scalestudy.report.build import build_report
     from scalestudy.results.analysis.references import load_references
     from scalestudy.results.analysis.study import AnalysisOptions, Where, analyse
+    from scalestudy.study.wall import study_failure_rate
 
     study = plan.study
     _refuse_an_empty_report(plan)
@@ -142,7 +143,8 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
                        target=study.cost_target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
                        not_measured=_not_measured(plan, runs), waits=expected_waits(plan),
-                       stragglers=study_stragglers(study.name, study.system, runs))
+                       stragglers=study_stragglers(study.name, study.system, runs),
+                       failure_rate=study_failure_rate(study.system, study.failures))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)

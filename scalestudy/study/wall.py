@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from scalestudy.core.errors import ScalestudyError
 
 if TYPE_CHECKING:
+    from scalestudy.core.failures import Failures
+    from scalestudy.results.analysis.hours import FailureInputs
     from scalestudy.results.analysis.target_forecast import TargetForecast
 
 
@@ -101,3 +103,27 @@ def _waits(ask: WallAsk) -> tuple[dict[int, float], str]:
             "queue wait: " + "; ".join(f"{w.nodes} node(s): " + (
                 f"{w.seconds:g} s ({w.source})" if w.seconds is not None
                 else f"0 s assumed ({w.source})") for w in found))
+
+
+def study_failure_rate(system: str, spec: Failures | None) -> FailureInputs | None:
+    """The failure rate a study's report uses for its expected failures: the store's for
+    its system, or the spec's while the store holds too few failures; None when neither
+    knows. A store that cannot be read costs the estimate only."""
+    import sqlalchemy.exc
+
+    from scalestudy.results.analysis.hours import FailureInputs
+    from scalestudy.results.history.failures import chosen_rate
+    from scalestudy.study.history import open_store
+
+    rows: list[dict[str, Any]] = []
+    try:
+        store = open_store()
+        try:
+            rows = store.rows(system=system)
+        finally:
+            store.dispose()
+    except (ScalestudyError, sqlalchemy.exc.SQLAlchemyError, OSError):
+        rows = []
+    found = chosen_rate(rows, system, spec.per_node_hour if spec is not None else None)
+    return None if found is None else FailureInputs(
+        found.per_node_hour, found.line(), spec.queue_wait_s if spec is not None else None)
