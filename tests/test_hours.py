@@ -14,13 +14,8 @@ from scalestudy.report.hours import hours_blocks, plot_hours
 from scalestudy.report.page import Heading, Image, Para, Table
 from scalestudy.results.analysis.collect import read_runs
 from scalestudy.results.analysis.efficiency import scaling_table
-from scalestudy.results.analysis.hours import (
-    PARTS,
-    TOLERANCE,
-    FailureInputs,
-    run_parts,
-    where_hours_go,
-)
+from scalestudy.results.analysis.goodput import FailureInputs
+from scalestudy.results.analysis.hours import PARTS, TOLERANCE, run_parts, where_hours_go
 
 PREVIOUS = Path(__file__).parent / "data" / "previous-release" / "results" / "prev" / "runs.csv"
 

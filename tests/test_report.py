@@ -93,9 +93,10 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     rep = root / "report"
     assert out == rep / "index.html"
     assert sorted(f.name for f in rep.iterdir()) == [
-        "cost.csv", "cost.png", "efficiency.png", "failures.csv", "flags.csv", "index.html",
-        "index.md", "model.png", "model_fit.csv", "model_points.csv", "model_predictions.csv",
-        "ring_bound.csv", "scaling.csv", "summary.json", "throughput.png", "variants.png"]
+        "cost.csv", "cost.png", "efficiency.png", "failures.csv", "flags.csv", "hours.csv",
+        "hours.png", "index.html", "index.md", "model.png", "model_fit.csv",
+        "model_points.csv", "model_predictions.csv", "ring_bound.csv", "scaling.csv",
+        "summary.json", "throughput.png", "variants.png"]
     assert not [f for f in root.iterdir() if f.name.startswith("report.")]
     for png in ("throughput.png", "efficiency.png", "cost.png"):
         assert (rep / png).read_bytes().startswith(PNG)
@@ -110,11 +111,11 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert "](cost.png)" in md and "on the front" in md
 
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 5
+    assert page.count("data:image/png;base64,") == 6  # with "Where the hours go"
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
     assert "http" not in text and "//" not in text  # no network references
     srcs = re.findall(r'src="([^"]*)"', text)
-    assert srcs == [""] * 5
+    assert srcs == [""] * 6
     assert all(not h.startswith(("/", "http")) and ":" not in h
                for h in re.findall(r'href="([^"]*)"', text))
     assert "<table>" in page and "<td>2 × 4</td>" in page

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from scalestudy.cli.app import out, print_json
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.study.wall import WallAsk
 
 if TYPE_CHECKING:
     from scalestudy.results.analysis.target_forecast import TargetForecast
-    from scalestudy.study.wall import WallAsk
 
 
 def wall_ask(save_s: float | None, nodes: str | None, throughput: str | None,
@@ -19,8 +19,6 @@ def wall_ask(save_s: float | None, nodes: str | None, throughput: str | None,
              queue_wait_s: float | None, system: str | None, store: str | None
              ) -> WallAsk | None:
     """The wall clock asked by --checkpoint-save-s, or None when it is not."""
-    from scalestudy.study.wall import WallAsk
-
     if save_s is None:
         if throughput is not None or per_node_hour is not None:
             raise ScalestudyError("--throughput and --failures-per-node-hour price the wall "

@@ -11,6 +11,7 @@ import typer
 
 from scalestudy import study as uc
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
+from scalestudy.cli.predict_target import to_target_command, wall_ask
 from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
 from scalestudy.core.errors import ReferenceFailed, ScalestudyError
 from scalestudy.core.load import study_schema
@@ -254,8 +255,6 @@ def predict(
     from scalestudy.study.predict import predict as forecast
 
     if to_target or batches is not None:
-        from scalestudy.cli.predict_target import to_target_command, wall_ask
-
         wall = wall_ask(save_s, nodes, throughput, per_node_hour, startup_s, queue_wait_s,
                         system, store)
         to_target_command(source, batches, level, as_json, to_target,

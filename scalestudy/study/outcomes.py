@@ -30,6 +30,7 @@ from scalestudy.site.queues import hms
 from scalestudy.study.history import open_store, scored_here, store_study
 from scalestudy.study.planning import Say, expected_waits, quiet
 from scalestudy.study.predict import keep_report_forecasts
+from scalestudy.study.wall import study_failure_rate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,7 +124,6 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
     from scalestudy.report.build import build_report
     from scalestudy.results.analysis.references import load_references
     from scalestudy.results.analysis.study import AnalysisOptions, Where, analyse
-    from scalestudy.study.wall import study_failure_rate
 
     study = plan.study
     _refuse_an_empty_report(plan)

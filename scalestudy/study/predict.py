@@ -12,13 +12,13 @@ from scalestudy.core.load import load_study
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import NO_MODEL, POINT_COLUMNS, POINT_PARAMS, entries
 from scalestudy.site.profiles import load_system
+from scalestudy.study.wall import WallAsk, wall_clock
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from scalestudy.results.analysis.forecast import Forecast
     from scalestudy.results.analysis.target_forecast import TargetForecast
-    from scalestudy.study.wall import WallAsk
 
 
 def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | None = None,
@@ -108,8 +108,6 @@ def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
         raise ScalestudyError(f"{source}: {exc}") from None
     found.model["source"] = f"table {source}"
     if wall is not None:
-        from scalestudy.study.wall import wall_clock
-
         found.model["wall_clock"] = wall_clock(found, wall)
     return found
 

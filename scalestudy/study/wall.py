@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.analysis.goodput import FailureInputs, scale_wall
+from scalestudy.results.analysis.waits import expected, waits_by_nodes
 
 if TYPE_CHECKING:
     from scalestudy.core.failures import Failures
-    from scalestudy.results.analysis.hours import FailureInputs
     from scalestudy.results.analysis.target_forecast import TargetForecast
 
 
@@ -34,8 +35,6 @@ class WallAsk:
 
 def wall_clock(found: TargetForecast, ask: WallAsk) -> dict[str, Any]:
     """The wall clock at each forecast batch, with what it assumed, for model["wall_clock"]."""
-    from scalestudy.results.analysis.goodput import scale_wall
-
     preds = found.predictions
     if len(ask.nodes) != len(preds) or len(ask.throughput) != len(preds):
         raise ScalestudyError(f"--nodes and --throughput: give one value per --batches "
@@ -94,7 +93,6 @@ def _waits(ask: WallAsk) -> tuple[dict[int, float], str]:
                 f"queue wait {ask.queue_wait_s:g} s (given)")
     if ask.system is None:
         return {}, "queue wait 0 s (not known: --queue-wait-s, or --system with a store)"
-    from scalestudy.results.analysis.waits import expected, waits_by_nodes
     from scalestudy.study.history import history
 
     found = expected(waits_by_nodes(history(ask.store, system=ask.system)), ask.nodes,
@@ -111,7 +109,6 @@ def study_failure_rate(system: str, spec: Failures | None) -> FailureInputs | No
     knows. A store that cannot be read costs the estimate only."""
     import sqlalchemy.exc
 
-    from scalestudy.results.analysis.hours import FailureInputs
     from scalestudy.results.history.failures import chosen_rate
     from scalestudy.study.history import open_store
 

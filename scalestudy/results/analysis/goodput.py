@@ -126,6 +126,16 @@ def lost_work_s(segment_s: float, mtbf_s: float) -> float:
 
 
 @dataclass(frozen=True)
+class FailureInputs:
+    """What the expected failures use: the rate, where it came from, and the queue wait
+    a restart pays where the store knows none for a node count (None: 0, said)."""
+
+    per_node_hour: float
+    said: str
+    queue_wait_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Goodput:
     """The expected wall clock of W seconds of training, split into its parts (seconds)."""
 

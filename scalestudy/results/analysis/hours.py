@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import pandas as pd
 
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import completed_runs, format_value, group_keys
-from scalestudy.results.analysis.goodput import expected_wall, job_mtbf_s
+from scalestudy.results.analysis.goodput import FailureInputs, expected_wall, job_mtbf_s
 
 #: The parts of the measured wall clock, in the bar's order.
 PARTS: tuple[str, ...] = ("startup_s", "compute_s", "communication_s", "input_wait_s",
@@ -46,16 +45,6 @@ ELAPSED = "elapsed_s"
 TOLERANCE = 0.05
 COLUMNS: tuple[str, ...] = ("group", "nodes", "ranks_per_node", "world_size", "runs",
                             "wall_s", *PARTS, "expected_failures_s", "adds_up", "unknown")
-
-
-@dataclass(frozen=True)
-class FailureInputs:
-    """What the expected failures use: the rate, where it came from, and the queue wait
-    a restart pays where the store knows none for a node count (None: 0, said)."""
-
-    per_node_hour: float
-    said: str
-    queue_wait_s: float | None = None
 
 
 def _num(row: Mapping[str, object], key: str) -> float:

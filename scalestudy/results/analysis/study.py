@@ -31,8 +31,9 @@ from scalestudy.results.analysis.cost import costs_of, pick_sentences
 from scalestudy.results.analysis.efficiency import Baseline, completed_runs, scaling_table, unit_of
 from scalestudy.results.analysis.findings import Findings, findings
 from scalestudy.results.analysis.forecast_study import with_intervals
-from scalestudy.results.analysis.hours import FailureInputs, where_hours_go
+from scalestudy.results.analysis.goodput import FailureInputs
 from scalestudy.results.analysis.hours import sentence as hours_sentence
+from scalestudy.results.analysis.hours import where_hours_go
 from scalestudy.results.analysis.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.analysis.references import Locate, check_references
 from scalestudy.results.analysis.spend import Spend
