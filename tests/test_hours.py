@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.report.hours import hours_blocks, plot_hours
-from scalestudy.report.page import Heading, Image, Para, Table
+from scalestudy.report.page import Heading, Image, Items, Para, Table
 from scalestudy.results.analysis.collect import read_runs
 from scalestudy.results.analysis.efficiency import scaling_table
 from scalestudy.results.analysis.goodput import FailureInputs
@@ -35,6 +35,7 @@ def test_the_parts_of_real_runs_add_to_their_wall_clock_and_say_what_is_not_time
         assert not h["adds_up"] and h["not_timed_s"] > TOLERANCE * h["wall_s"]
         assert math.isnan(h["expected_failures_s"])  # no rate given
     blocks = hours_blocks(hours, "")
+    assert not any(isinstance(b, Items) for b in blocks)  # no start-up split recorded
     assert isinstance(blocks[0], Heading) and blocks[0].text == "Where the hours go"
     said = " ".join(b.text for b in blocks if isinstance(b, Para))
     assert "At 2 of 2 point(s) the timed parts do not add up" in said
@@ -68,6 +69,10 @@ def test_a_checkpointed_run_adds_up_and_more_nodes_expect_more_failures() -> Non
     hours = where_hours_go(runs, scaling_table(runs, "weak"), "weak",
                            FailureInputs(0.01, "given", queue_wait_s=300.0))
     assert hours["adds_up"].all()  # 32 s of 1800 not timed: within 5 %
+    assert hours["startup_imports_s"].tolist() == [15.0, 15.0]
+    split = next(b for b in hours_blocks(hours, "given") if isinstance(b, Items))
+    assert split.items[0] == ("batch 8 2n×4: launch 5 s, imports 15 s, rendezvous 10 s, "
+                              "data 10 s, first step 3 s")
     small, large = hours["expected_failures_s"]
     assert 0 < small < large  # eight times the nodes, eight times the failures
     # 1760 s of work at M = 3600 / (0.01 · 2) = 180,000 s: a failure in ~1 % of such

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 from matplotlib.axes import Axes
 
-from scalestudy.report.page import Block, Heading, Image, Note, Para, Table
-from scalestudy.results.analysis.hours import LABELS, PARTS, TOLERANCE, sentence
+from scalestudy.report.page import Block, Heading, Image, Items, Note, Para, Table
+from scalestudy.results.analysis.hours import LABELS, PARTS, TOLERANCE, sentence, startup_words
 
 #: The picture's file next to the page.
 FILE = "hours.png"
@@ -87,5 +87,10 @@ def hours_blocks(hours: pd.DataFrame, failure_rate: str) -> list[Block]:
     rate = (f"Failure rate: {failure_rate}." if failure_rate else
             "Expected failures: not known: no failure rate (the results store holds none of "
             "this system's node-hours and the spec gives no `failures: {per_node_hour}`).")
-    return [Heading(TITLE), Note(METHOD), Para(sentence(hours)), Para(rate),
-            Image(FILE, TITLE), Table(heads, rows)]
+    split = [f"{_label(r).replace(chr(10), ' ')}: {startup_words(r)}"
+             for _, r in hours.iterrows() if startup_words(r)]
+    out: list[Block] = [Heading(TITLE), Note(METHOD), Para(sentence(hours)), Para(rate),
+                        Image(FILE, TITLE), Table(heads, rows)]
+    if split:
+        out += [Para("Start-up, split (mean over the point's runs):"), Items(split)]
+    return out

@@ -43,8 +43,14 @@ LABELS: dict[str, str] = {
 ELAPSED = "elapsed_s"
 #: The share of the wall clock the timed parts may leave untimed and still add up.
 TOLERANCE = 0.05
+#: The start-up's split, where the record carries it (they sum to `startup_s`).
+STARTUP_SPLIT: dict[str, str] = {
+    "startup_launch_s": "launch", "startup_imports_s": "imports",
+    "startup_rendezvous_s": "rendezvous", "startup_data_s": "data",
+    "first_step_s": "first step"}
 COLUMNS: tuple[str, ...] = ("group", "nodes", "ranks_per_node", "world_size", "runs",
-                            "wall_s", *PARTS, "expected_failures_s", "adds_up", "unknown")
+                            "wall_s", *PARTS, "expected_failures_s", "adds_up", "unknown",
+                            *STARTUP_SPLIT)
 
 
 def _num(row: Mapping[str, object], key: str) -> float:
@@ -131,6 +137,7 @@ def where_hours_go(runs: pd.DataFrame, table: pd.DataFrame, scaling: str,
         if not each:
             continue
         mean = {k: _mean([p[k] for p, _ in each]) for k in ("wall_s", *PARTS)}
+        split = {k: _mean([_num(r, k) for _, r in each]) for k in STARTUP_SPLIT}
         wait = (queue_waits or {}).get(nodes, failures.queue_wait_s if failures else None)
         lost = (_mean([expected_failures_s(p, nodes, failures.per_node_hour, r, wait or 0.0)
                        for p, r in each]) if failures is not None else math.nan)
@@ -142,7 +149,7 @@ def where_hours_go(runs: pd.DataFrame, table: pd.DataFrame, scaling: str,
                      "world_size": int(first[col.WORLD_SIZE]), "runs": len(each), **mean,
                      "expected_failures_s": lost,
                      "adds_up": abs(mean["not_timed_s"]) <= TOLERANCE * mean["wall_s"],
-                     "unknown": ", ".join(unknown)})
+                     "unknown": ", ".join(unknown), **split})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -150,6 +157,13 @@ def _mean(values: list[float]) -> float:
     """The mean of the measured values; NaN where none is."""
     kept = [v for v in values if math.isfinite(v)]
     return sum(kept) / len(kept) if kept else math.nan
+
+
+def startup_words(row: Mapping[str, object]) -> str:
+    """A point's start-up split in words ("" where its runs did not record it)."""
+    said = [f"{name} {_num(row, k):,.3g} s" for k, name in STARTUP_SPLIT.items()
+            if math.isfinite(_num(row, k))]
+    return ", ".join(said)
 
 
 def sentence(hours: pd.DataFrame) -> str:
