@@ -90,6 +90,11 @@ def test_without_json_a_small_table_and_epochs_where_the_table_gives_them(
      "which is as far as the backtest supports: ask at most 512, measure a larger batch, "
      "or add --beyond"),
     (RUNS, (), "give --to-target --batches B,B"),
+    (RUNS, ("--batches", "32", "--checkpoint-save-s", "30"),
+     "--checkpoint-save-s: give --nodes N,N and --throughput S,S (samples/s)"),
+    (RUNS, ("--batches", "32,64", "--checkpoint-save-s", "30", "--nodes", "2",
+            "--throughput", "20", "--failures-per-node-hour", "0.01"),
+     "--nodes and --throughput: give one value per --batches entry (2)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str,
                                           args: tuple[str, ...], says: str) -> None:
