@@ -12,6 +12,8 @@ import pytest
 from scalestudy.execute import workspace as ws
 from scalestudy.results.history.failures import chosen_rate, failure_rates
 from scalestudy.results.history.store import Store
+from scalestudy.study.predict import predict_to_target
+from scalestudy.study.wall import WallAsk
 from tests.conftest import run_cli
 from tests.test_collect import make_run, params, record
 
@@ -56,6 +58,18 @@ def test_the_rate_counts_system_failures_per_node_hour_of_every_attempt(
     store_rows = Store(str(tmp_path / "h.sqlite")).rows()
     assert chosen_rate(store_rows, "polaris", 0.5).source == "store"
     assert chosen_rate(store_rows, "polaris", 0.5, enough=4).source == "spec"
+    # predict --to-target --system: the store's rate, with its interval, prices the wall
+    # clock; no queue wait stored for the system: 0, and said
+    (tmp_path / "t.csv").write_text("global_batch,samples_to_target\n16,160000\n"
+                                    "32,190000\n64,220000\n")
+    got = predict_to_target(str(tmp_path / "t.csv"), [64.0], wall=WallAsk(
+        [2], [20.0], 30.0, system="polaris", store=str(tmp_path / "h.sqlite")))
+    wall = got.model["wall_clock"]
+    assert wall["rate"]["per_node_hour"] == pytest.approx(3 / 45)
+    (scale,) = wall["scales"]
+    assert scale["goodput_low"] < scale["goodput"] < scale["goodput_high"]
+    assert scale["wall_low_s"] < scale["wall_s"] < scale["wall_high_s"]
+    assert any("0 s assumed" in a for a in wall["assumed"])
     shown = run_cli("history", "failures", "--system", "polaris", "--store",
                     str(tmp_path / "h.sqlite"), cwd=tmp_path, env_extra={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
