@@ -67,6 +67,10 @@ def test_the_expected_wall_clock_adds_up_and_has_its_limits() -> None:
     sweep = min(expected_wall(36_000, save_s=60, mtbf_s=14_400, restart_s=300,
                               interval_s=t).wall_s for t in range(200, 5000, 10))
     assert got.wall_s <= sweep * 1.001
+    # free saves (C = 0), taken continuously: the limit τ → 0 of Daly's T, W e^(R/M)
+    free = expected_wall(36_000, save_s=0, mtbf_s=14_400, restart_s=300)
+    assert free.wall_s == pytest.approx(36_000 * math.exp(300 / 14_400))
+    assert free.checkpoints_s == 0 and free.interval_s == 0
     # more failures, less goodput
     worse = expected_wall(36_000, save_s=60, mtbf_s=3600, restart_s=300, interval_s=tau)
     assert worse.goodput < got.goodput

@@ -177,6 +177,11 @@ def expected_wall(work_s: float, *, save_s: float, mtbf_s: float, restart_s: flo
     if math.isinf(mtbf_s):
         saves = 0.0 if math.isinf(tau) or tau <= 0 else work_s / tau * save_s
         return Goodput(work_s, saves, 0.0, startup_s, 0.0, 0.0, tau, mtbf_s)
+    if tau == 0 and save_s == 0:  # free saves, taken continuously: only restarts cost
+        total = work_s * math.exp(restart_s / mtbf_s)
+        failures = total / mtbf_s
+        return Goodput(work_s, 0.0, total - work_s, startup_s, failures,
+                       (total - work_s) / failures if failures > 0 else 0.0, tau, mtbf_s)
     if not tau > 0:
         raise ValueError(f"expected_wall: the checkpoint interval {tau} must be above 0")
     if math.isinf(tau):  # never saved: every failure starts the work again
