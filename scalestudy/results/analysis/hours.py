@@ -4,11 +4,14 @@ time failures would add at the system's failure rate (docs/goodput.md).
 
 Per completed run, from runs.csv: the wall clock is the run's `elapsed_s` (its status:
 from the job's start to its end); start-up the record's `startup_s` (launch line to the
-last rank's first step); the training steps `train_s` (a run to a target) or
-(warmup_iters + iters) × iter_time_mean (the warm-up at the timed step time), split by
-the measured shares: `comm_overhead` (time with gradient sync against without) and
-`input_wait_fraction`, compute the rest; checkpoints `checkpoints` × `checkpoint_save_s`
-plus `checkpoint_load_s` (absent: none written); evaluation `eval_s`. What is left of
+last rank's first step; a resumed attempt's checkpoint load is inside it); the training
+steps `train_s` (a run to a target) or (warmup_iters + iters) × iter_time_mean (the
+warm-up at the timed step time), split by the measured shares: `comm_overhead` (time
+with gradient sync against without) and `input_wait_fraction`, compute the rest;
+checkpoints `checkpoints` (this attempt's saves) × `checkpoint_save_s` (absent: none
+written); evaluation `eval_s`. A resumed attempt's `train_s` and `eval_s` carry on from
+the checkpoint (the whole run's), so this attempt's share is taken in proportion to the
+steps it trained, (steps_trained − resumed_from_step) / steps_trained. What is left of
 the wall clock is "not timed" (the job's prologue, diagnostics, teardown): when it is
 more than TOLERANCE of the wall clock, the parts do not add up and the report says so.
 A point's parts are the means over its runs (means add up; medians do not).
@@ -65,7 +68,8 @@ def _num(row: Mapping[str, object], key: str) -> float:
 def run_parts(row: Mapping[str, object]) -> dict[str, float]:
     """One completed run's wall clock and its parts (seconds; NaN: not measured)."""
     wall, startup = _num(row, ELAPSED), _num(row, "startup_s")
-    steps = _num(row, "train_s")
+    share = attempt_share(row)
+    steps = _num(row, "train_s") * share
     if math.isnan(steps):
         per, iters, warm = (_num(row, k) for k in ("iter_time_mean", "iters", "warmup_iters"))
         steps = per * (iters + (0 if math.isnan(warm) else warm))
@@ -79,9 +83,7 @@ def run_parts(row: Mapping[str, object]) -> dict[str, float]:
     saves = _num(row, "checkpoints")
     save_s = _num(row, "checkpoint_save_s")
     ckpt = saves * save_s if math.isfinite(saves) and math.isfinite(save_s) else 0.0
-    load = _num(row, "checkpoint_load_s")
-    ckpt += load if math.isfinite(load) else 0.0
-    evaluation = _num(row, "eval_s")
+    evaluation = _num(row, "eval_s") * share
     out = {"wall_s": wall, "startup_s": startup, "compute_s": compute,
            "communication_s": comm, "input_wait_s": waiting, "checkpoints_s": ckpt,
            "evaluation_s": 0.0 if math.isnan(evaluation) else evaluation}
@@ -90,11 +92,21 @@ def run_parts(row: Mapping[str, object]) -> dict[str, float]:
     return out
 
 
+def attempt_share(row: Mapping[str, object]) -> float:
+    """The share of a run's training this attempt did: 1, or for an attempt resumed from
+    a checkpoint the steps it trained over all the run's steps."""
+    resumed, trained = _num(row, "resumed_from_step"), _num(row, "steps_trained")
+    if math.isfinite(resumed) and math.isfinite(trained) and trained > resumed >= 0:
+        return (trained - resumed) / trained
+    return 1.0
+
+
 def expected_failures_s(parts: Mapping[str, float], nodes: int, per_node_hour: float,
                         row: Mapping[str, object], queue_wait_s: float = 0.0) -> float:
     """The time failures add in expectation to a run like this one: its wall clock after
-    start-up is the work, each failure costs the queue wait, a start-up, a load (else a
-    save's time) and the work since the last save (the run's interval, else none)."""
+    start-up is the work, each failure costs the queue wait, a start-up, a load (inside a
+    resumed run's start-up; else a save's time) and the work since the last save (the
+    run's interval, else none)."""
     work = parts["wall_s"] - (parts["startup_s"] if math.isfinite(parts["startup_s"]) else 0)
     if not math.isfinite(work) or work <= 0:
         return math.nan
@@ -102,7 +114,7 @@ def expected_failures_s(parts: Mapping[str, float], nodes: int, per_node_hour: f
     save = save if math.isfinite(save) else 0.0
     load = _num(row, "checkpoint_load_s")
     restart = queue_wait_s + (parts["startup_s"] if math.isfinite(parts["startup_s"]) else 0)
-    restart += load if math.isfinite(load) else save
+    restart += 0.0 if math.isfinite(load) else save  # a resumed start-up holds its load
     every = _num(row, "checkpoint_every_s")
     saves = _num(row, "checkpoints")
     if not math.isfinite(every) and math.isfinite(saves) and saves > 0:
