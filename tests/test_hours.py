@@ -18,6 +18,9 @@ from scalestudy.results.analysis.goodput import FailureInputs
 from scalestudy.results.analysis.hours import PARTS, TOLERANCE, run_parts, where_hours_go
 
 PREVIOUS = Path(__file__).parent / "data" / "previous-release" / "results" / "prev" / "runs.csv"
+#: A real run of the checkpointing benchmark (gpt-tiny to a target, 2 CPU ranks, a save
+#: every 10 steps), killed after step 50 and resumed by `run`: its second attempt.
+RESUMED = Path(__file__).parent / "data" / "goodput" / "resumed-runs.csv"
 
 
 def test_the_parts_of_real_runs_add_to_their_wall_clock_and_say_what_is_not_timed() -> None:
@@ -43,6 +46,23 @@ def test_the_parts_of_real_runs_add_to_their_wall_clock_and_say_what_is_not_time
     table = next(b for b in blocks if isinstance(b, Table))
     assert table.rows[0][-1] == "no (start-up not measured)"
     assert any(isinstance(b, Image) for b in blocks)
+
+
+def test_a_real_resumed_attempt_counts_its_own_share_and_its_load_once() -> None:
+    runs = read_runs(RESUMED)
+    (h,) = (r for _, r in where_hours_go(runs, scaling_table(runs, "weak"), "weak",
+                                         FailureInputs(0.01, "given")).iterrows())
+    r = runs.iloc[0]
+    assert (r["resumed_from_step"], r["steps_trained"]) == (50, 100)
+    assert h["compute_s"] + h["input_wait_s"] == pytest.approx(r["train_s"] / 2)
+    assert h["evaluation_s"] == pytest.approx(r["eval_s"] / 2)
+    assert h["checkpoints_s"] == pytest.approx(r["checkpoints"] * r["checkpoint_save_s"])
+    split = sum(r[k] for k in ("startup_launch_s", "startup_imports_s",
+                               "startup_rendezvous_s", "startup_data_s"))
+    assert h["startup_s"] == pytest.approx(split)  # the load is inside, counted once
+    timed = sum(h[p] for p in PARTS if p != "not_timed_s" and math.isfinite(h[p]))
+    assert timed + h["not_timed_s"] == pytest.approx(h["wall_s"])
+    assert 0 < h["not_timed_s"] < 0.1 * h["wall_s"] and not h["adds_up"]
 
 
 def checkpointed(nodes: int) -> dict[str, object]:
