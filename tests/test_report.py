@@ -319,7 +319,7 @@ def test_html_renders_in_headless_chromium(
     assert body is not None, done.stderr[-2000:]
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', body.group(1)))
     sizes = attrs["images"].split()
-    assert len(sizes) == page.read_text().count("<img ") == 5  # the cost plot too
+    assert len(sizes) == page.read_text().count("<img ") == 6  # the cost and hours plots too
     assert all(s == "800x500" for s in sizes), sizes
     assert attrs["control"] == "0"
     assert int(attrs["rows"]) >= len(table) + 1  # scaling rows + the failed run, and more
