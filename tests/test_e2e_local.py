@@ -46,6 +46,17 @@ def test_study_runs_reports_and_resumes(tmp_path: Path, write_spec) -> None:
     assert 0 < scaling.loc[scaling["world_size"] == 2, "efficiency"].item() <= 1.2
     html = (study / "report" / "index.html").read_text()
     assert "data:image/png;base64," in html
+    # where the hours went: the parts of each real run add to its measured wall clock
+    hours = pd.read_csv(study / "report" / "hours.csv")
+    for _, h in hours.iterrows():
+        assert h["wall_s"] == runs.loc[runs["nodes"] == h["nodes"], "elapsed_s"].item()
+        assert h["startup_s"] > 0 and h["compute_s"] > 0
+        parts = [h[p] for p in ("startup_s", "compute_s", "communication_s", "input_wait_s",
+                                "checkpoints_s", "evaluation_s", "not_timed_s")]
+        assert sum(v for v in parts if v == v) == pytest.approx(h["wall_s"])
+        assert bool(h["adds_up"]) == (abs(h["not_timed_s"]) <= 0.05 * h["wall_s"])
+    md = (study / "report" / "index.md").read_text()
+    assert "## Where the hours go" in md and "](hours.png)" in md
 
     run_dir = study / "runs" / two["run_id"]
     for name in ("job.sh", "run.json", "stdout.log", "stderr.log", "env.txt", "hosts.txt",
@@ -87,3 +98,11 @@ def test_a_failed_run_is_recorded_the_others_go_on(tmp_path: Path, write_spec) -
     assert "NCCL error: boom" in status["log_tail"]
     report = (tmp_path / "results" / "flaky" / "report" / "index.md").read_text()
     assert bad["run_id"] in report and "exit code 1" in report
+    # the store keeps the failure's class: a broken communication counts for the system
+    from scalestudy.results.history.failures import failure_rates
+    from scalestudy.results.history.store import Store
+
+    store = Store()
+    (rate,) = failure_rates(store.rows(study="flaky"))
+    store.dispose()
+    assert rate.system == "local" and rate.by_cause == {"comm": 1} and rate.attempts == 2

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.study.predict import predict_to_target
+from scalestudy.study.wall import WallAsk
 from tests.conftest import run_cli
 
 #: Llama 3.1 8B's reference runs (mlcommons/logging, training_5.1.0, Apache-2.0): the
@@ -88,6 +90,11 @@ def test_without_json_a_small_table_and_epochs_where_the_table_gives_them(
      "which is as far as the backtest supports: ask at most 512, measure a larger batch, "
      "or add --beyond"),
     (RUNS, (), "give --to-target --batches B,B"),
+    (RUNS, ("--batches", "32", "--checkpoint-save-s", "30"),
+     "--checkpoint-save-s: give --nodes N,N and --throughput S,S (samples/s)"),
+    (RUNS, ("--batches", "32,64", "--checkpoint-save-s", "30", "--nodes", "2",
+            "--throughput", "20", "--failures-per-node-hour", "0.01"),
+     "--nodes and --throughput: give one value per --batches entry (2)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str,
                                           args: tuple[str, ...], says: str) -> None:
@@ -98,3 +105,38 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, text: str,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_wall_clock_with_checkpoints_and_failures_at_each_batch(table: Path) -> None:
+    from scalestudy.results.analysis.goodput import daly_interval, young_interval
+
+    ask = WallAsk(nodes=[2, 8], throughput=[20.0, 60.0], save_s=30.0, per_node_hour=0.01,
+                  startup_s=60.0, queue_wait_s=120.0)
+    got = predict_to_target(str(table), [32.0, 128.0], wall=ask)
+    small, large = got.model["wall_clock"]["scales"]
+    for s, p, nodes in ((small, got.predictions[0], 2), (large, got.predictions[1], 8)):
+        mtbf = 3600 / (0.01 * nodes)
+        assert s["young_interval_s"] == pytest.approx(young_interval(30, mtbf))
+        assert s["daly_interval_s"] == pytest.approx(daly_interval(30, mtbf))
+        assert s["work_s"] == pytest.approx(p.value / s["throughput"])
+        assert s["restart_s"] == 120 + 60 + 30  # queue wait + start-up + load (= save)
+        parts = s["startup_s"] + s["work_s"] + s["checkpoints_s"] + s["failures_s"]
+        assert s["wall_s"] == pytest.approx(parts)
+        assert s["wall_low_s"] < s["wall_s"] < s["wall_high_s"]  # the samples' interval
+        assert 0 < s["goodput_low"] <= s["goodput"] <= s["goodput_high"] < 1
+    # four times the nodes: four times the failures per hour, a lower goodput
+    assert large["goodput"] < small["goodput"]
+    assert any("load = the save time" in a for a in got.model["wall_clock"]["assumed"])
+
+
+def test_predict_prints_the_wall_clock_and_refuses_it_without_a_rate(table: Path) -> None:
+    done = run_cli("predict", table.name, "--to-target", "--batches", "32,128",
+                   "--checkpoint-save-s", "30", "--nodes", "2,8", "--throughput", "20,60",
+                   "--failures-per-node-hour", "0.01", cwd=table.parent,
+                   env_extra={"COLUMNS": "220"})
+    assert done.returncode == 0, done.stderr
+    assert "wall clock to the target with checkpoints and failures" in done.stdout
+    assert "save every (Young / Daly)" in done.stdout
+    assert "queue wait 0 s (not known" in done.stdout
+    with pytest.raises(ScalestudyError, match="needs a failure rate"):
+        predict_to_target(str(table), [32.0], wall=WallAsk([2], [20.0], 30.0))

@@ -93,9 +93,10 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     rep = root / "report"
     assert out == rep / "index.html"
     assert sorted(f.name for f in rep.iterdir()) == [
-        "cost.csv", "cost.png", "efficiency.png", "failures.csv", "flags.csv", "index.html",
-        "index.md", "model.png", "model_fit.csv", "model_points.csv", "model_predictions.csv",
-        "ring_bound.csv", "scaling.csv", "summary.json", "throughput.png", "variants.png"]
+        "cost.csv", "cost.png", "efficiency.png", "failures.csv", "flags.csv", "hours.csv",
+        "hours.png", "index.html", "index.md", "model.png", "model_fit.csv",
+        "model_points.csv", "model_predictions.csv", "ring_bound.csv", "scaling.csv",
+        "summary.json", "throughput.png", "variants.png"]
     assert not [f for f in root.iterdir() if f.name.startswith("report.")]
     for png in ("throughput.png", "efficiency.png", "cost.png"):
         assert (rep / png).read_bytes().startswith(PNG)
@@ -110,11 +111,11 @@ def test_write_report(study: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     assert "](cost.png)" in md and "on the front" in md
 
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 5
+    assert page.count("data:image/png;base64,") == 6  # with "Where the hours go"
     text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
     assert "http" not in text and "//" not in text  # no network references
     srcs = re.findall(r'src="([^"]*)"', text)
-    assert srcs == [""] * 5
+    assert srcs == [""] * 6
     assert all(not h.startswith(("/", "http")) and ":" not in h
                for h in re.findall(r'href="([^"]*)"', text))
     assert "<table>" in page and "<td>2 × 4</td>" in page
@@ -318,7 +319,7 @@ def test_html_renders_in_headless_chromium(
     assert body is not None, done.stderr[-2000:]
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', body.group(1)))
     sizes = attrs["images"].split()
-    assert len(sizes) == page.read_text().count("<img ") == 5  # the cost plot too
+    assert len(sizes) == page.read_text().count("<img ") == 6  # the cost and hours plots too
     assert all(s == "800x500" for s in sizes), sizes
     assert attrs["control"] == "0"
     assert int(attrs["rows"]) >= len(table) + 1  # scaling rows + the failed run, and more

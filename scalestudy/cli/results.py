@@ -3,7 +3,6 @@ schema and the site profiles."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 
 from scalestudy import study as uc
 from scalestudy.cli.app import JsonOpt, ResultsOpt, StudyArg, app, err, out, print_json
+from scalestudy.cli.predict_target import to_target_command, wall_ask
 from scalestudy.core.choices import Bandwidth, Latency, parse_baseline
 from scalestudy.core.errors import ReferenceFailed, ScalestudyError
 from scalestudy.core.load import study_schema
@@ -227,6 +227,23 @@ def predict(
     batches: Annotated[str | None, typer.Option(
         "--batches", help="with --to-target: the global batches to forecast, e.g. "
         "1024,4096", show_default=False)] = None,
+    save_s: Annotated[float | None, typer.Option(
+        "--checkpoint-save-s", min=0, help="with --to-target: the seconds a checkpoint "
+        "blocks training; adds the wall clock with checkpoints and failures (needs "
+        "--nodes and --throughput, one per batch)", show_default=False)] = None,
+    throughput: Annotated[str | None, typer.Option(
+        "--throughput", help="with --checkpoint-save-s: samples/s at each batch, e.g. "
+        "5000,18000", show_default=False)] = None,
+    per_node_hour: Annotated[float | None, typer.Option(
+        "--failures-per-node-hour", min=0, help="with --checkpoint-save-s: the failure "
+        "rate [default: --system's, from the results store]", show_default=False)] = None,
+    startup_s: Annotated[float | None, typer.Option(
+        "--startup-s", min=0, help="with --checkpoint-save-s: a job's start-up seconds "
+        "[default: 0, said]", show_default=False)] = None,
+    queue_wait_s: Annotated[float | None, typer.Option(
+        "--queue-wait-s", min=0, help="with --checkpoint-save-s: a restart's queue wait "
+        "[default: --system's median from the store, else 0, said]", show_default=False)
+    ] = None,
     as_json: JsonOpt = False,
     results: ResultsOpt = Path("results"),
 ) -> None:
@@ -238,8 +255,13 @@ def predict(
     from scalestudy.study.predict import predict as forecast
 
     if to_target or batches is not None:
-        _to_target(source, batches, level, as_json, to_target, gpus or nodes, beyond)
+        wall = wall_ask(save_s, nodes, throughput, per_node_hour, startup_s, queue_wait_s,
+                        system, store)
+        to_target_command(source, batches, level, as_json, to_target,
+                          gpus or (nodes if wall is None else None), beyond, wall)
         return
+    if save_s is not None or throughput is not None:
+        raise ScalestudyError("--checkpoint-save-s and --throughput go with --to-target")
     got = forecast(source, gpus=_scales(gpus), nodes=_scales(nodes), group=group,
                    level=level, results=results, system=system, model=model, store=store,
                    beyond=beyond)
@@ -269,47 +291,6 @@ def predict(
         + ", ".join(str(p[col.GPUS]) for p in got.fitted_on) + " GPUs"
         + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
-
-
-def _to_target(source: str, batches: str | None, level: float, as_json: bool,
-               to_target: bool, scales: str | None, beyond: bool) -> None:
-    """`predict TABLE.csv --to-target --batches B,B`: the samples to the target."""
-    from scalestudy.report.tables import num
-    from scalestudy.report.terminal import text_table
-    from scalestudy.study.predict import predict_to_target
-
-    if not to_target or batches is None or scales:
-        raise ScalestudyError("--to-target forecasts global batches: give --to-target "
-                              "--batches B,B (e.g. 1024,4096), without --gpus or --nodes")
-    got = predict_to_target(source, _batches(batches), level=level, beyond=beyond)
-    if as_json:
-        print_json({"predictions": [p.as_dict() for p in got.predictions],
-                    "model": got.model, "fitted_on": got.fitted_on})
-        return
-    unit = got.predictions[0].unit
-    rows = [[f"{p.global_batch:,.0f}", f"{num(p.value)} [{num(p.low)}–{num(p.high)}]",
-             f"{p.extrapolation:.3g}×" + (" (beyond: rough guide)" if p.limit else "")]
-            for p in got.predictions]
-    out.print(text_table(
-        f"{unit} to the target, from {got.model['source']}",
-        ["global batch", f"{unit} [{got.predictions[0].level:.0%} interval]",
-         "× largest measured"], rows,
-        f"law: {got.model['law']}; chosen: {got.model['chosen_by']}; interval: "
-        f"{got.model['interval']}; fitted on global batches "
-        + ", ".join(f"{p['global_batch']:,.0f}" for p in got.fitted_on)
-        + "".join(f"; {p.limit}" for p in got.predictions if p.limit), out.width))
-
-
-def _batches(value: str) -> list[float]:
-    """`--batches 1024,4096` as numbers above 0 (one line and exit 2 otherwise)."""
-    try:
-        numbers = [float(v) for v in value.replace(" ", "").split(",") if v]
-    except ValueError:
-        numbers = []
-    if not numbers or min(numbers) <= 0 or not all(math.isfinite(x) for x in numbers):
-        raise ScalestudyError(f"--batches {value!r}: give global batches above 0 joined by "
-                              "commas, e.g. 1024,4096")
-    return numbers
 
 
 def _cost_cell(cost: dict[str, Any] | None) -> str:

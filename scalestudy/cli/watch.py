@@ -1,5 +1,6 @@
-"""`history changes` and `history nodes`: a system watched over months, its points'
-change points and its slow nodes, from the results store."""
+"""`history changes`, `history nodes` and `history failures`: a system watched over
+months, its points' change points, its slow nodes and its failure rate, from the results
+store."""
 
 from __future__ import annotations
 
@@ -73,3 +74,27 @@ def nodes(
               f"{len(found.slow)} slower beyond the noise", highlight=False)
     for why, count in found.untestable.items():
         err.print(f"untestable: {count} run(s): {why}", highlight=False, markup=False)
+
+
+@history_app.command("failures")
+def failures(
+    system: Annotated[str | None, typer.Option(help="only this system")] = None,
+    since: Annotated[str | None, typer.Option(help="only runs ended since, e.g. 90d")] = None,
+    as_json: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Each system's failure rate per node-hour (90 % interval): attempts that ended by a
+    node failure, walltime, broken communication or the scheduler/launcher, over the
+    node-hours of all its attempts (docs/goodput.md)."""
+    from scalestudy.results.history.failures import failure_rates
+    from scalestudy.study import history as uc
+
+    found = failure_rates(uc.history(store, system=system, since_text=since))
+    if as_json:
+        print_json([r.as_dict() for r in found])
+        return
+    for r in found:
+        out.print(r.line(), highlight=False, markup=False, soft_wrap=True)
+    if not found:
+        err.print("no runs of scalestudy's own in the store match; `scalestudy history "
+                  "ingest results/` adds the studies there", highlight=False)

@@ -23,6 +23,7 @@ from pydantic import (
 
 from scalestudy.core import containers
 from scalestudy.core.errors import Loc, where
+from scalestudy.core.failures import Failures
 from scalestudy.core.specbase import (
     OPTION_AXES,
     Model,
@@ -275,6 +276,10 @@ class Study(Model):
         "with the global batch): the report prices each scale by it; without it, per "
         "million samples. Measured: {metric, value, eval_every, max_steps}: the bundled "
         "benchmark trains each run to the held-out metric")
+    failures: Failures | None = Field(
+        None, description="the system's failure rate while the results store is young "
+        "({per_node_hour, queue_wait_s}): the report's wall clock with checkpoints and "
+        "failures (docs/goodput.md)")
     references: list[Reference] = Field(
         default_factory=list, description="reference values the report checks "
         "(`scalestudy report --check` exits 1 when one fails)"

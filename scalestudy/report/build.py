@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from scalestudy.report.hours import FILE as HOURS_FILE
+from scalestudy.report.hours import hours_blocks, plot_hours
 from scalestudy.report.page import (
     Block,
     Heading,
@@ -156,6 +158,8 @@ def _plots(a: Analysis) -> list[Plot]:
     if len(a.costs):
         out.append(("cost.png", "", plot_cost, a.costs,
                     "cost.csv"))
+    if len(a.hours):
+        out.append((HOURS_FILE, "Where the hours go", plot_hours, a.hours, "hours.csv"))
     return out
 
 
@@ -199,6 +203,7 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
         b += _model_blocks(a)
     b += parallelism_blocks(table)
     b += to_target_blocks(a.to_target)
+    b += hours_blocks(a.hours, a.failure_rate)
     b += cost_blocks(a.costs, runs, a.target, a.picks, a.waits)
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
@@ -206,7 +211,8 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     b += straggler_blocks(a.stragglers)
     b += container_blocks(a.containers, a.unit)
     b.append(Heading("Plots"))
-    b += [Image(fname, title) for fname, title, *_ in _plots(a) if fname != "cost.png"]
+    b += [Image(fname, title) for fname, title, *_ in _plots(a)
+          if fname not in ("cost.png", HOURS_FILE)]
     b += [Heading("Quality flags"),
           Table.of(flags_table(a.flagged)) if len(a.flagged) else Para("None.")]
     failed_tab = failure_table(runs)
@@ -275,6 +281,7 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("failures.csv", "the failed runs"),
     ("cost.csv", "time to solution, node-hours, GPU-hours, energy and the Pareto front"),
     ("to_target.csv", "time, node-hours and samples to the measured target per point"),
+    ("hours.csv", "where each point's wall clock went, and the expected failures"),
     ("summary.json", "the summary `scalestudy report --json` prints"),
 )
 
@@ -317,6 +324,8 @@ def _data(a: Analysis, plots: list[Plot]) -> dict[str, pd.DataFrame]:
         csvs["references.csv"] = a.checks
     if len(a.to_target):
         csvs["to_target.csv"] = a.to_target
+    if len(a.hours):
+        csvs["hours.csv"] = a.hours
     return csvs
 
 

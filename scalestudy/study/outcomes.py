@@ -30,6 +30,7 @@ from scalestudy.site.queues import hms
 from scalestudy.study.history import open_store, scored_here, store_study
 from scalestudy.study.planning import Say, expected_waits, quiet
 from scalestudy.study.predict import keep_report_forecasts
+from scalestudy.study.wall import study_failure_rate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -142,7 +143,8 @@ def report(plan: Plan, options: AnalysisOptions | None = None,
                        target=study.cost_target, spend=_spend(plan),
                        scored=scored_here(study.system, _world_sizes(runs)),
                        not_measured=_not_measured(plan, runs), waits=expected_waits(plan),
-                       stragglers=study_stragglers(study.name, study.system, runs))
+                       stragglers=study_stragglers(study.name, study.system, runs),
+                       failure_rate=study_failure_rate(study.system, study.failures))
     built = build_report(plan.directory, analysis, study.description)
     kept = keep_report_forecasts(study.system, study.name, analysis.table,
                                  analysis.predictions, analysis.unit)

@@ -12,6 +12,7 @@ from scalestudy.core.load import load_study
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import NO_MODEL, POINT_COLUMNS, POINT_PARAMS, entries
 from scalestudy.site.profiles import load_system
+from scalestudy.study.wall import WallAsk, wall_clock
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,11 +88,12 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
 
 
 def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
-                      beyond: bool = False) -> TargetForecast:
+                      beyond: bool = False, wall: WallAsk | None = None) -> TargetForecast:
     """Forecast the samples (or epochs) to the target at `batches` global batches from a
     table of runs (global_batch, samples_to_target or epochs_to_target; seeds repeat a
     batch): target_forecast says how, target_table what the table holds; `beyond`: past
-    8× the largest measured batch, flagged instead of refused."""
+    8× the largest measured batch, flagged instead of refused. With `wall`, also the wall
+    clock with checkpoints and failures at each batch (model["wall_clock"])."""
     from scalestudy.results.analysis.target_forecast import forecast_to_target
     from scalestudy.results.analysis.target_table import read_target_table
 
@@ -105,6 +107,8 @@ def predict_to_target(source: str, batches: list[float], *, level: float = 0.9,
     except ScalestudyError as exc:
         raise ScalestudyError(f"{source}: {exc}") from None
     found.model["source"] = f"table {source}"
+    if wall is not None:
+        found.model["wall_clock"] = wall_clock(found, wall)
     return found
 
 

@@ -31,6 +31,9 @@ from scalestudy.results.analysis.cost import costs_of, pick_sentences
 from scalestudy.results.analysis.efficiency import Baseline, completed_runs, scaling_table, unit_of
 from scalestudy.results.analysis.findings import Findings, findings
 from scalestudy.results.analysis.forecast_study import with_intervals
+from scalestudy.results.analysis.goodput import FailureInputs
+from scalestudy.results.analysis.hours import sentence as hours_sentence
+from scalestudy.results.analysis.hours import where_hours_go
 from scalestudy.results.analysis.quality import Thresholds, flagged_runs, host_view
 from scalestudy.results.analysis.references import Locate, check_references
 from scalestudy.results.analysis.spend import Spend
@@ -103,6 +106,10 @@ class Analysis:
     containers: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: time and node-hours to a measured target per point (totarget; empty: none measured)
     to_target: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: where each point's wall clock went (results.analysis.hours; empty: no wall clock)
+    hours: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the failure rate the expected failures used, in words ("": none known)
+    failure_rate: str = ""
 
     @property
     def unit(self) -> str:
@@ -141,11 +148,12 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
             references: Sequence[RefSet] = (), target: Target | None = None,
             generated: str | None = None, spend: Spend | None = None,
             scored: Sequence[str] = (), not_measured: Sequence[dict[str, Any]] = (),
-            waits: Sequence[Wait] = (), stragglers: Mapping[str, Any] | None = None
-            ) -> Analysis:
+            waits: Sequence[Wait] = (), stragglers: Mapping[str, Any] | None = None,
+            failure_rate: FailureInputs | None = None) -> Analysis:
     """Analyse the collected runs of a study (runs.csv's rows) in one pass (`waits`: the
     expected queue waits; `stragglers`: the slow nodes its own runs show, as the history's
-    rule names them, results.history.nodes.study_stragglers)."""
+    rule names them, results.history.nodes.study_stragglers; `failure_rate`: for the
+    expected failures of "Where the hours go")."""
     options, where = options or AnalysisOptions(), where or Where()
     table = scaling_table(runs, scaling, options.baseline, options.thresholds)
     table = host_view(table, where.cores_per_host, where.one_host)
@@ -173,7 +181,10 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
         spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
         waits=tuple(waits), stragglers=dict(stragglers or {}), containers=boxes,
-        to_target=to_target(runs, table, scaling))
+        to_target=to_target(runs, table, scaling),
+        hours=where_hours_go(runs, table, scaling, failure_rate,
+                             {w.nodes: w.seconds for w in waits if w.seconds is not None}),
+        failure_rate=failure_rate.said if failure_rate is not None else "")
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -236,4 +247,6 @@ def _summary(a: Analysis) -> dict[str, Any]:
         **({"containers": records(a.containers)} if len(a.containers) else {}),
         **({"to_target": {"sentence": sentence(a.to_target), "interval": INTERVAL_TEXT,
                           "points": records(a.to_target)}} if len(a.to_target) else {}),
+        **({"hours": {"sentence": hours_sentence(a.hours), "failure_rate": a.failure_rate,
+                      "points": records(a.hours)}} if len(a.hours) else {}),
     }

@@ -87,6 +87,10 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
     placement = prov["placement"]
     placement[col.STARTED] = started.isoformat() if started else None
     placement[col.ENDED] = ended.isoformat() if ended else None
+    # how it ended, for a system's failure rate (results.history.failures)
+    placement["elapsed_s"] = found.job_elapsed_s or found.elapsed_s
+    if found.state is RunState.FAILED:
+        placement["failure"] = found.failure or "unknown"
     if job is not None:
         placement[col.JOB_ID] = placement[col.JOB_ID] or job.job_id
         placement["submitted"] = job.submitted_at
