@@ -107,7 +107,7 @@ class JobStatus(str, Enum):
 class Failure(str, Enum):
     """Why a failed run failed: one class per thing a user does next. The scheduler's
     parser decides a class where its own answer is decisive (execute.diagnose reads the
-    logs otherwise); docs/reliability.md maps every scheduler output to one."""
+    logs otherwise); docs/scheduler-states.md maps every scheduler output to one."""
 
     #: A node died or its daemon was lost (Slurm NODE_FAIL/BOOT_FAIL, PBS -20): rerun.
     NODE_FAILURE = "node_failure"

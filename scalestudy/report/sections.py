@@ -184,7 +184,7 @@ def straggler_blocks(found: dict[str, Any]) -> list[Block]:
     return [Heading("Stragglers", 3),
             Note(f"Each rank's compute-only step time against its run's other nodes; a node "
                  f"is named at {Z:g} standard errors and {MIN_SLOWER:.0%} slower, the noise "
-                 "pooled over the study's runs (`docs/history.md`, history nodes)."),
+                 "pooled over the study's runs (docs/gate.md, history nodes)."),
             Items(lines)]
 
 

@@ -36,14 +36,14 @@ MIN_HOSTS = 3
 #: trials put a normal node 25 % behind (its broker runs the job's script, on two cores
 #: shared by four nodes): one run, however far off, is one draw. Replayed on all five
 #: recorded trial series, requiring two named no wrong node, and every faulted node
-#: that had a second study (docs/history.md, "Slow nodes").
+#: that had a second study (docs/gate.md, "Slow nodes").
 MIN_RUNS = 2
 #: The least noise believed (log units).
 MIN_NOISE = 0.005
 #: The noise believed before a system's runs say (log units: about 5 % per host and
 #: run), and what that belief weighs (degrees of freedom). Without it, the first run or
 #: two of 4 hosts on the Flux testbed gave 0.8 % where later runs showed 3-12 %, and a
-#: node 5-10 % off in one run was named (docs/history.md, "Slow nodes").
+#: node 5-10 % off in one run was named (docs/gate.md, "Slow nodes").
 PRIOR_NOISE = 0.05
 PRIOR_DOF = 2
 

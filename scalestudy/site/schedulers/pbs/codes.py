@@ -1,6 +1,6 @@
 """What PBS Pro's and Torque's own numbers mean: the negative exit statuses (JOB_EXEC_*),
 the hold types, and a job killed at a resource limit. Pure data and readers, used by
-the PBS parser (schedulers.pbs); docs/reliability.md has the table with its sources."""
+the PBS parser (schedulers.pbs); docs/scheduler-states.md has the table with its sources."""
 
 from __future__ import annotations
 

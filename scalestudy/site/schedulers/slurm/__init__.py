@@ -27,7 +27,7 @@ HELD, REQUEUED, PREEMPTED = JobStatus.HELD, JobStatus.REQUEUED, JobStatus.PREEMP
 
 # Slurm's job states (sacct/squeue/scontrol long names; slurm.h's job_states and
 # JOB_REQUEUE*/JOB_SPECIAL_EXIT/... flags; man squeue "JOB STATE CODES") -> ours, with
-# the failure class the state decides and what it means. docs/reliability.md has the
+# the failure class the state decides and what it means. docs/scheduler-states.md has the
 # table with its sources.
 STATES: dict[str, tuple[JobStatus, Failure | None, str | None]] = {
     "PENDING": (PENDING, None, None), "CONFIGURING": (PENDING, None, None),
