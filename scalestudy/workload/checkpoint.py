@@ -232,7 +232,7 @@ class Checkpointer:
         path = step_dir(self.settings.directory, step)
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
         state = {"model": model_sd, "optim": optim_sd}
-        dcp.load(state, checkpoint_id=str(path))
+        dcp.load(state, checkpoint_id=str(path), no_dist=not _distributed())
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(dict(saved["scheduler"]))
@@ -296,7 +296,7 @@ class Checkpointer:
             self._pending = (future, step, began, meta)
             future.add_done_callback(lambda _f: self._done_at.append(time.perf_counter()))
         else:
-            dcp.save(state, checkpoint_id=str(path))
+            dcp.save(state, checkpoint_id=str(path), no_dist=not _distributed())
             self._complete(step, began, meta)
         self.stats.blocked_s.append(time.perf_counter() - began)
 
@@ -331,6 +331,13 @@ class Checkpointer:
             if old.name < path.name:
                 shutil.rmtree(old, ignore_errors=True)
         self.stats.nbytes = dir_bytes(path)
+
+
+def _distributed() -> bool:
+    """Whether a process group is joined (else DCP saves and loads in one process)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
 
 
 def fields(settings: Settings | None, ranks: list[Stats | None], step_s: float
