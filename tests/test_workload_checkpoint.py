@@ -168,3 +168,51 @@ def test_two_ranks_killed_after_a_checkpoint_resume_from_it(tmp_path: Path) -> N
                          "seq_len": 32, "model": "gpt-tiny"})()
     expected = loader.batches(source_for(cfg, 0, 65536), 16, at, 30 - at)  # type: ignore[arg-type]
     assert read == [ids for ids, _ in expected]
+
+
+SPEC = """name: ck
+system: local
+workload:
+  model: gpt-tiny
+  seq_len: 32
+  warmup_iters: 1
+  batches_per_iter: 5
+  diagnostics: false
+  data: {{path: {data}, workers: 0}}
+  optimizer: adamw
+  lr: 0.003
+  checkpoint: {{every_steps: 10}}
+target: {{metric: val_loss, value: 0.01, eval_every: 10, max_steps: 60}}
+grid:
+  ranks_per_node: [2]
+  batch_size: [16]
+"""
+
+
+@pytest.mark.slow
+def test_scalestudy_run_resumes_a_killed_run_from_its_checkpoint(tmp_path: Path) -> None:
+    from tests.test_workload_totarget import tokens
+
+    root, _ = tokens(tmp_path)
+    (tmp_path / "s.yaml").write_text(SPEC.format(data=root))
+    cli = [sys.executable, "-c", "from scalestudy.cli import main; main()", "run", "s.yaml",
+           "--results", "res"]
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    first = subprocess.Popen(cli, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("res/ck/runs/*/checkpoint/step-*/complete.json")) \
+            and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_tree(first.pid)  # the job, its launcher and ranks, and `run` itself
+    first.wait()
+    run_dir = next((tmp_path / "res/ck/runs").iterdir())
+    found = latest(run_dir / "checkpoint")
+    assert found is not None and not (run_dir / "metrics.jsonl").exists()
+    again = subprocess.run(cli, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    record = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert record["resumed_from_step"] == found[0] and record["steps_trained"] == 60
+    assert f"Resumed from step {found[0]}" in (run_dir / "stdout.log").read_text()
+    assert (run_dir / "attempts" / "1").is_dir()  # the killed attempt's logs are kept
