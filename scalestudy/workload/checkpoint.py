@@ -166,9 +166,9 @@ def remaining(start_step: int, warmup_iters: int, iters: int, batches_per_iter: 
 def for_backend(settings: Settings | None, backend: object, device: torch.device,
                 sync: Callable[[], None], rank: int, last_step: int) -> Checkpointer | None:
     """The rank's Checkpointer of the wrapped (model, optimizer, scheduler) the backend
-    trains (its `trained`; None without checkpoints); with async saves on a process
-    group without a CPU backend (NCCL), a gloo group of its own for DCP's background
-    save (every rank creates it). ValueError: a backend that cannot checkpoint."""
+    trains (its `trained`; None without checkpoints); with async saves, a gloo group
+    of their own for DCP's background save (every rank creates it). ValueError: a
+    backend that cannot checkpoint."""
     import torch
     import torch.distributed as dist
 
@@ -180,11 +180,11 @@ def for_backend(settings: Settings | None, backend: object, device: torch.device
                          f"{getattr(backend, 'name', '?')} backend (or with tp or pp): use "
                          "ddp or fsdp")
 
-    group = None
     world = dist.get_world_size() if dist.is_initialized() else 1
-    if settings.asynchronous and dist.is_initialized() and \
-            torch.device("cpu") not in dist.distributed_c10d._get_default_group()._device_types:
-        group = dist.new_group(backend="gloo")
+    # Async saves talk in a background thread: on a group of their own (gloo, a CPU
+    # backend, as DCP needs), never on the one the training's collectives use.
+    group = dist.new_group(backend="gloo") if settings.asynchronous and \
+        dist.is_initialized() else None
 
     def agree(flag: bool) -> bool:  # rank 0 decides, every rank follows
         if not dist.is_initialized():
