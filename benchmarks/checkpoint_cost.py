@@ -1,7 +1,8 @@
 """What the bundled benchmark's checkpoints cost, measured through the benchmark itself:
 2 ranks under torchrun train the model on synthetic data with a checkpoint every
 `--every` steps, once with synchronous saves and once with async ones, then start again
-on the async run's directory (a resume: the load). One line per run with the record's
+on the async run's directory (a resume: the load; its `finished.json` removed first, as
+if the run had been killed after its last save). One line per run with the record's
 checkpoint keys and its start-up split.
 
     python benchmarks/checkpoint_cost.py [--model gpt-mini] [--ranks 2] [--every 5]
@@ -49,7 +50,7 @@ def main() -> None:
     p.add_argument("--model", default="gpt-mini")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--iters", type=int, default=6)
+    p.add_argument("--iters", type=int, default=4)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--every", type=int, default=5)
     p.add_argument("--device", default="cpu")
@@ -60,6 +61,7 @@ def main() -> None:
     for name, extra, directory in (("sync", [], "sync"), ("async", ["--checkpoint-async"],
                                                           "async"),
                                    ("resume", ["--checkpoint-async"], "async")):
+        (args.dir / directory / "finished.json").unlink(missing_ok=True)
         record = run(args, args.dir / directory, args.dir / f"{name}.jsonl", extra)
         print(json.dumps({"run": name, "model": args.model, "ranks": args.ranks,
                           **{k: record.get(k) for k in KEYS}}), flush=True)

@@ -6,6 +6,7 @@ share one definition (docs/results-layout.md says what each key means)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -360,7 +361,7 @@ def split_startup(launched: float, passed: Sequence[float], first_step: float
         clock = min(max(clock, t), first_step)
         points.append(clock)
     edges = [launched, *points, first_step]
-    parts = [round(b - a, 3) for a, b in zip(edges, edges[1:], strict=False)]
+    parts = [round(b - a, 3) for a, b in itertools.pairwise(edges)]
     parts[-1] = round(total - sum(parts[:-1]), 3)
     return dict(zip(STARTUP_PARTS, parts, strict=True))
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 import torch
 from torch import nn
 
-from . import checkpoint, diagnostics, energy, transformer
+from . import checkpoint, checkpointer, diagnostics, energy, transformer
 from .data.stats import DataStats
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
@@ -375,21 +375,21 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
         del optimizer, bare
     step = backend.wrap(model, cfg, device, batch)
     local = local_parameters(model)
-    saver = checkpoint.for_backend(cfg.checkpoint, backend, device, sync, rank,
+    saver = checkpointer.for_backend(cfg.checkpoint, backend, device, sync, rank,
                                    cfg.total_steps)
     restored = saver.resume(found) if saver is not None else None
     last: list[torch.Tensor | None] = [None]
-    done = [found[0] if found else 0, 0.0]  # steps trained, the first one's seconds
+    done, first = [found[0] if found else 0], [0.0]  # steps trained, the first's seconds
 
     def tracked() -> None:
-        began = time.perf_counter() if done[1] == 0.0 else 0.0
+        began = time.perf_counter() if first[0] == 0.0 else 0.0
         if feeder is not None:
             feeder.load()
         last[0] = step()
         done[0] += 1
         if began:
             sync()
-            done[1] = time.perf_counter() - began
+            first[0] = time.perf_counter() - began
         if saver is not None and cfg.target is None:
             saver.after_step(done[0])
 
@@ -419,7 +419,7 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
                                 on_iter=on_iter, before_timed=before_timed,
                                 paused=saver.blocked if saver is not None else lambda: 0.0)
     if saver is not None:
-        saver.wait()  # the async save in flight completes before the record
+        saver.finish()  # the async save in flight completes before the record
     reading = meter.stop()
     final_loss = None if last[0] is None else float(last[0])
     if cfg.diagnostics and not backend.bare_compute:
@@ -432,6 +432,6 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
     return TrainResult(iter_times=times, compute_iter_times=compute_times,
                        probe_times=probe, num_params=params, grad_bytes=wire_bytes,
                        final_loss=final_loss, energy=reading, local_params=local,
-                       first_step_at=first_step_at, target=outcome, first_step_s=done[1],
+                       first_step_at=first_step_at, target=outcome, first_step_s=first[0],
                        checkpoint=saver.stats if saver is not None else None)
 
