@@ -23,11 +23,8 @@ from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
-from scalestudy.workload.checkpoint import (  # noqa: E402
-    checkpoint_arguments,
-    checkpoint_problem,
-    checkpoint_settings,
-)
+from scalestudy.workload.checkpoint import checkpoint_arguments, checkpoint_settings  # noqa: E402
+from scalestudy.workload.checks import flag_problem  # noqa: E402
 from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
 from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option  # noqa: E402
 from scalestudy.workload.record import SCHEMA, append_record  # noqa: E402, F401
@@ -153,32 +150,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
     if args.min_batch > args.max_batch:
         p.error(f"--min-batch {args.min_batch} is larger than --max-batch {args.max_batch}")
-    problem = _target_problem(args) or checkpoint_problem(args)
+    problem = flag_problem(args)
     if problem:
         p.error(problem)
     return args
-
-
-def _target_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the measured-target flags (None: nothing, or no target)."""
-    given = [f for f in ("target_value", "eval_every", "max_steps")
-             if getattr(args, f) is not None]
-    if args.target_metric is None:
-        return (f"--{given[0].replace('_', '-')} needs --target-metric" if given else None)
-    missing = [f"--{f.replace('_', '-')}" for f in ("target_value", "eval_every", "max_steps")
-               if getattr(args, f) is None]
-    if missing:
-        return f"--target-metric needs {', '.join(missing)}"
-    if not args.data:
-        return ("--target-metric needs --data (a dataset with a held-out split: random "
-                "tensors cannot be learned)")
-    if args.target_metric == "val_accuracy" and is_transformer(args.model):
-        return f"--target-metric val_accuracy is for classifiers, not {args.model}: use val_loss"
-    least = (args.warmup_iters + 1) * args.batches_per_iter
-    if args.max_steps < least:
-        return (f"--max-steps {args.max_steps} leaves no timed iteration: at least "
-                f"(--warmup-iters + 1) x --batches-per-iter = {least}")
-    return None
 
 
 def _log(line: str) -> None:
@@ -290,10 +265,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: --lr-rule {args.lr_rule} needs --lr-reference-batch (the "
               "global batch at which --lr holds)", file=sys.stderr)
         return 2
-    if args.checkpoint_dir is not None and layout.model_parallel > 1:
-        print(f"{PROG}: error: checkpoints are saved for data-parallel runs only (tp = pp = "
-              "1)", file=sys.stderr)
-        return 2
     if args.target_metric and layout.model_parallel > 1:
         print(f"{PROG}: error: a measured target evaluates data-parallel runs only "
               "(tp = pp = 1)", file=sys.stderr)
@@ -320,11 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         mine = train.run(backend, cfg, session.device, _on_iter(cfg, lead), session.env.rank)
-    except DataError as exc:  # the launcher ends the other ranks
-        print(f"error: data: {exc}", file=sys.stderr)
-        return 2
-    except train.WorkloadError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    except (DataError, train.WorkloadError) as exc:  # the launcher ends the other ranks
+        where = "error: data" if isinstance(exc, DataError) else f"{PROG}: error"
+        print(f"{where}: {exc}", file=sys.stderr)
         return 2
     from .record import process_started
 

@@ -220,23 +220,6 @@ def checkpoint_arguments(group: Any, count: Callable[[str], int],
                        "the copy to host memory")
 
 
-def checkpoint_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the checkpoint flags (None: nothing, or no checkpoints)."""
-    every = [f for f in ("--checkpoint-every-steps", "--checkpoint-every-seconds")
-             if getattr(args, f[2:].replace("-", "_")) is not None]
-    if args.checkpoint_dir is None:
-        return f"{every[0]} needs --checkpoint-dir" if every else (
-            "--checkpoint-async needs --checkpoint-dir" if args.checkpoint_async else None)
-    if len(every) != 1:
-        return ("--checkpoint-dir needs one of --checkpoint-every-steps, "
-                "--checkpoint-every-seconds" if not every else f"give {' or '.join(every)}, "
-                "not both")
-    if args.backend not in ("ddp", "fsdp") or args.probe_batch:
-        return (f"checkpoints are saved with the ddp and fsdp backends, not "
-                f"{'--probe-batch' if args.probe_batch else args.backend}")
-    return None
-
-
 def checkpoint_settings(args: argparse.Namespace) -> Settings | None:
     """The checkpoint settings of the command line (None: no checkpoints)."""
     if args.checkpoint_dir is None:

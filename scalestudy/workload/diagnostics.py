@@ -11,12 +11,37 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .timing import mean
 
-if TYPE_CHECKING:
-    from .train import TrainConfig, TrainResult
+
+class TrainConfig(Protocol):
+    """What the summary reads of train.TrainConfig (this module imports nothing of train)."""
+
+    @property
+    def iters(self) -> int: ...
+    @property
+    def batches_per_iter(self) -> int: ...
+    @property
+    def diagnostics(self) -> bool: ...
+    @property
+    def units_per_step(self) -> float: ...
+
+
+class TrainResult(Protocol):
+    """What the summary reads of one rank's train.TrainResult."""
+
+    @property
+    def iter_times(self) -> list[float]: ...
+    @property
+    def compute_iter_times(self) -> list[float] | None: ...
+    @property
+    def probe_times(self) -> list[float] | None: ...
+    @property
+    def num_params(self) -> int: ...
+    @property
+    def grad_bytes(self) -> int: ...
 
 FLOAT_BYTES = 4
 SMALLEST_MESSAGE = 4 << 10  # 4 KiB
@@ -128,7 +153,7 @@ def compute_iters(cfg: TrainConfig) -> int:
     return max(1, min(cfg.iters, 3))
 
 
-def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
+def summarize(results: Sequence[TrainResult], cfg: TrainConfig, world_size: int
               ) -> dict[str, object]:
     """The diagnostics part of the record, from every rank's measurements."""
     first = results[0]
