@@ -81,14 +81,16 @@ class Checkpointer:
     def __init__(self, settings: Settings, model: nn.Module, optimizer: torch.optim.Optimizer,
                  scheduler: Any, rank: int, world_size: int,
                  agree: Callable[[bool], bool], group: Any = None,
-                 sync: Callable[[], None] = lambda: None, last_step: int = 0) -> None:
+                 sync: Callable[[], None] = lambda: None, last_step: int | None = None
+                 ) -> None:
         self.settings, self.model, self.optimizer = settings, model, optimizer
         self.scheduler, self.rank, self.world_size = scheduler, rank, world_size
         self.agree, self.group = agree, group  # group: the async saves' CPU process group
-        self.sync, self.last_step = sync, last_step  # no save after the run's last step
+        self.sync, self.last_step = sync, last_step  # no save from here on (the last iteration)
         self.stats = Stats()
         self.every_steps = settings.every_steps
-        self._began = time.perf_counter()
+        self._clock: tuple[float, int] | None = None  # every_seconds: (started, at step)
+        self._offset = 0  # every_seconds: the first save's step
         self._start_step = 0
         self._pending: Any = None  # (future, step, started) of an async save
         self._done_at: list[float] = []
@@ -147,15 +149,18 @@ class Checkpointer:
         """At a step boundary (outside the timed steps): save when one is due."""
         self.stats.steps = step - self._start_step
         self._poll()
-        if self.last_step and step >= self.last_step:
+        if self.last_step is not None and step >= self.last_step:
             return
         if self.every_steps is None:  # every_seconds, until the first save sets a count
-            elapsed = time.perf_counter() - self._began
+            if self._clock is None:  # counted from the end of the attempt's first step
+                self._clock = (time.perf_counter(), step)
+            elapsed = time.perf_counter() - self._clock[0]
             assert self.settings.every_seconds is not None
             if not self.agree(elapsed >= self.settings.every_seconds):
                 return
-            self.every_steps = seconds_to_steps(step - self._start_step)
-        elif not due(step, self.every_steps):
+            self.every_steps = seconds_to_steps(step - self._clock[1])
+            self._offset = step  # then every that many steps from this save
+        elif not due(step - self._offset, self.every_steps):
             return
         self.save(step, outcome)
 

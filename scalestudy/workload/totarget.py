@@ -111,7 +111,8 @@ def train(step: Callable[[], object], goal: Goal, warmup_steps: int, batches_per
     out = start if start is not None else Outcome()
     times: list[float] = []
     chunk, in_chunk = 0.0, 0
-    warm = out.steps + warmup_steps
+    # warm up again after a resume, leaving at least one timed iteration before max_steps
+    warm = max(out.steps, min(out.steps + warmup_steps, goal.max_steps - batches_per_iter))
     while out.steps < goal.max_steps:
         if out.steps == warm:
             sync()

@@ -376,7 +376,7 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
     step = backend.wrap(model, cfg, device, batch)
     local = local_parameters(model)
     saver = checkpointer.for_backend(cfg.checkpoint, backend, device, sync, rank,
-                                   cfg.total_steps)
+                                     cfg.total_steps - cfg.batches_per_iter)
     restored = saver.resume(found) if saver is not None else None
     last: list[torch.Tensor | None] = [None]
     done, first = [found[0] if found else 0], [0.0]  # steps trained, the first's seconds
