@@ -49,3 +49,17 @@ def test_the_typed_record_names_every_key_the_workload_writes() -> None:
     for path in data.rglob("metrics.jsonl"):
         written = set(json.loads(path.read_text().splitlines()[-1]))
         assert written <= keys, written - keys
+
+
+def test_the_startup_parts_add_up_to_startup_s_exactly() -> None:
+    # the last rank started Python 0.2004 s after the launch line, had torch at 1.5,
+    # joined at 2.0 and began its first step at 3.3336
+    parts = record.split_startup(100.0, [100.2004, 101.5, 102.0], 103.3336)
+    assert list(parts) == list(record.STARTUP_PARTS)
+    assert parts["startup_launch_s"] == 0.2 and parts["startup_imports_s"] == 1.3
+    assert round(sum(parts.values()), 3) == round(103.3336 - 100.0, 3)
+    assert parts["startup_data_s"] == 1.334  # the last part absorbs the rounding
+    # a clock that puts a point before the previous one (or after the first step) counts 0
+    skewed = record.split_startup(10.0, [9.9, 11.0, 13.0], 12.0)
+    assert skewed == {"startup_launch_s": 0.0, "startup_imports_s": 1.0,
+                      "startup_rendezvous_s": 1.0, "startup_data_s": 0.0}

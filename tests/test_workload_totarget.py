@@ -14,7 +14,7 @@ import torch
 
 from scalestudy.site import datagen
 from scalestudy.workload.data import DataError, heldout
-from scalestudy.workload.totarget import Goal, fields, metric_of, train
+from scalestudy.workload.totarget import Goal, Outcome, fields, metric_of, train
 from tests.test_workload_data_dist import workload
 
 
@@ -158,3 +158,19 @@ def test_target_flags_are_checked_before_torch_loads(tmp_path: Path) -> None:
         code, out, record = workload(tmp_path, args)
         assert code == 2 and expected in out and record is None
         assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_a_resumed_loop_goes_on_from_the_checkpoints_outcome() -> None:
+    saved = Outcome(steps=6, train_s=1.0, curve=[(3, 3.0), (6, 2.4)], best=2.4)
+    answers, boundaries = iter([2.2, 1.9]), []
+    times, out = train(lambda: None, Goal("val_loss", 2.0, 3, 100), 2, 2,
+                       lambda: next(answers), lambda: None, start=saved,
+                       after_step=lambda s, o: boundaries.append(s))
+    assert out.steps == 12 and out.reached_at == 12 and out.curve[-1] == (12, 1.9)
+    assert [c[0] for c in out.curve] == [3, 6, 9, 12] and out.train_s > 1.0
+    assert boundaries == [7, 8, 9, 10, 11] and len(times) == 2  # warmed up again: 7, 8
+    # resumed one step before max_steps: the warm-up shrinks to leave a timed iteration
+    late = Outcome(steps=9, curve=[(9, 3.0)], best=3.0)
+    times, out = train(lambda: None, Goal("val_loss", 0.1, 5, 12), 4, 2,
+                       lambda: 3.0, lambda: None, start=late)
+    assert out.steps == 12 and len(times) == 1

@@ -83,3 +83,46 @@ def test_the_schema_takes_the_mapping() -> None:
     forms = data["anyOf"]
     assert forms[0]["type"] == "string"
     assert set(forms[1]["properties"]) == {"path", "workers", "prefetch", "stage", "seed"}
+
+
+CKPT = "name: x\nworkload:\n  model: small_cnn\n  checkpoint: {checkpoint}\n{rest}"
+
+
+def _ckpt_args(checkpoint: str, tmp_path: Path, rest: str = "") -> list[str]:
+    from scalestudy.site.profiles import load_system
+    from scalestudy.site.program import program
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CKPT.format(checkpoint=checkpoint, rest=rest))
+    study = load_study(spec)
+    run = expand(study)[0]
+    args = list(program(study, load_system("local"), run, tmp_path / "runs" / run.run_id,
+                        "python").args)
+    return args[args.index("--checkpoint-dir"):] if "--checkpoint-dir" in args else []
+
+
+def test_checkpoint_settings_reach_the_benchmark_one_directory_per_run(tmp_path: Path
+                                                                       ) -> None:
+    default = _ckpt_args("{every_steps: 100}", tmp_path)
+    assert default[0] == "--checkpoint-dir" and default[2:] == ["--checkpoint-every-steps",
+                                                                 "100"]
+    assert default[1].endswith("/checkpoint") and "/runs/" in default[1]
+    given = _ckpt_args("{every_seconds: 600, path: ck, async: true}", tmp_path)
+    assert given[1] == str(tmp_path / "ck" / Path(given[1]).name)  # <path>/<run_id>
+    assert Path(given[1]).name != Path(default[1]).parent.name  # settings are in the id
+    assert given[2:] == ["--checkpoint-every-seconds", "600.0", "--checkpoint-async"]
+
+
+@pytest.mark.parametrize(("checkpoint", "rest", "expected"), [
+    ("{path: /ck}", "", "workload.checkpoint: give one of every_steps, every_seconds"),
+    ("{every_steps: 5, every_seconds: 9}", "", "every_steps and every_seconds both set"),
+    ("{every_steps: 0}", "", "workload.checkpoint.every_steps: Input should be greater"),
+    ("{every_steps: 5, asynch: true}", "", "workload.checkpoint.asynch"),
+    ("{every_steps: 5}", "grid: {backend: [ddp, horovod]}\n",
+     "workload.checkpoint: checkpoints are saved with the ddp and fsdp backends, not horovod"),
+])
+def test_a_wrong_checkpoint_is_one_line_with_its_key(checkpoint: str, rest: str,
+                                                     expected: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_study(CKPT.format(checkpoint=checkpoint, rest=rest))
+    assert expected in str(info.value) and "\n" not in str(info.value).strip()

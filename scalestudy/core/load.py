@@ -89,6 +89,11 @@ def absolute_data(data: dict[str, Any], base: Path) -> dict[str, Any]:
 
     out = dict(data)
     workload = out.get("workload")
+    if isinstance(workload, dict) and isinstance(workload.get("checkpoint"), dict) \
+            and isinstance(workload["checkpoint"].get("path"), str):
+        saved = workload["checkpoint"]
+        workload = {**workload, "checkpoint": {**saved, "path": absolute(saved["path"])}}
+        out["workload"] = workload
     if isinstance(workload, dict) and "data" in workload:
         given = workload["data"]
         given = ({**given, "path": absolute(given["path"])}
@@ -142,7 +147,30 @@ def _cross_checks(study: Study) -> list[tuple[Loc, str]]:
                 "(add it under `tuning:` or fix the name)")))
     problems += _batch_checks(study)
     problems += _option_checks(study)
+    problems += _checkpoint_checks(study)
     return problems
+
+
+#: The backends whose runs save checkpoints (data parallel: tp = pp = 1).
+CHECKPOINT_BACKENDS = ("ddp", "fsdp")
+
+
+def _checkpoint_checks(study: Study) -> list[tuple[Loc, str]]:
+    """workload.checkpoint with a backend or a layout the benchmark cannot checkpoint."""
+    if getattr(study.workload, "checkpoint", None) is None:
+        return []
+    loc: Loc = ("workload", "checkpoint")
+    others = [b for b in study.grid.backend if b not in CHECKPOINT_BACKENDS]
+    if others:
+        return [(loc, f"checkpoints are saved with the ddp and fsdp backends, not "
+                 f"{', '.join(others)}: remove it from grid.backend or remove checkpoint")]
+    axes = study.grid.option_axes()
+    for name in ("tp", "pp"):
+        values = [*(axes.get(name) or []), study.workload.option_values().get(name) or 1]
+        if any(int(v or 1) > 1 for v in values):
+            return [(loc, f"checkpoints are saved for data-parallel runs only: {name} > 1 "
+                     "is set; remove checkpoint or the model parallelism")]
+    return []
 
 
 def _batch_checks(study: Study) -> list[tuple[Loc, str]]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, Protocol, TypedDict
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from scalestudy.core.specbase import LRPolicy, Model, TrainOptions
 from scalestudy.workload import layout
@@ -64,6 +64,52 @@ class RunValues(Protocol):
         ...
 
 
+class Checkpoint(Model):
+    """Checkpoints of the bundled benchmark (torch.distributed.checkpoint), resumed from
+    when a run starts again; docs/checkpoints.md."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    every_steps: Annotated[int, Field(ge=1, strict=True)] | None = Field(
+        default=None, description="save every this many optimizer steps")
+    every_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="save every this many seconds of training (decided on "
+        "rank 0; after the first save, every the steps it took)")
+    path: str | None = Field(
+        default=None, description="a directory (a parallel file system or node-local "
+        "storage shared by the run's nodes) under which each run saves in <path>/<run_id>/; "
+        "default: the run's directory, <run_dir>/checkpoint")
+    asynchronous: bool = Field(
+        default=False, alias="async", description="save in the background "
+        "(dcp.async_save): the loop waits only for the copy to host memory")
+
+    @model_validator(mode="after")
+    def _one_interval(self) -> Checkpoint:
+        given = [k for k in ("every_steps", "every_seconds") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give one of every_steps, every_seconds, e.g. `checkpoint: "
+                             "{every_steps: 500}`" if not given else
+                             "every_steps and every_seconds both set: keep one")
+        if self.path is not None and not self.path.strip():
+            raise ValueError("path is empty: give a directory, or leave path out (the "
+                             "run's directory)")
+        return self
+
+    def directory(self, run_dir: Path) -> Path:
+        """Where one run saves: <path>/<run_id>, or <run_dir>/checkpoint."""
+        if self.path is None:
+            return run_dir / "checkpoint"
+        return Path(self.path) / run_dir.name
+
+    def args(self, run_dir: Path) -> list[str]:
+        """The benchmark's `--checkpoint-*` arguments for the run in `run_dir`."""
+        every = (["--checkpoint-every-steps", str(self.every_steps)]
+                 if self.every_steps is not None else
+                 ["--checkpoint-every-seconds", repr(self.every_seconds)])
+        return ["--checkpoint-dir", str(self.directory(run_dir)), *every,
+                *(["--checkpoint-async"] if self.asynchronous else [])]
+
+
 class SyntheticWorkload(TrainOptions):
     """The bundled benchmark: DDP, Horovod or DeepSpeed training on synthetic images."""
 
@@ -81,6 +127,10 @@ class SyntheticWorkload(TrainOptions):
         default=None, description="the learning rate (a number; also a grid axis and a "
         "tuning option), or a policy {base, reference_batch, scaling, warmup_iters} "
         "(default: 0.01)")
+    checkpoint: Checkpoint | None = Field(
+        default=None, description="save checkpoints {every_steps | every_seconds, path, "
+        "async} and resume from them when a run starts again (ddp and fsdp backends, "
+        "data parallel only)")
 
     @property
     def record_pattern(self) -> str | None:
@@ -154,6 +204,7 @@ class SyntheticWorkload(TrainOptions):
             *(["--lr", repr(lr["lr"]), "--lr-warmup-iters", str(lr["lr_warmup_iters"])]
               if lr else []),
             *(["--device", device] if gpus else []),
+            *(self.checkpoint.args(run_dir) if self.checkpoint is not None else []),
             *extra,
         ]
 

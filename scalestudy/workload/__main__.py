@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 _STARTED = time.perf_counter()
+_STARTED_AT = time.time()  # the wall clock at this module's start (/proc says earlier)
 
 import argparse  # noqa: E402
 import os  # noqa: E402
@@ -22,6 +23,8 @@ from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
+from scalestudy.workload.checkpoint import checkpoint_arguments, checkpoint_settings  # noqa: E402
+from scalestudy.workload.checks import flag_problem  # noqa: E402
 from scalestudy.workload.names import MODEL_NAMES, is_transformer  # noqa: E402
 from scalestudy.workload.options import BACKENDS, OPTIONS, TIMING, Option  # noqa: E402
 from scalestudy.workload.record import SCHEMA, append_record  # noqa: E402, F401
@@ -128,6 +131,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="evaluate the held-out split every this many optimizer steps")
     t.add_argument("--max-steps", type=_count(1), default=None,
                    help="stop here when the value is not reached (exit 0, not reached)")
+    checkpoint_arguments(p.add_argument_group(
+        "checkpoints (ddp, fsdp; resumed from when present)"), _count(1), _number(0.001))
     g = p.add_argument_group("batch-size probe (one rank)")
     g.add_argument("--probe-batch", action="store_true",
                    help="find the largest per-GPU batch that fits and the throughput up to it")
@@ -145,32 +150,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown --backend {args.backend!r}; valid: {', '.join(BACKENDS)}")
     if args.min_batch > args.max_batch:
         p.error(f"--min-batch {args.min_batch} is larger than --max-batch {args.max_batch}")
-    problem = _target_problem(args)
+    problem = flag_problem(args)
     if problem:
         p.error(problem)
     return args
-
-
-def _target_problem(args: argparse.Namespace) -> str | None:
-    """What is wrong with the measured-target flags (None: nothing, or no target)."""
-    given = [f for f in ("target_value", "eval_every", "max_steps")
-             if getattr(args, f) is not None]
-    if args.target_metric is None:
-        return (f"--{given[0].replace('_', '-')} needs --target-metric" if given else None)
-    missing = [f"--{f.replace('_', '-')}" for f in ("target_value", "eval_every", "max_steps")
-               if getattr(args, f) is None]
-    if missing:
-        return f"--target-metric needs {', '.join(missing)}"
-    if not args.data:
-        return ("--target-metric needs --data (a dataset with a held-out split: random "
-                "tensors cannot be learned)")
-    if args.target_metric == "val_accuracy" and is_transformer(args.model):
-        return f"--target-metric val_accuracy is for classifiers, not {args.model}: use val_loss"
-    least = (args.warmup_iters + 1) * args.batches_per_iter
-    if args.max_steps < least:
-        return (f"--max-steps {args.max_steps} leaves no timed iteration: at least "
-                f"(--warmup-iters + 1) x --batches-per-iter = {least}")
-    return None
 
 
 def _log(line: str) -> None:
@@ -216,7 +199,7 @@ def _config(args: argparse.Namespace, layout: Layout | None = None) -> TrainConf
         data_stage=args.data_stage, data_seed=args.data_seed, optimizer=args.optimizer,
         weight_decay=args.weight_decay, lr_rule=args.lr_rule,
         lr_reference_batch=args.lr_reference_batch, lr_warmup=args.lr_warmup,
-        lr_decay=args.lr_decay, lr_given=args.lr, target=goal,
+        lr_decay=args.lr_decay, lr_given=args.lr, target=goal, checkpoint=checkpoint_settings(args),
         **({"layout": layout} if layout is not None else {}),
     )
 
@@ -291,9 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import train
     from .session import start
 
+    phases = {"imported": time.time()}
     cfg = _config(args, layout)
     try:
         session = start(args, cfg.options, layout, _run_dir(args))
+        phases["joined"] = time.time()
         cfg = replace(cfg, layout=_layout(args, session.env.world_size))  # Horovod's, now
     except (train.WorkloadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -306,9 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         mine = train.run(backend, cfg, session.device, _on_iter(cfg, lead), session.env.rank)
-    except DataError as exc:  # the launcher ends the other ranks
-        print(f"error: data: {exc}", file=sys.stderr)
+    except (DataError, train.WorkloadError) as exc:  # the launcher ends the other ranks
+        where = "error: data" if isinstance(exc, DataError) else f"{PROG}: error"
+        print(f"{where}: {exc}", file=sys.stderr)
         return 2
+    from .record import process_started
+
+    mine.phases = {"started": process_started(_STARTED_AT), **phases}
     results = backend.gather(mine)
     if cfg.target is not None:  # the timed iterations the loop ran, not --iters
         cfg = replace(cfg, iters=min(len(r.iter_times) for r in results))
@@ -413,12 +402,13 @@ def _report(args: argparse.Namespace, cfg: TrainConfig, session: Session,
         _log(output.tf_cnn_line(total))
     record = build(cfg, session, stats, results, _distinct(rank_hosts), peak,
                    time.perf_counter() - _STARTED, os.environ, rank_hosts)
+    from .checkpoint import line as resume_line
     from .data.stats import line as input_line
     from .totarget import line as target_line
 
     lines: list[str | None] = [*output.diagnostics_lines(record), *output.lm_lines(record),
                                output.energy_line(record), input_line(record),
-                               target_line(dict(record))]
+                               target_line(dict(record)), resume_line(dict(record))]
     for text in lines:
         if text is not None:
             _log(text)

@@ -191,6 +191,7 @@ class DDPBackend:
         self._model = ddp
         optimizer = make_optimizer(ddp.parameters(), cfg)
         self._step_args = (optimizer, make_scheduler(optimizer, cfg), cfg, device, batch)
+        self.trained = (ddp, optimizer, self._step_args[1])  # what a checkpoint saves
         return measured(plain_step(ddp, *self._step_args), self._noise)
 
     def compute_step(self) -> Callable[[], torch.Tensor]:

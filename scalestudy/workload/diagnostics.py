@@ -11,8 +11,37 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from .timing import mean
+
+
+class TrainConfig(Protocol):
+    """What the summary reads of train.TrainConfig (this module imports nothing of train)."""
+
+    @property
+    def iters(self) -> int: ...
+    @property
+    def batches_per_iter(self) -> int: ...
+    @property
+    def diagnostics(self) -> bool: ...
+    @property
+    def units_per_step(self) -> float: ...
+
+
+class TrainResult(Protocol):
+    """What the summary reads of one rank's train.TrainResult."""
+
+    @property
+    def iter_times(self) -> list[float]: ...
+    @property
+    def compute_iter_times(self) -> list[float] | None: ...
+    @property
+    def probe_times(self) -> list[float] | None: ...
+    @property
+    def num_params(self) -> int: ...
+    @property
+    def grad_bytes(self) -> int: ...
 
 FLOAT_BYTES = 4
 SMALLEST_MESSAGE = 4 << 10  # 4 KiB
@@ -117,3 +146,31 @@ def probe_summary(probe: dict[str, list[float]]) -> dict[str, float]:
         "allreduce_busbw_GBps": probe["busbw_GBps"][-1],
         "allreduce_latency_s": probe["time_s"][0],
     }
+
+
+def compute_iters(cfg: TrainConfig) -> int:
+    """Timed compute-only iterations: a few are enough (it is a ratio, not the result)."""
+    return max(1, min(cfg.iters, 3))
+
+
+def summarize(results: Sequence[TrainResult], cfg: TrainConfig, world_size: int
+              ) -> dict[str, object]:
+    """The diagnostics part of the record, from every rank's measurements."""
+    first = results[0]
+    out: dict[str, object] = {"num_params": first.num_params, "grad_bytes": first.grad_bytes,
+                           "diagnostics": cfg.diagnostics}
+    if first.compute_iter_times is not None:
+        steps = [mean(r.iter_times) / cfg.batches_per_iter for r in results]
+        computes = [mean(r.compute_iter_times or [0.0]) / cfg.batches_per_iter
+                    for r in results]
+        out.update(comm_summary(steps, computes, cfg.units_per_step * world_size))
+        out["compute_iters"] = compute_iters(cfg)
+        out["rank_compute_s"] = [round(t, 9) for t in computes]
+    if first.probe_times is not None:
+        sizes = message_sizes(first.grad_bytes)
+        slowest = [max(r.probe_times[i] for r in results if r.probe_times)
+                   for i in range(len(sizes))]
+        probe = probe_table(sizes, slowest, world_size)
+        out["allreduce_probe"] = probe
+        out.update(probe_summary(probe))
+    return out

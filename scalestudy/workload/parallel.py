@@ -227,6 +227,8 @@ class ParallelBackend:
         optimizer = make_optimizer(model.parameters(), cfg)
         scheduler = make_scheduler(optimizer, cfg)
         if layout.pp == 1:
+            if layout.tp == 1:  # what a checkpoint saves (data parallel only)
+                self.trained = (model, optimizer, scheduler)
             return plain_step(model, optimizer, scheduler, cfg, device, batch)
         assert isinstance(model, GPT)
         return self._pipeline_step(model, mesh, optimizer, scheduler, cfg, batch,

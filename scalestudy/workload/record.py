@@ -6,6 +6,7 @@ share one definition (docs/results-layout.md says what each key means)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -136,6 +137,26 @@ class MetricsRecord(TypedDict, total=False):
     #: seconds from the job script's launch line to the last rank's first step (the
     #: launcher, a container's start, Python and torch, joining the ranks, the model)
     startup_s: float
+    #: startup_s split where the last rank passed each point (they add up to startup_s;
+    #: the last absorbs rounding): launch line -> Python started, -> torch and the
+    #: workload imported, -> process group joined, -> the first step (data, model, load)
+    startup_launch_s: float
+    startup_imports_s: float
+    startup_rendezvous_s: float
+    startup_data_s: float
+    first_step_s: float  # the slowest rank's first step (not in startup_s)
+    #: checkpoints (workload/checkpoint.py): absent without them
+    checkpoint_every_steps: int | None
+    checkpoint_every_s: float | None
+    checkpoint_async: bool
+    checkpoint_path: str
+    checkpoints: int  # saves in this attempt
+    checkpoint_save_s: float  # mean seconds the loop was blocked per save, slowest rank
+    checkpoint_complete_s: float  # mean seconds until a save's files were complete
+    checkpoint_load_s: float | None  # the load at resume (inside startup_data_s)
+    checkpoint_bytes: int  # bytes of one checkpoint on disk
+    checkpoint_share: float  # blocked save seconds / seconds of this attempt's steps
+    resumed_from_step: int | None
     #: the input (workload.data): "tokens", "images" or "synthetic"; the rest only with data
     data_kind: str
     data_path: str
@@ -198,7 +219,7 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
     tuning environment and the software."""
     import torch
 
-    from . import energy, mfu, output, stack, train
+    from . import checkpoint, diagnostics, energy, mfu, output, stack
     from .names import is_transformer
     from .noise import unavailable
 
@@ -231,7 +252,7 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "lr_warmup_iters": cfg.lr_warmup_iters,
         **_optimizer(cfg),
         **_target(cfg, results),
-        **train.summarize(list(results), cfg, env.world_size),
+        **diagnostics.summarize(list(results), cfg, env.world_size),
         **({} if "noise_scale" in described else unavailable(
             ("not measured with tensor or pipeline parallelism" if
              cfg.layout.model_parallel > 1 else f"not measured with the {backend.name} "
@@ -249,6 +270,8 @@ def build(cfg: TrainConfig, session: Session, stats: Stats, results: Sequence[Tr
         "provenance": stack.describe(session.device, environ),
         "elapsed_s": round(elapsed_s, 3),
         **_startup(results, environ),
+        **checkpoint.fields(cfg.checkpoint, [r.checkpoint for r in results],
+                            stats["iter_time_mean"] / cfg.batches_per_iter),
         **_data(cfg, results, stats, max(len(hosts), env.num_nodes)),
     })
 
@@ -300,8 +323,8 @@ LAUNCHED_AT = "SCALESTUDY_LAUNCHED_AT"
 
 
 def _startup(results: Sequence[TrainResult], environ: Mapping[str, str]) -> dict[str, float]:
-    """{startup_s}: launch line to the last rank's first step; {} where either is not
-    known (a run started by hand, an older job script)."""
+    """{startup_s}: launch line to the last rank's first step, and its split; {} where
+    either is not known (a run started by hand, an older job script)."""
     starts = [r.first_step_at for r in results]
     try:
         launched = float(environ.get(LAUNCHED_AT, ""))
@@ -309,4 +332,50 @@ def _startup(results: Sequence[TrainResult], environ: Mapping[str, str]) -> dict
         return {}
     if not starts or any(s is None for s in starts):
         return {}
-    return {"startup_s": round(max(s for s in starts if s is not None) - launched, 3)}
+    last = max(s for s in starts if s is not None)
+    out = {"startup_s": round(last - launched, 3)}
+    firsts = [r.first_step_s for r in results if r.first_step_s is not None]
+    if firsts:
+        out["first_step_s"] = round(max(firsts), 3)
+    points = [[r.phases.get(k) for r in results] for k in ("started", "imported", "joined")]
+    if all(p is not None for ps in points for p in ps):
+        out.update(split_startup(launched, [max(p for p in ps if p is not None)
+                                            for ps in points], last))
+    return out
+
+
+#: The parts of startup_s, in order.
+STARTUP_PARTS = ("startup_launch_s", "startup_imports_s", "startup_rendezvous_s",
+                 "startup_data_s")
+
+
+def split_startup(launched: float, passed: Sequence[float], first_step: float
+                  ) -> dict[str, float]:
+    """startup_s's parts from the times the last rank passed the process start, the
+    imports and the rendezvous (`passed`) and began its first step: each part the time
+    from one point to the next (a point before the previous one counts as 0), rounded to
+    3 decimals, the last absorbing the rounding, so they add up to startup_s exactly."""
+    total = round(first_step - launched, 3)
+    points, clock = [], launched
+    for t in passed:
+        clock = min(max(clock, t), first_step)
+        points.append(clock)
+    edges = [launched, *points, first_step]
+    parts = [round(b - a, 3) for a, b in itertools.pairwise(edges)]
+    parts[-1] = round(total - sum(parts[:-1]), 3)
+    return dict(zip(STARTUP_PARTS, parts, strict=True))
+
+
+def process_started(fallback: float) -> float:
+    """The wall-clock time this process started (Linux: /proc/self/stat's start time,
+    which includes the interpreter's own start), else `fallback`."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        import time
+
+        started = time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return fallback
+    return min(started, fallback)

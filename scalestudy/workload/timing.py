@@ -37,12 +37,14 @@ def time_iterations(
     sync: Callable[[], object] = lambda: None,
     on_iter: Callable[[int, float], object] | None = None,
     before_timed: Callable[[], object] = lambda: None,
+    paused: Callable[[], float] = lambda: 0.0,
 ) -> list[float]:
     """Run ``warmup_iters`` untimed then ``iters`` timed iterations of ``batches_per_iter`` steps.
 
     ``sync`` waits for the device (torch.cuda.synchronize on CUDA) before each clock read.
     Returns the seconds of each timed iteration; ``on_iter(i, seconds)`` is called after each;
-    ``before_timed()`` once between warm-up and the first timed iteration (device synced).
+    ``before_timed()`` once between warm-up and the first timed iteration (device synced);
+    ``paused()``: seconds spent so far outside the steps (checkpoint saves), left out.
     """
     for _ in range(warmup_iters * batches_per_iter):
         step()
@@ -51,11 +53,11 @@ def time_iterations(
         sync()
         if i == 0:
             before_timed()
-        start = time.perf_counter()
+        start, left_out = time.perf_counter(), paused()
         for _ in range(batches_per_iter):
             step()
         sync()
-        times.append(time.perf_counter() - start)
+        times.append(time.perf_counter() - start - (paused() - left_out))
         if on_iter is not None:
             on_iter(i, times[-1])
     return times

@@ -100,12 +100,21 @@ def train(step: Callable[[], object], goal: Goal, warmup_steps: int, batches_per
           evaluate: Callable[[], float], sync: Callable[[], None],
           before_timed: Callable[[], object] = lambda: None,
           on_iter: Callable[[int, float], object] | None = None,
+          start: Outcome | None = None,
+          after_step: Callable[[int, Outcome], object] | None = None,
           ) -> tuple[list[float], Outcome]:
     """Train step by step to the goal; returns the timed iterations' seconds (after the
-    warm-up) and the outcome."""
-    out, times, chunk, in_chunk = Outcome(), [], 0.0, 0
+    warm-up) and the outcome. `start`: the outcome a checkpoint held (its steps, time
+    and curve go on; this attempt warms up again before its timed iterations);
+    `after_step(steps, outcome)` at each step boundary, outside the timed steps (a
+    checkpoint's save)."""
+    out = start if start is not None else Outcome()
+    times: list[float] = []
+    chunk, in_chunk = 0.0, 0
+    # warm up again after a resume, leaving at least one timed iteration before max_steps
+    warm = max(out.steps, min(out.steps + warmup_steps, goal.max_steps - batches_per_iter))
     while out.steps < goal.max_steps:
-        if out.steps == warmup_steps:
+        if out.steps == warm:
             sync()
             before_timed()
         sync()
@@ -115,26 +124,32 @@ def train(step: Callable[[], object], goal: Goal, warmup_steps: int, batches_per
         took = time.perf_counter() - began
         out.steps += 1
         out.train_s += took
-        if out.steps > warmup_steps:
+        if out.steps > warm:
             chunk, in_chunk = chunk + took, in_chunk + 1
             if in_chunk == batches_per_iter:
                 times.append(chunk)
                 if on_iter is not None:
                     on_iter(len(times) - 1, chunk)
                 chunk, in_chunk = 0.0, 0
-        if out.steps % goal.eval_every and out.steps != goal.max_steps:
-            continue
-        began = time.perf_counter()
-        value = evaluate()
-        out.eval_s += time.perf_counter() - began
-        out.curve.append((out.steps, value))
-        if out.best is None or goal.better(value, out.best):
-            out.best = value
-        if out.reached_at is None and goal.reached(value):
-            out.reached_at, out.time_to_target_s = out.steps, out.train_s
-        if out.reached_at is not None and times:
-            break
+        if out.steps % goal.eval_every == 0 or out.steps == goal.max_steps:
+            _evaluate(out, goal, evaluate)
+            if out.reached_at is not None and times:
+                break
+        if after_step is not None:
+            after_step(out.steps, out)
     return times, out
+
+
+def _evaluate(out: Outcome, goal: Goal, evaluate: Callable[[], float]) -> None:
+    """One evaluation: timed apart, on the curve, the best and the target's step kept."""
+    began = time.perf_counter()
+    value = evaluate()
+    out.eval_s += time.perf_counter() - began
+    out.curve.append((out.steps, value))
+    if out.best is None or goal.better(value, out.best):
+        out.best = value
+    if out.reached_at is None and goal.reached(value):
+        out.reached_at, out.time_to_target_s = out.steps, out.train_s
 
 
 #: An evaluation batch holds at least this many tokens (a language model) or images:
@@ -174,7 +189,9 @@ def run_to_target(cfg: Config, goal: Goal, kind: str, step: Callable[[], None],
                   device: torch.device,
                   amp: Callable[[], contextlib.AbstractContextManager[object]],
                   sync: Callable[[], None], before_timed: Callable[[], None],
-                  on_iter: Callable[[int, float], object] | None, rank: int
+                  on_iter: Callable[[int, float], object] | None, rank: int,
+                  start: Outcome | None = None,
+                  after_step: Callable[[int, Outcome], object] | None = None,
                   ) -> tuple[list[float], Outcome]:
     """train.run's loop with a measured target: the rank's share of the held-out split of
     the dataset (`kind`: tokens or images) read, then `train` with an evaluator of the
@@ -186,7 +203,7 @@ def run_to_target(cfg: Config, goal: Goal, kind: str, step: Callable[[], None],
                           cfg.seq_len, cfg.image_size, cfg.num_classes)
     evaluate = evaluator(model, val, device, gather, goal.metric, amp)
     return train(step, goal, cfg.warmup_iters * cfg.batches_per_iter, cfg.batches_per_iter,
-                 evaluate, sync, before_timed, on_iter)
+                 evaluate, sync, before_timed, on_iter, start, after_step)
 
 
 def fields(goal: Goal, out: Outcome, global_batch: int) -> dict[str, object]:

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 import torch
 from torch import nn
 
-from . import diagnostics, energy, transformer
+from . import checkpoint, checkpointer, diagnostics, energy, transformer
 from .data.stats import DataStats
 from .layout import Layout
 from .models import build_model, num_parameters, shard_units
 from .names import is_transformer
 from .optimizers import factor, make, warmup_steps
 from .options import Value
-from .timing import mean, time_iterations
+from .timing import time_iterations
 from .totarget import Goal
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ class TrainConfig:
     data_prefetch: int = 2
     data_stage: str = "none"
     data_seed: int = 0
+    checkpoint: checkpoint.Settings | None = None  # save and resume (checkpoint.py)
 
     @property
     def total_steps(self) -> int:
@@ -270,6 +271,10 @@ class TrainResult:
     first_step_at: float | None = None  # wall-clock time its first (warm-up) step began
     data: DataStats | None = None  # the input's measurements (None: synthetic tensors)
     target: Outcome | None = None  # the run to a measured target (None: none)
+    first_step_s: float | None = None  # the first step's own time (compile, allocation)
+    checkpoint: checkpoint.Stats | None = None  # saves and the load (None: no checkpoints)
+    #: wall-clock times start-up passed: process start, imports done, ranks joined
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def local_parameters(model: nn.Module) -> int:
@@ -281,11 +286,6 @@ def local_parameters(model: nn.Module) -> int:
         local = p.to_local() if hasattr(p, "to_local") else shard if shard is not None else p
         total += local.numel()
     return total
-
-
-def compute_iters(cfg: TrainConfig) -> int:
-    """Timed compute-only iterations: a few are enough (it is a ratio, not the result)."""
-    return max(1, min(cfg.iters, 3))
 
 
 def _sync_fn(device: torch.device) -> Callable[[], None]:
@@ -301,12 +301,12 @@ def _time_compute(step: Callable[[], object], cfg: TrainConfig, sync: Callable[[
                   cold: bool) -> list[float]:
     """Compute-only iterations; `cold` (before training: the bare model) gets the same
     warm-up as training, a warm model (after training) one untimed step."""
+    iters = diagnostics.compute_iters(cfg)
     if cold:
-        return time_iterations(step, warmup_iters=max(1, cfg.warmup_iters),
-                               iters=compute_iters(cfg), batches_per_iter=cfg.batches_per_iter,
-                               sync=sync)
+        return time_iterations(step, warmup_iters=max(1, cfg.warmup_iters), iters=iters,
+                               batches_per_iter=cfg.batches_per_iter, sync=sync)
     step()  # allocations of the no-sync path
-    return time_iterations(step, warmup_iters=0, iters=compute_iters(cfg),
+    return time_iterations(step, warmup_iters=0, iters=iters,
                            batches_per_iter=cfg.batches_per_iter, sync=sync)
 
 
@@ -338,13 +338,18 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
     tune_backends(device)
     sync = _sync_fn(device)
     model, batch = build(cfg, device)
+    try:
+        found = checkpoint.agreed_latest(cfg.checkpoint, backend.gather)
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
     feeder = None
     if cfg.data:
         from .data.feed import model_vocab, open_feeder
 
-        feeder = open_feeder(cfg, batch, rank, model_vocab(model))
+        feeder = open_feeder(cfg, batch, rank, model_vocab(model),
+                             start_step=found[0] if found else 0)
     try:
-        result = _run(backend, cfg, device, on_iter, sync, model, batch, feeder, rank)
+        result = _run(backend, cfg, device, on_iter, sync, model, batch, feeder, rank, found)
     finally:
         if feeder is not None:
             feeder.close()
@@ -355,8 +360,9 @@ def run(backend: Backend, cfg: TrainConfig, device: torch.device,
 
 def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
          on_iter: Callable[[int, float], object] | None, sync: Callable[[], None],
-         model: nn.Module, batch: Batch, feeder: Feeder | None, rank: int = 0) -> TrainResult:
-    """`run`'s phases on a built model."""
+         model: nn.Module, batch: Batch, feeder: Feeder | None, rank: int = 0,
+         found: tuple[int, dict[str, object]] | None = None) -> TrainResult:
+    """`run`'s phases on a built model; `found`: the checkpoint to resume from."""
     params = num_parameters(model)
     wire_bytes = grad_bytes(model, backend.wire)
     if cfg.compile:
@@ -369,12 +375,23 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
         del optimizer, bare
     step = backend.wrap(model, cfg, device, batch)
     local = local_parameters(model)
+    saver = checkpointer.for_backend(cfg.checkpoint, backend, device, sync, rank,
+                                     cfg.total_steps - cfg.batches_per_iter)
+    restored = saver.resume(found) if saver is not None else None
     last: list[torch.Tensor | None] = [None]
+    done, first = [found[0] if found else 0], [0.0]  # steps trained, the first's seconds
 
     def tracked() -> None:
+        began = time.perf_counter() if first[0] == 0.0 else 0.0
         if feeder is not None:
             feeder.load()
         last[0] = step()
+        done[0] += 1
+        if began:
+            sync()
+            first[0] = time.perf_counter() - began
+        if saver is not None and cfg.target is None:
+            saver.after_step(done[0])
 
     meter = energy.open_meter(device)
 
@@ -392,11 +409,17 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
             raise WorkloadError("a measured target trains on a dataset: give --data")
         times, outcome = run_to_target(cfg, cfg.target, feeder.stats.kind, tracked, model,
                                        backend.gather, device, lambda: autocast(cfg, device),
-                                       sync, before_timed, on_iter, rank)
+                                       sync, before_timed, on_iter, rank, restored,
+                                       saver.after_step if saver is not None else None)
     else:
-        times = time_iterations(tracked, warmup_iters=cfg.warmup_iters, iters=cfg.iters,
+        warm, iters = checkpoint.remaining(done[0], cfg.warmup_iters, cfg.iters,
+                                           cfg.batches_per_iter)
+        times = time_iterations(tracked, warmup_iters=warm, iters=iters,
                                 batches_per_iter=cfg.batches_per_iter, sync=sync,
-                                on_iter=on_iter, before_timed=before_timed)
+                                on_iter=on_iter, before_timed=before_timed,
+                                paused=saver.blocked if saver is not None else lambda: 0.0)
+    if saver is not None:
+        saver.finish()  # the async save in flight completes before the record
     reading = meter.stop()
     final_loss = None if last[0] is None else float(last[0])
     if cfg.diagnostics and not backend.bare_compute:
@@ -409,27 +432,6 @@ def _run(backend: Backend, cfg: TrainConfig, device: torch.device,
     return TrainResult(iter_times=times, compute_iter_times=compute_times,
                        probe_times=probe, num_params=params, grad_bytes=wire_bytes,
                        final_loss=final_loss, energy=reading, local_params=local,
-                       first_step_at=first_step_at, target=outcome)
+                       first_step_at=first_step_at, target=outcome, first_step_s=first[0],
+                       checkpoint=saver.stats if saver is not None else None)
 
-
-def summarize(results: list[TrainResult], cfg: TrainConfig, world_size: int
-              ) -> dict[str, object]:
-    """The diagnostics part of the record, from every rank's measurements."""
-    first = results[0]
-    out: dict[str, object] = {"num_params": first.num_params, "grad_bytes": first.grad_bytes,
-                           "diagnostics": cfg.diagnostics}
-    if first.compute_iter_times is not None:
-        steps = [mean(r.iter_times) / cfg.batches_per_iter for r in results]
-        computes = [mean(r.compute_iter_times or [0.0]) / cfg.batches_per_iter
-                    for r in results]
-        out.update(diagnostics.comm_summary(steps, computes, cfg.units_per_step * world_size))
-        out["compute_iters"] = compute_iters(cfg)
-        out["rank_compute_s"] = [round(t, 9) for t in computes]
-    if first.probe_times is not None:
-        sizes = diagnostics.message_sizes(first.grad_bytes)
-        slowest = [max(r.probe_times[i] for r in results if r.probe_times)
-                   for i in range(len(sizes))]
-        probe = diagnostics.probe_table(sizes, slowest, world_size)
-        out["allreduce_probe"] = probe
-        out.update(diagnostics.probe_summary(probe))
-    return out

@@ -83,9 +83,10 @@ class Feeder:
     """Fills the training batch with the next real batch; counts what it cost."""
 
     def __init__(self, source: Source, cfg: TrainConfig, batch: Batch, staged: stage.Staged,
-                 rank: int, environ: Mapping[str, str]) -> None:
+                 rank: int, environ: Mapping[str, str], start_step: int = 0) -> None:
         pin = batch.data.device.type == "cuda"
-        self._loader = loader(source, cfg.batch_size, cfg.data_workers, cfg.data_prefetch, pin)
+        self._loader = loader(source, cfg.batch_size, cfg.data_workers, cfg.data_prefetch, pin,
+                              start_step)
         self._it = iter(self._loader)
         self.batch, self.staged = batch, staged
         self.stats = DataStats(source.kind, str(Path(cfg.data).absolute()), cfg.data_workers,
@@ -137,13 +138,15 @@ class Feeder:
 
 
 def open_feeder(cfg: TrainConfig, batch: Batch, rank: int, vocab: int | None,
-                environ: Mapping[str, str] = os.environ) -> Feeder:
-    """The rank's feeder: the dataset checked, its files staged when asked."""
+                environ: Mapping[str, str] = os.environ, start_step: int = 0) -> Feeder:
+    """The rank's feeder: the dataset checked, its files staged when asked; it starts at
+    the batch of step `start_step` (a run resumed from a checkpoint)."""
     replica = cfg.layout.coordinates(rank)["dp"]
     source = source_for(cfg, replica, vocab)
     staged = stage.stage(source.files(), cfg.data_stage, rank, environ)
     try:
-        return Feeder(source.relocated(staged.mapping), cfg, batch, staged, rank, environ)
+        return Feeder(source.relocated(staged.mapping), cfg, batch, staged, rank, environ,
+                      start_step)
     except BaseException:
         staged.remove()
         raise
