@@ -16,6 +16,24 @@ pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed", "tests.flux_testbe
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Each testbed's tests run in one pytest-xdist worker, one after another (`--dist
+#: loadgroup`, as the README's test command asks): one study at a time on a testbed's
+#: few nodes, and a test that stops slurmctld or the PBS server never pulls it from under
+#: another. The other worker takes everything else.
+TESTBEDS = {"slurm": "slurm_cluster", "pbs": "pbs_cluster", "flux": "flux_cluster",
+            "postgres": "postgres_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test of a testbed (by its marker or its fixture) in that testbed's
+    xdist group."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for group, fixture in TESTBEDS.items():
+            if item.get_closest_marker(group) is not None or fixture in names:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _results_store(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -7,6 +7,7 @@ scripts/build-horovod) and fail instead when SCALESTUDY_REQUIRE_HOROVOD=1 (CI).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -31,10 +32,23 @@ def _importable(module: str) -> bool:
 
 def _need(module: str, require_env: str) -> None:
     if _importable(module):
+        if module == "deepspeed":
+            _deepspeed_op()
         return
     if os.environ.get(require_env) == "1":
         pytest.fail(f"{module} is not importable but {require_env}=1")
     pytest.skip(f"{module} is not installed")
+
+
+@functools.cache
+def _deepspeed_op() -> None:
+    """DeepSpeed compiles its CPU shared-memory allreduce the first time a rank starts
+    (minutes on two cores): build it here, once, into torch's extension cache where the
+    ranks find it, so that no study's walltime pays for a compiler."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from deepspeed.comm.torch import build_shm_op; build_shm_op()"],
+        capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.fixture
