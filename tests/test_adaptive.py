@@ -15,6 +15,7 @@ import pytest
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import adaptive_journal as journal_file
 from scalestudy.results.analysis.adaptive import ASSUMED_NOISE, Point, decide, noise_of
+from scalestudy.results.analysis.adaptive_target import Objective
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 import known_scaling as known
@@ -42,27 +43,33 @@ def true_front(points: list[Point]) -> set[tuple[str, int]]:
             if not any(t2 <= t and c2 <= c and (t2, c2) != (t, c) for t2, c2 in cost.values())}
 
 
-def adapt(points: list[Point], seed: int, budget: float | None = None
+def adapt(points: list[Point], seed: int, budget: float | None = None,
+          objective: Objective | None = None
           ) -> tuple[dict[tuple[str, int], list[float]], dict, dict, list]:
-    """The rule run to its end, each chosen point measured with 1 % noise."""
+    """The rule run to its end, each chosen run measured with 1 % noise (a point
+    stopped by the halving within a rung is in `skipped`)."""
     rng = random.Random(seed)
     measured: dict[tuple[str, int], list[float]] = {}
     dropped: dict[str, str] = {}
     skipped: dict[tuple[str, int], str] = {}
+    ended: set[str] = set()
     rounds = []
-    for _ in range(20):
-        spent = sum(p.node_hours for p in points if p.key in measured)
+    of = {r: p for p in points for r in p.runs}
+    for _ in range(60):
+        spent = sum(p.node_hours / len(p.runs) for p in points for r in p.runs if r in ended)
         d = decide(points, measured, set(), dropped, skipped,
-                   None if budget is None else budget - spent)
+                   None if budget is None else budget - spent, ended, objective)
         dropped.update({v.alternative: v.evidence for v in d.dropped})
-        skipped.update({(v.alternative, int(v.nodes or 0)): v.evidence for v in d.skipped})
+        skipped.update({(v.alternative, int(v.nodes or 0)): v.evidence
+                        for v in (*d.skipped, *d.halved)})
         if not d.points:
             rounds.append(d.why)
             break
         rounds.append([p.key for p in d.points])
-        for p in d.points:
-            measured[p.key] = [truth(p) * (1 + rng.gauss(0, known.NOISE))
-                               for _ in range(REPEATS)]
+        for r in d.runs:
+            p = of[r]
+            measured.setdefault(p.key, []).append(truth(p) * (1 + rng.gauss(0, known.NOISE)))
+            ended.add(r)
     return measured, dropped, skipped, rounds
 
 
@@ -113,9 +120,9 @@ def test_one_scale_never_drops_an_alternative() -> None:
 
 def test_the_budget_stops_the_study_with_why() -> None:
     points = grid()
-    measured, _, _, rounds = adapt(points, 1, budget=12.0)  # round 1 costs 18
+    measured, _, _, rounds = adapt(points, 1, budget=12.0)  # round 1 costs 9, 2 would 18
     assert measured and isinstance(rounds[-1], str) and "the budget" in rounds[-1]
-    assert sum(p.node_hours for p in points if p.key in measured) <= 12.0
+    assert sum(p.node_hours / REPEATS * len(measured.get(p.key, ())) for p in points) <= 12.0
 
 
 def test_the_noise_is_pooled_from_the_repeats() -> None:
