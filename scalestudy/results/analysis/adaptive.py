@@ -97,6 +97,7 @@ class Verdict:
     alternative: str
     nodes: int | None
     evidence: str
+    repeats: int | None = None  # a point halved within its rung: the repeats it had
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -250,7 +251,7 @@ def _halve(chosen: list[Point], measured: Mapping[tuple[str, int], Sequence[floa
         keep, stopped = halve([q.key for q in group], bands,
                               {q.key: goal.unit(q.key) for q in group}, least, goal.text)
         out += [q for q in group if q.key in set(keep)]
-        halved += [Verdict(key[0], key[1], why) for key, why in stopped]
+        halved += [Verdict(key[0], key[1], why, least) for key, why in stopped]
     return [q for q in chosen if q in out], halved
 
 
