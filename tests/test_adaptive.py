@@ -96,15 +96,19 @@ def test_the_first_round_is_every_alternative_at_its_two_smallest_scales() -> No
 
 def test_an_alternative_that_wins_at_one_node_keeps_that_point() -> None:
     """fp16-wire pays 4 % of compute: the default wins on 1 node (on the front), loses
-    beyond; the default's 1-node point is kept, its larger ones are not measured."""
+    beyond; the default's 1-node point is kept, its larger ones are not measured fully
+    (left out, or stopped after a repeat: fp16-wire is faster there)."""
     points = grid()
     measured, dropped, skipped, _ = adapt(points, 0)
-    assert ("batch_size 128, tuning default", 1) in true_front(points)
-    assert ("batch_size 128, tuning default", 1) in measured
-    assert "batch_size 128, tuning default" not in dropped
-    later = [n for (a, n) in skipped if a == "batch_size 128, tuning default"]
+    default = "batch_size 128, tuning default"
+    assert (default, 1) in true_front(points)
+    assert len(measured[(default, 1)]) == REPEATS
+    assert default not in dropped
+    later = [n for (a, n) in skipped if a == default]
     assert later and min(later) >= 4
-    assert "faster there, by at least" in skipped[("batch_size 128, tuning default", 16)]
+    assert all(len(measured.get((default, n), ())) < REPEATS for n in (4, 8, 16))
+    assert all("faster there, by at least" in skipped[(default, n)]
+               or "bottom half at" in skipped[(default, n)] for n in later)
 
 
 def test_one_scale_never_drops_an_alternative() -> None:

@@ -203,30 +203,34 @@ def decide(points: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[
         rung = min(q.nodes for q in later)
         chosen = [q for q in later if q.nodes == rung]
     chosen, halved = _halve(chosen, measured, tried, sigma, goal)
-    runs = {q.key: _next_run(q, measured, ended, tried(q)) for q in chosen}
+    alone = {n for n in (q.nodes for q in chosen) if sum(q.nodes == n for q in chosen) == 1}
+    runs = {q.key: _next_runs(q, ended, tried(q), q.nodes in alone) for q in chosen}
     why = "every point is measured or left out by the evidence: the front is known " \
           "within the noise"
     if budget_left is not None and chosen:
         kept, spend = [], 0.0
         for q in sorted(chosen, key=lambda q: q.node_hours / len(q.runs)):
-            if spend + q.node_hours / len(q.runs) <= budget_left + 1e-9:
+            each = q.node_hours / len(q.runs)
+            runs[q.key] = runs[q.key][:max(1, int((budget_left - spend) / each + 1e-9))]
+            if spend + each * len(runs[q.key]) <= budget_left + 1e-9:
                 kept.append(q)
-                spend += q.node_hours / len(q.runs)
+                spend += each * len(runs[q.key])
         if not kept:
             why = (f"the budget: {budget_left:,.2f} node-hour(s) left, the next run "
                    f"needs {min(q.node_hours / len(q.runs) for q in chosen):,.2f}")
         chosen = [q for q in chosen if q in kept]  # what fits, the cheapest first
     return Decision(tuple(chosen), tuple(new_dropped), tuple(new_skipped), sigma, source,
-                    "" if chosen else why, tuple(runs[q.key] for q in chosen),
+                    "" if chosen else why, tuple(r for q in chosen for r in runs[q.key]),
                     tuple(halved), goal.words, goal.notes)
 
 
-def _next_run(q: Point, measured: Mapping[tuple[str, int], Sequence[float]],
-              ended: Collection[str] | None, done: int) -> str:
-    """The point's next repeat: the first of its runs that has not ended."""
-    if ended is None:
-        return q.runs[min(done, len(q.runs) - 1)]
-    return next(r for r in q.runs if r not in ended)
+def _next_runs(q: Point, ended: Collection[str] | None, done: int, rest: bool
+               ) -> tuple[str, ...]:
+    """The point's next repeat (the first of its runs that has not ended), or with
+    `rest` every repeat left: the only point of its rung has no one to be halved
+    against, so its repeats need not wait for each other."""
+    left = q.runs[done:] if ended is None else tuple(r for r in q.runs if r not in ended)
+    return left if rest else left[:1]
 
 
 def _halve(chosen: list[Point], measured: Mapping[tuple[str, int], Sequence[float]],

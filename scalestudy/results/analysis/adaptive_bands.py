@@ -9,14 +9,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from scalestudy.results.analysis.forecast import SPREAD_PER_DOUBLING
 
-if TYPE_CHECKING:
-    from scalestudy.results.analysis.adaptive import Point
+
+class Point(Protocol):
+    """What a projection needs of a point (results.analysis.adaptive.Point)."""
+
+    @property
+    def key(self) -> tuple[str, int]: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def per_gpu_batch(self) -> float: ...
+    @property
+    def global_batch(self) -> float: ...
 
 #: A measured point's band: median · exp(±Z·σ/√repeats) (about 95 %).
 Z = 1.96
