@@ -79,7 +79,8 @@ def main() -> int:
         print(json.dumps(got))
     else:
         print(f"{args.system}, nodes {nodes}: {got['points_measured']} of {got['points']} "
-              f"points measured in {got['rounds']} round(s); the true front "
+              f"points measured ({got['measured_fully']} fully, {got['measured_partly']} "
+              f"partly) in {got['rounds']} round(s); the true front "
               f"({got['front']} points) {'found' if got['front_found'] else 'NOT found'}; "
               f"node-hours {got['share_planned']:.1%} of the full grid's (nodes x "
               f"walltime); {wall:.0f} s")
@@ -95,9 +96,13 @@ def score(spec: Path, directory: Path) -> dict[str, object]:
     frame = pd.read_csv(directory / "runs.csv")
     done = frame[frame["state"] == "completed"]
     measured = known.measured(frame)
-    rounds = sum(1 for line in (directory / "adaptive.jsonl").read_text().splitlines()
-                 if '"kind": "round"' in line)
+    lines = [json.loads(line) for line in
+             (directory / "adaptive.jsonl").read_text().splitlines() if line.strip()]
+    rounds = sum(1 for line in lines if line.get("kind") == "round")
+    tally = next((line["tally"] for line in reversed(lines) if "tally" in line), {})
     return {"points": len(points), "points_measured": len(measured), "rounds": rounds,
+            "measured_fully": tally.get("measured_fully"),
+            "measured_partly": tally.get("measured_partly"),
             "front": len(front), "front_found": front <= measured,
             "share_planned": float(done["nodes"].sum()) / sum(r.nodes for r in runs)}
 

@@ -139,9 +139,18 @@ def adaptive_lines(study: str, got: dict[str, Any]) -> list[str]:
     lines = [f"adaptive study {study}: {got['alternatives']} alternative(s), {got['points']} "
              f"point(s), {got['node_hours_grid']:,.2f} node-hours for the whole grid (nodes x "
              "walltime)", f"rule: {got['rule']}"]
+    lines += [f"compared by: {got['objective']}"] if got.get("objective") else []
+    lines += [f"note: {note}" for note in got.get("notes", [])]
     lines += [f"dropped {d['alternative']}: {d['evidence']}" for d in got["dropped"]]
     lines += [f"not measured: {d['alternative']} on {d['nodes']} node(s): {d['evidence']}"
               for d in got["skipped"]]
+    lines += [f"repeats stopped: {d['alternative']} on {d['nodes']} node(s): {d['evidence']}"
+              for d in got.get("halved", [])]
+    if got.get("tally", {}).get("node_hours"):
+        t = got["tally"]
+        lines.append(f"so far: {t['measured_fully']} point(s) measured fully, "
+                     f"{t['measured_partly']} partly, {t['not_measured']} not at all; "
+                     f"{t['node_hours']:,.2f} node-hours ({t['share']:.1%} of the grid's)")
     if not got["next"]:
         return [*lines, f"nothing left to run: {got['stop']}"]
     lines.append(f"round {got['round']}: {len(got['next'])} point(s), "

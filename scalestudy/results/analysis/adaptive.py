@@ -15,11 +15,15 @@ tuning, layout, ...) at one node count, with all its repeats. The rule, in round
    node-hours could not change by it: a measured point on fewer nodes is at least as
    fast as its best case (it would be slower and dearer), or another surviving
    alternative beats it at its own node count beyond the noise under every model.
-4. Each round is one rung: the smallest node count still open, measured for every
-   surviving alternative that has it open, so the scales double from round to round
-   and an alternative never runs ahead of the evidence on the others. It stops when no point is open
-   (the front is known within the noise) or when the next point would overrun the
-   budget.
+4. Each rung is the smallest node count still open, for every surviving alternative
+   that has it open, so the scales double from rung to rung and an alternative never
+   runs ahead of the evidence on the others. Within a rung the repeats come one round
+   at a time, and after each the worse half of its points stops (adaptive_rung). It
+   stops when no point is open (the front is known within the noise) or when the next
+   run would overrun the budget.
+
+With a target, every comparison is of the rate to the target (adaptive_target): the
+time and node-hours to a trained model, not per sample.
 
 "Beyond the noise": the 95 % bands do not overlap. A measured point's band is its
 median · exp(±Z·σ/√repeats), σ the relative spread of the repeats pooled over every
@@ -32,29 +36,24 @@ measured node count.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from scalestudy.core.grid import Run
-from scalestudy.results.analysis.forecast import SPREAD_PER_DOUBLING
+from scalestudy.results.analysis.adaptive_bands import (
+    ASSUMED_NOISE as ASSUMED_NOISE,  # the rule's figures, where its callers look for them
+)
+from scalestudy.results.analysis.adaptive_bands import (
+    Band,
+    measured_band,
+    noise_of,
+    projections,
+)
+from scalestudy.results.analysis.adaptive_rung import halve
+from scalestudy.results.analysis.adaptive_target import Objective
 
-#: A measured point's band: median · exp(±Z·σ/√repeats) (about 95 %).
-Z = 1.96
-#: The repeats' relative spread assumed while no point has two repeats.
-ASSUMED_NOISE = 0.02
-#: The least relative spread used (a perfectly steady machine is not believed).
-MIN_NOISE = 0.005
-#: Refits behind each model's band.
-DRAWS = 64
-#: The one-term communication models an alternative is projected with: t(P) = a·b +
-#: k·f(P), f one of these (commmodel's bandwidth and latency forms).
-MODELS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "bandwidth": lambda p: 2 * (p - 1) / p,
-    "log2 P latency": np.log2,
-    "(P-1) latency": lambda p: p - 1,
-}
 #: The run fields an alternative may differ in (with the grid's option axes).
 ALTERNATIVE_FIELDS = ("ranks_per_node", "batch_size", "global_batch", "backend", "tuning",
                       "precision")
@@ -64,8 +63,10 @@ RULE = (
     "noise at every node count both have (measured, or under each one-term communication "
     "model fitted to both), and a point is left unmeasured when a measured point on fewer "
     "nodes is at least as fast as its best case, or another alternative beats it there "
-    "beyond the noise; each round measures the smallest node count still open, for every "
-    "surviving alternative. It stops when no point is open (the front of time against "
+    "beyond the noise; each rung is the smallest node count still open, for every "
+    "surviving alternative, its repeats one round at a time, the worse half stopping "
+    "after each (a tie never). With a target, time and node-hours are to the target. "
+    "It stops when no point is open (the front of time against "
     "node-hours is known within the noise) or when the next point would overrun --budget.")
 
 
@@ -96,6 +97,7 @@ class Verdict:
     alternative: str
     nodes: int | None
     evidence: str
+    repeats: int | None = None  # a point halved within its rung: the repeats it had
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -108,8 +110,9 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Decision:
-    """The next round (no points: stop, `why` says why), and what it newly decides not
-    to measure."""
+    """The next round (no points: stop, `why` says why): its points and the runs it
+    starts (one repeat each), what it newly decides not to measure, the points whose
+    repeats it stops (halved), and the objective it compared by."""
 
     points: tuple[Point, ...]
     dropped: tuple[Verdict, ...]
@@ -117,6 +120,10 @@ class Decision:
     noise: float
     noise_source: str
     why: str
+    runs: tuple[str, ...] = ()
+    halved: tuple[Verdict, ...] = ()
+    objective: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def points_of(runs: Sequence[Run], scaling: str, walltime_s: float) -> list[Point]:
@@ -153,165 +160,153 @@ def alternative(run: Run, varying: Sequence[str]) -> str:
     return ", ".join(parts) or "the study"
 
 
-@dataclass(frozen=True)
-class _Band:
-    """A throughput with its band (about 95 %)."""
-
-    low: float
-    mid: float
-    high: float
-
-
-def noise_of(measured: Mapping[tuple[str, int], Sequence[float]]) -> tuple[float, str]:
-    """The repeats' relative spread, pooled over the points with two or more, and where
-    it comes from."""
-    sums, dof = 0.0, 0
-    for values in measured.values():
-        logs = np.log([v for v in values if v > 0])
-        if len(logs) > 1:
-            sums += float(np.sum((logs - logs.mean()) ** 2))
-            dof += len(logs) - 1
-    if dof == 0:
-        return ASSUMED_NOISE, (f"assumed {ASSUMED_NOISE:.0%}: no measured point has two "
-                               "repeats yet")
-    sigma = math.sqrt(sums / dof)
-    return max(sigma, MIN_NOISE), (f"{sigma:.1%}, the repeats' spread pooled over {dof} "
-                                   f"degree(s) of freedom" + (
-                                       f" (at least {MIN_NOISE:.1%} is used)"
-                                       if sigma < MIN_NOISE else ""))
-
-
-def _measured_band(values: Sequence[float], sigma: float) -> _Band:
-    mid = float(np.median(values))
-    half = Z * sigma / math.sqrt(len(values))
-    return _Band(mid * math.exp(-half), mid, mid * math.exp(half))
-
-
-def _projections(mine: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[float]],
-                 asked: Sequence[Point], sigma: float, seed: int
-                 ) -> dict[str, dict[int, _Band]]:
-    """Per model: the asked points' throughput bands (by node count), from refits to the
-    alternative's measured medians moved by the noise. Empty with fewer than two
-    measured node counts (one says nothing of scaling)."""
-    done = [p for p in mine if measured.get(p.key)]
-    if len({p.replicas for p in done}) < 2 or not asked:
-        return {}
-    p = np.array([q.replicas for q in done], float)
-    glob = np.array([q.global_batch for q in done], float)
-    batch = np.array([q.per_gpu_batch for q in done], float)
-    strong = len(set(glob.tolist())) == 1 and len(set(batch.tolist())) > 1
-    work = glob / p if strong else batch  # each GPU's work per step
-    med = np.array([float(np.median(measured[q.key])) for q in done])
-    reps = np.array([len(measured[q.key]) for q in done], float)
-    at_p = np.array([q.replicas for q in asked], float)
-    at_w = (glob[0] / at_p) if strong else np.array([q.per_gpu_batch for q in asked], float)
-    top = float(p.max())
-    widen = 1 + SPREAD_PER_DOUBLING * np.maximum(0.0, np.log2(at_p / top))
-    rng = np.random.default_rng(seed)
-    shocks = rng.normal(0.0, 1.0, size=(DRAWS, len(med))) * sigma / np.sqrt(reps)
-    out: dict[str, dict[int, _Band]] = {}
-    x = med * np.exp(np.vstack([np.zeros(len(med)), shocks]))  # row 0: the medians
-    for name, form in MODELS.items():
-        a, k = _one_term(work, form(p), p * work / x)
-        arr = at_p * at_w / (np.outer(a, at_w) + np.outer(k, form(at_p)))
-        lo, hi = np.quantile(arr[1:], [0.025, 0.975], axis=0)
-        out[name] = {q.nodes: _Band(float(lo[i]) / widen[i], float(arr[0][i]),
-                                    float(hi[i]) * widen[i])
-                     for i, q in enumerate(asked)}
-    return out
-
-
-def _one_term(w: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares t = a·w + k·f, both at least 0, for each row of `t` (a draw);
-    (a, k) per row. A negative k (faster than linear) is held at 0."""
-    sww, sff, swf = float(w @ w), float(f @ f), float(w @ f)
-    stw, stf = t @ w, t @ f
-    det = sww * sff - swf * swf
-    a = (stw * sff - stf * swf) / det
-    k = (stf * sww - stw * swf) / det
-    flat = k < 0
-    a = np.where(flat, stw / sww, a)
-    return np.maximum(a, 0.0), np.maximum(np.where(flat, 0.0, k), 0.0)
-
-
 def decide(points: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[float]],
            failed: set[tuple[str, int]], dropped: Mapping[str, str],
-           skipped: Mapping[tuple[str, int], str], budget_left: float | None = None
+           skipped: Mapping[tuple[str, int], str], budget_left: float | None = None,
+           ended: Collection[str] | None = None, objective: Objective | None = None
            ) -> Decision:
     """The next round from what was measured (throughputs per point key), what failed
-    for good, and what earlier rounds dropped and skipped (kept: never undone)."""
+    for good, and what earlier rounds dropped and skipped (kept: never undone; a point
+    halved is skipped). `ended`: the runs that completed or failed (None: a point has
+    run as many repeats as it has throughputs); `objective`: throughput without it."""
+    goal = objective or Objective()
     sigma, source = noise_of(measured)
     by_alt: dict[str, list[Point]] = {}
     for point in points:
         by_alt.setdefault(point.alternative, []).append(point)
     for alt_points in by_alt.values():
         alt_points.sort(key=lambda q: q.nodes)
+
+    def tried(q: Point) -> int:
+        if ended is None:
+            return len(measured.get(q.key, ()))
+        return sum(1 for r in q.runs if r in ended)
+
     live = [a for a in by_alt if a not in dropped]
-    bands = {a: _bands(by_alt[a], measured, failed, sigma) for a in live}
-    new_dropped = _drop(live, by_alt, bands, measured)
+    bands = {a: _scaled(_bands(by_alt[a], measured, failed, sigma), a, goal) for a in live}
+    new_dropped = _drop(live, by_alt, bands, measured, goal)
     live = [a for a in live if a not in {v.alternative for v in new_dropped}]
     gone = set(skipped) | set(failed)  # never to be measured
-    closed = gone | {k for k, v in measured.items() if v}
-    new_skipped = _skip(live, by_alt, bands, measured, closed, gone, sigma)
+    closed = gone | {q.key for q in points if tried(q) >= len(q.runs)}
+    new_skipped = _skip(live, by_alt, bands, measured, closed, gone, sigma, goal)
     closed |= {(v.alternative, int(v.nodes or 0)) for v in new_skipped}
     chosen: list[Point] = []
-    later: list[Point] = []  # open points beyond the first round's
+    later: list[Point] = []  # open points beyond the first rung's
     for a in live:
         open_points = [q for q in by_alt[a] if q.key not in closed]
-        first = 2 - sum(1 for q in by_alt[a] if measured.get(q.key))
-        chosen += open_points[:first] if first > 0 else []
-        later += open_points[max(first, 0):]
+        first = 2 - sum(1 for q in by_alt[a] if tried(q) or measured.get(q.key))
+        chosen += [q for q in open_points if tried(q)]  # their repeats go on
+        fresh = [q for q in open_points if not tried(q)]
+        chosen += fresh[:first] if first > 0 else []
+        later += fresh[max(first, 0):]
     if not chosen and later:  # the next rung: every surviving alternative's at once
         rung = min(q.nodes for q in later)
         chosen = [q for q in later if q.nodes == rung]
+    chosen, halved = _halve(chosen, measured, tried, sigma, goal)
+    alone = {n for n in (q.nodes for q in chosen) if sum(q.nodes == n for q in chosen) == 1}
+    runs = {q.key: _next_runs(q, ended, tried(q), q.nodes in alone) for q in chosen}
     why = "every point is measured or left out by the evidence: the front is known " \
           "within the noise"
     if budget_left is not None and chosen:
         kept, spend = [], 0.0
-        for q in sorted(chosen, key=lambda q: q.node_hours):
-            if spend + q.node_hours <= budget_left + 1e-9:
+        for q in sorted(chosen, key=lambda q: q.node_hours / len(q.runs)):
+            each = q.node_hours / len(q.runs)
+            runs[q.key] = runs[q.key][:max(1, int((budget_left - spend) / each + 1e-9))]
+            if spend + each * len(runs[q.key]) <= budget_left + 1e-9:
                 kept.append(q)
-                spend += q.node_hours
+                spend += each * len(runs[q.key])
         if not kept:
-            why = (f"the budget: {budget_left:,.2f} node-hour(s) left, the next point "
-                   f"needs {min(q.node_hours for q in chosen):,.2f}")
+            why = (f"the budget: {budget_left:,.2f} node-hour(s) left, the next run "
+                   f"needs {min(q.node_hours / len(q.runs) for q in chosen):,.2f}")
         chosen = [q for q in chosen if q in kept]  # what fits, the cheapest first
     return Decision(tuple(chosen), tuple(new_dropped), tuple(new_skipped), sigma, source,
-                    "" if chosen else why)
+                    "" if chosen else why, tuple(r for q in chosen for r in runs[q.key]),
+                    tuple(halved), goal.words, goal.notes)
+
+
+def _next_runs(q: Point, ended: Collection[str] | None, done: int, rest: bool
+               ) -> tuple[str, ...]:
+    """The point's next repeat (the first of its runs that has not ended), or with
+    `rest` every repeat left: the only point of its rung has no one to be halved
+    against, so its repeats need not wait for each other."""
+    left = q.runs[done:] if ended is None else tuple(r for r in q.runs if r not in ended)
+    return left if rest else left[:1]
+
+
+def _halve(chosen: list[Point], measured: Mapping[tuple[str, int], Sequence[float]],
+           tried: Callable[[Point], int], sigma: float, goal: Objective
+           ) -> tuple[list[Point], list[Verdict]]:
+    """The chosen points that get a repeat this round: per node count, the ones with the
+    fewest repeats; when all have as many (one or more), the better half of them
+    (adaptive_rung) and the verdicts on the others."""
+    out: list[Point] = []  # in the order chosen
+    halved: list[Verdict] = []
+    for n in sorted({q.nodes for q in chosen}):
+        group = [q for q in chosen if q.nodes == n]
+        least, most = min(map(tried, group)), max(map(tried, group))
+        if least == 0 or least != most:
+            out += [q for q in group if tried(q) == least]
+            continue
+        bands = {}
+        for q in group:
+            if measured.get(q.key):
+                b = measured_band(measured[q.key], sigma)
+                bands[q.key] = goal.scale(q.key, b.low, b.mid, b.high)
+        keep, stopped = halve([q.key for q in group], bands,
+                              {q.key: goal.unit(q.key) for q in group}, least, goal.text)
+        out += [q for q in group if q.key in set(keep)]
+        halved += [Verdict(key[0], key[1], why, least) for key, why in stopped]
+    return [q for q in chosen if q in out], halved
+
+
+def _scaled(bands: dict[str, dict[int, Band]], alt: str, goal: Objective
+            ) -> dict[str, dict[int, Band]]:
+    """An alternative's throughput bands as bands of the objective (to the target where
+    the target gives the point's samples)."""
+    if not goal.factors:
+        return bands
+    return {m: {n: Band(*goal.scale((alt, n), b.low, b.mid, b.high),
+                         per=goal.unit((alt, n))) for n, b in per.items()}
+            for m, per in bands.items()}
 
 
 def _bands(mine: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[float]],
-           failed: set[tuple[str, int]], sigma: float) -> dict[str, dict[int, _Band]]:
+           failed: set[tuple[str, int]], sigma: float) -> dict[str, dict[int, Band]]:
     """An alternative's bands per model and node count: measured points' own band under
     every model, the others projected."""
     asked = [q for q in mine if not measured.get(q.key) and q.key not in failed]
     seed = sum(ord(c) for c in mine[0].alternative) if mine else 0
-    projected = _projections(mine, measured, asked, sigma, seed)
-    own = {q.nodes: _measured_band(measured[q.key], sigma) for q in mine
+    projected = projections(mine, measured, asked, sigma, seed)
+    own = {q.nodes: measured_band(measured[q.key], sigma) for q in mine
            if measured.get(q.key)}
     if not projected:
         return {"measured": own}
     return {name: {**own, **per} for name, per in projected.items()}
 
 
-def _beats(best: dict[str, dict[int, _Band]], other: dict[str, dict[int, _Band]],
+def _beats(best: dict[str, dict[int, Band]], other: dict[str, dict[int, Band]],
            nodes: int) -> bool:
     """`best` is faster than `other` at `nodes` beyond the noise under every model both
     have (a measured point counts under every model)."""
     models = [m for m in best if m in other and nodes in best[m] and nodes in other[m]]
     if not models:
         return False
-    return all(best[m][nodes].low > other[m][nodes].high for m in models)
+    return all(best[m][nodes].low > other[m][nodes].high
+               and best[m][nodes].per == other[m][nodes].per for m in models)
 
 
 def _drop(live: list[str], by_alt: Mapping[str, list[Point]],
-          bands: Mapping[str, dict[str, dict[int, _Band]]],
-          measured: Mapping[tuple[str, int], Sequence[float]]) -> list[Verdict]:
+          bands: Mapping[str, dict[str, dict[int, Band]]],
+          measured: Mapping[tuple[str, int], Sequence[float]], goal: Objective
+          ) -> list[Verdict]:
     """The alternatives another one beats beyond the noise at every node count both have
     (the beaten judged against the strongest first)."""
     def strength(a: str) -> float:
         done = [q for q in by_alt[a] if measured.get(q.key)]
-        return float(np.median(measured[done[-1].key])) / done[-1].nodes if done else 0.0
+        if not done:
+            return 0.0
+        mid = float(np.median(measured[done[-1].key]))
+        return goal.scale(done[-1].key, mid, mid, mid)[1] / done[-1].nodes
 
     out: list[Verdict] = []
     gone: set[str] = set()
@@ -326,22 +321,24 @@ def _drop(live: list[str], by_alt: Mapping[str, list[Point]],
                 continue
             if all(_beats(bands[b], bands[a], n) for n in shared):
                 out.append(Verdict(a, None, _drop_evidence(a, b, by_alt[a], bands,
-                                                           measured)))
+                                                           measured, goal)))
                 gone.add(a)
                 break
     return out
 
 
 def _drop_evidence(a: str, b: str, mine: Sequence[Point],
-                   bands: Mapping[str, dict[str, dict[int, _Band]]],
-                   measured: Mapping[tuple[str, int], Sequence[float]]) -> str:
+                   bands: Mapping[str, dict[str, dict[int, Band]]],
+                   measured: Mapping[tuple[str, int], Sequence[float]], goal: Objective
+                   ) -> str:
     done = [q.nodes for q in mine if measured.get(q.key)]
     model = next(iter(bands[a]))
     at = max(done)
     ours, theirs = bands[a][model][at], bands[b][model][at]
     top = max(q.nodes for q in mine)
     words = (f"{b} is faster beyond the noise at every node count: measured on {at} "
-             f"node(s) {theirs.mid:,.4g} against {ours.mid:,.4g} "
+             f"node(s) {goal.text((b, at), theirs.mid)} against "
+             f"{goal.text((a, at), ours.mid)} "
              f"({ours.mid / theirs.mid - 1:+.1%})")
     if top > at:
         worst = min(bands[b][m][top].low / bands[a][m][top].high for m in bands[a]
@@ -352,13 +349,14 @@ def _drop_evidence(a: str, b: str, mine: Sequence[Point],
 
 
 def _skip(live: list[str], by_alt: Mapping[str, list[Point]],
-          bands: Mapping[str, dict[str, dict[int, _Band]]],
+          bands: Mapping[str, dict[str, dict[int, Band]]],
           measured: Mapping[tuple[str, int], Sequence[float]],
-          closed: set[tuple[str, int]], gone: set[tuple[str, int]], sigma: float
-          ) -> list[Verdict]:
+          closed: set[tuple[str, int]], gone: set[tuple[str, int]], sigma: float,
+          goal: Objective) -> list[Verdict]:
     """The open points of the surviving alternatives that cannot change the front
     (`closed`: measured or never to be; `gone`: never to be)."""
-    done = [(key, _measured_band(v, sigma)) for key, v in measured.items() if v]
+    done = [(key, Band(*goal.scale(key, b.low, b.mid, b.high), per=goal.unit(key)))
+            for key, b in ((k, measured_band(v, sigma)) for k, v in measured.items() if v)]
     out: list[Verdict] = []
     for a in live:
         for q in by_alt[a]:
@@ -366,13 +364,14 @@ def _skip(live: list[str], by_alt: Mapping[str, list[Point]],
                 continue
             best = max((band[q.nodes].high for band in bands[a].values()
                         if q.nodes in band), default=math.inf)
-            faster = [(key, band) for key, band in done
-                      if key[1] < q.nodes and band.low >= best]
+            faster = [(key, band) for key, band in done if key[1] < q.nodes
+                      and band.low >= best and band.per == goal.unit(q.key)]
             if faster:
                 (alt, nodes), band = max(faster, key=lambda kb: kb[1].mid)
                 out.append(Verdict(a, q.nodes, (
-                    f"at best {best:,.4g} (every communication model, the noise "
-                    f"included), while {alt} on {nodes} node(s) measured {band.mid:,.4g}: "
+                    f"at best {goal.text(q.key, best)} (every communication model, the "
+                    f"noise included), while {alt} on {nodes} node(s) measured "
+                    f"{goal.text((alt, nodes), band.mid)}: "
                     "it would be slower on more nodes, so dearer too")))
                 gone.add(q.key)
                 continue

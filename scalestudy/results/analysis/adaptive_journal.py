@@ -3,16 +3,19 @@
 where it stopped and the report can say what was not measured, and why.
 
 Lines (each with `schema`, `kind` and `at`): `round` {round, runs, points, noise,
-noise_source} before a round's runs start; `drop` {round, alternative, evidence};
-`skip` {round, alternative, nodes, evidence}; `stop` {round, why} when no point is left
-open (or the budget ends it). A torn last line (a crash mid-write) is ignored.
+noise_source, objective, notes} before a round's runs start (its runs: one repeat of
+each point); `drop` {round, alternative, evidence} (an alternative), or with `nodes` and
+`repeats` a point whose repeats the halving within a rung stopped; `skip` {round,
+alternative, nodes, evidence}; `stop` {round, why, tally} when no point is left open (or
+the budget ends it). A torn last line (a crash mid-write) is ignored. Lines of earlier
+releases (no objective, notes, tally; a round ran every repeat of its points) load.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +38,7 @@ class Journal:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)
     skipped: dict[tuple[str, int], str] = field(default_factory=dict)
+    halved: dict[tuple[str, int], str] = field(default_factory=dict)
     stopped: str | None = None
 
     @property
@@ -69,6 +73,8 @@ def read(directory: Path) -> Journal:
         if kind == "round":
             journal.rounds.append(entry)
             journal.stopped = None
+        elif kind == "drop" and entry.get(col.NODES) is not None:
+            journal.halved[(entry["alternative"], int(entry[col.NODES]))] = entry["evidence"]
         elif kind == "drop":
             journal.dropped[entry["alternative"]] = entry["evidence"]
         elif kind == "skip":
@@ -78,29 +84,51 @@ def read(directory: Path) -> Journal:
     return journal
 
 
-def record(directory: Path, number: int, decision: Decision) -> None:
-    """Journal a decision: its drops and skips, then the round it starts or its stop."""
+def record(directory: Path, number: int, decision: Decision,
+           tally: Mapping[str, Any] | None = None) -> None:
+    """Journal a decision: its drops and skips, then the round it starts or its stop
+    (with `tally`, what the study measured by then)."""
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines: list[dict[str, Any]] = [
         {"kind": "drop", "round": number, "alternative": v.alternative,
          "evidence": v.evidence} for v in decision.dropped]
+    lines += [{"kind": "drop", "round": number, "alternative": v.alternative,
+               "nodes": v.nodes, "repeats": v.repeats, "evidence": v.evidence}
+              for v in decision.halved]
     lines += [{"kind": "skip", "round": number, "alternative": v.alternative,
                "nodes": v.nodes, "evidence": v.evidence} for v in decision.skipped]
+    told = {"noise": decision.noise, "noise_source": decision.noise_source,
+            **({"objective": decision.objective} if decision.objective else {}),
+            **({"notes": list(decision.notes)} if decision.notes else {})}
     if decision.points:
-        lines.append({"kind": "round", "round": number,
-                      "runs": [r for p in decision.points for r in p.runs],
+        lines.append({"kind": "round", "round": number, "runs": list(decision.runs),
                       "points": [{"alternative": p.alternative, "nodes": p.nodes}
-                                 for p in decision.points],
-                      "noise": decision.noise, "noise_source": decision.noise_source})
+                                 for p in decision.points], **told})
     else:
-        lines.append({"kind": "stop", "round": number, "why": decision.why,
-                      "noise": decision.noise, "noise_source": decision.noise_source})
+        lines.append({"kind": "stop", "round": number, "why": decision.why, **told,
+                      **({"tally": dict(tally)} if tally else {})})
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / FILE, "a") as out:
         for line in lines:
             out.write(json.dumps({"schema": SCHEMA, "at": at, **line}) + "\n")
         out.flush()
         os.fsync(out.fileno())
+
+
+def tally(points: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[float]],
+          ended: Collection[str]) -> dict[str, Any]:
+    """How many points the study measured fully (every repeat ended), partly (stopped
+    after some repeats) and not at all, and the node-hours its ended runs could use
+    against the full grid's (nodes x walltime)."""
+    runs = {p.key: sum(1 for r in p.runs if r in ended) for p in points}
+    full = sum(1 for p in points if runs[p.key] >= len(p.runs))
+    none = sum(1 for p in points if not runs[p.key] and not measured.get(p.key))
+    spent = sum(p.node_hours / len(p.runs) * runs[p.key] for p in points)
+    grid = sum(p.node_hours for p in points)
+    return {"points": len(points), "measured_fully": full,
+            "measured_partly": len(points) - full - none, "not_measured": none,
+            "node_hours": round(spent, 3), "node_hours_grid": round(grid, 3),
+            "share": round(spent / grid, 4) if grid else 0.0}
 
 
 def not_measured(points: Sequence[Point], journal: Journal,
