@@ -24,6 +24,7 @@ TESTBEDS = {"slurm": "slurm_cluster", "pbs": "pbs_cluster", "flux": "flux_cluste
             "postgres": "postgres_server"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist tags each test id with its group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every test of a testbed (by its marker or its fixture) in that testbed's
     xdist group."""
