@@ -65,6 +65,38 @@ def test_scheduler_and_launcher_agree(name: str) -> None:
         assert (p.scheduler, p.launcher) == ("local", "torchrun")
 
 
+@pytest.mark.parametrize(("scheduler", "via"), [("slurm", None), ("flux", None),
+                                                 ("slurm", "mpiexec")])
+def test_mpiexec_without_a_host_file_is_refused_in_one_line(
+        tmp_path: Path, scheduler: str, via: str | None) -> None:
+    """MPICH's mpiexec on a Slurm cluster rendered `--hostfile "$PBS_NODEFILE"` and died
+    at launch; a scheduler that writes no host file refuses it when the profile loads."""
+    profile = yaml.safe_load((ROOT / "scalestudy" / "site" / "systems" /
+                              f"generic-{scheduler}.yaml").read_text())
+    profile.update(name="mine", launcher="torchrun" if via else "mpiexec")
+    profile.setdefault("launcher_options", {})["torchrun_via"] = via
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    with pytest.raises(SpecError) as err:
+        load_system(str(path))
+    message = str(err.value)
+    assert "\n" not in message and "mpiexec reads the job's host file" in message
+    assert f"scheduler {scheduler} writes none" in message
+
+
+def test_validate_refuses_mpiexec_on_slurm_in_one_line(tmp_path: Path, write_spec) -> None:
+    profile = yaml.safe_load((ROOT / "scalestudy" / "site" / "systems" /
+                              "generic-slurm.yaml").read_text())
+    profile.update(name="mpich", launcher="mpiexec")
+    (tmp_path / "mpich.yaml").write_text(yaml.safe_dump(profile))
+    spec = write_spec("name: s\nsystem: mpich.yaml\ngrid: {nodes: [1]}\n")
+    done = run_cli("validate", str(spec), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "mpiexec reads the job's host file" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("name", CLUSTERS)
 def test_cluster_profile_shape(name: str) -> None:
     p = load_system(name)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scalestudy.core.errors import SpecError, validation_messages
 from scalestudy.core.spec import EnvName, Name, walltime_seconds
@@ -196,6 +196,18 @@ class SystemProfile(_Data):
                      ContainerSite] = Field(
         default_factory=dict, description="per container runtime (apptainer, charliecloud, "
         "podman-hpc, pyxis, shifter, singularity), what its containers need here")
+
+    @model_validator(mode="after")
+    def _mpiexec_has_a_host_file(self) -> SystemProfile:
+        """mpiexec (PALS, MPICH) is given the job's host file, which only a scheduler that
+        writes one has (PBS's $PBS_NODEFILE); elsewhere it would die at launch."""
+        starts = {self.launcher, self.launcher_options.torchrun_via}
+        if "mpiexec" in starts and schedulers.get(self.scheduler).hostfile is None:
+            raise ValueError(
+                f"launcher mpiexec reads the job's host file, and scheduler "
+                f"{self.scheduler} writes none: use launcher srun or mpirun on Slurm, "
+                "flux on Flux (mpiexec is for PBS Pro, e.g. Polaris and Aurora)")
+        return self
 
 
 def available() -> list[str]:
