@@ -88,13 +88,10 @@ def _wall_table(got: TargetForecast) -> None:
 
 
 def _h(seconds: float) -> str:
-    """Seconds as people read them: 45 s, 12 min, 3.2 h, 4.1 d."""
-    if not math.isfinite(seconds):
-        return "never"
-    for size, name in ((86_400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size * (2 if name != "min" else 1):
-            return f"{seconds / size:,.3g} {name}"
-    return f"{seconds:,.3g} s"
+    """A duration for people (cost.hours); an infinite one is "never"."""
+    from scalestudy.results.analysis.cost import hours
+
+    return hours(seconds) if math.isfinite(seconds) else "never"
 
 
 def _numbers(option: str, value: str) -> list[float]:

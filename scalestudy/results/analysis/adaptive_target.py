@@ -29,6 +29,7 @@ import numpy as np
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.target import Target
+from scalestudy.results.analysis.cost import hours
 from scalestudy.results.analysis.forecast_limits import MAX_FACTOR
 from scalestudy.results.analysis.target_forecast import forecast_to_target
 
@@ -66,15 +67,7 @@ class Objective:
         """A value of the objective in words: a throughput, or a time to the target."""
         if key not in self.factors:
             return f"{value:,.4g}/s"
-        return f"{_duration(1 / value)} to the target" if value > 0 else "never"
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 2 * 3600:
-        return f"{seconds / 3600:,.3g} h"
-    if seconds >= 120:
-        return f"{seconds / 60:,.3g} min"
-    return f"{seconds:,.3g} s"
+        return f"{hours(1 / value)} to the target" if value > 0 else "never"
 
 
 def objective(target: Target | None, batches: Mapping[tuple[str, int], float],
