@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from scalestudy.results.analysis import columns as col
@@ -67,38 +68,48 @@ def _num(row: Mapping[str, object], key: str) -> float:
 
 def run_parts(row: Mapping[str, object]) -> dict[str, float]:
     """One completed run's wall clock and its parts (seconds; NaN: not measured)."""
-    wall, startup = _num(row, ELAPSED), _num(row, "startup_s")
-    share = attempt_share(row)
-    steps = _num(row, "train_s") * share
-    if math.isnan(steps):
-        per, iters, warm = (_num(row, k) for k in ("iter_time_mean", "iters", "warmup_iters"))
-        steps = per * (iters + (0 if math.isnan(warm) else warm))
-    comm_share = _num(row, col.COMM_OVERHEAD)
-    comm_share = min(max(comm_share, 0.0), 1.0) if math.isfinite(comm_share) else math.nan
-    wait_share = _num(row, "input_wait_fraction")
-    wait_share = min(max(wait_share, 0.0), 1.0) if math.isfinite(wait_share) else 0.0
+    parts = parts_frame(pd.DataFrame([dict(row)])).iloc[0]
+    return {k: float(parts[k]) for k in ("wall_s", *PARTS)}
+
+
+def _col(runs: pd.DataFrame, key: str) -> pd.Series:
+    """A runs.csv column as floats; NaN where absent or not a number."""
+    if key not in runs:
+        return pd.Series(math.nan, index=runs.index, dtype=float)
+    values = pd.to_numeric(runs[key], errors="coerce").astype(float)
+    return values.where(np.isfinite(values))
+
+
+def parts_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each completed run's wall clock and its parts (seconds; NaN: not measured), a
+    column per part, computed on whole columns (a 10,000-run history in milliseconds)."""
+    wall, startup = _col(runs, ELAPSED), _col(runs, "startup_s")
+    share = attempt_shares(runs)
+    steps = _col(runs, "train_s") * share
+    warm = _col(runs, "warmup_iters").fillna(0.0)
+    steps = steps.where(steps.notna(),
+                        _col(runs, "iter_time_mean") * (_col(runs, "iters") + warm))
+    comm_share = _col(runs, col.COMM_OVERHEAD).clip(0.0, 1.0)
+    wait_share = _col(runs, "input_wait_fraction").clip(0.0, 1.0).fillna(0.0)
     comm = steps * comm_share
     waiting = steps * wait_share
-    compute = steps - waiting - (0.0 if math.isnan(comm) else comm)
-    saves = _num(row, "checkpoints")
-    save_s = _num(row, "checkpoint_save_s")
-    ckpt = saves * save_s if math.isfinite(saves) and math.isfinite(save_s) else 0.0
-    evaluation = _num(row, "eval_s") * share
-    out = {"wall_s": wall, "startup_s": startup, "compute_s": compute,
-           "communication_s": comm, "input_wait_s": waiting, "checkpoints_s": ckpt,
-           "evaluation_s": 0.0 if math.isnan(evaluation) else evaluation}
-    timed = sum(v for k, v in out.items() if k != "wall_s" and math.isfinite(v))
-    out["not_timed_s"] = wall - timed
+    compute = steps - waiting - comm.fillna(0.0)
+    ckpt = (_col(runs, "checkpoints") * _col(runs, "checkpoint_save_s")).fillna(0.0)
+    evaluation = (_col(runs, "eval_s") * share).fillna(0.0)
+    out = pd.DataFrame({"wall_s": wall, "startup_s": startup, "compute_s": compute,
+                        "communication_s": comm, "input_wait_s": waiting,
+                        "checkpoints_s": ckpt, "evaluation_s": evaluation},
+                       index=runs.index)
+    out["not_timed_s"] = wall - out[list(PARTS[:-1])].sum(axis=1, skipna=True)
     return out
 
 
-def attempt_share(row: Mapping[str, object]) -> float:
-    """The share of a run's training this attempt did: 1, or for an attempt resumed from
-    a checkpoint the steps it trained over all the run's steps."""
-    resumed, trained = _num(row, "resumed_from_step"), _num(row, "steps_trained")
-    if math.isfinite(resumed) and math.isfinite(trained) and trained > resumed >= 0:
-        return (trained - resumed) / trained
-    return 1.0
+def attempt_shares(runs: pd.DataFrame) -> pd.Series:
+    """The share of each run's training its attempt did: 1, or for an attempt resumed
+    from a checkpoint the steps it trained over all the run's steps."""
+    resumed, trained = _col(runs, "resumed_from_step"), _col(runs, "steps_trained")
+    resumed_here = (resumed >= 0) & (trained > resumed)
+    return ((trained - resumed) / trained).where(resumed_here, 1.0)
 
 
 def expected_failures_s(parts: Mapping[str, float], nodes: int, per_node_hour: float,
@@ -139,36 +150,41 @@ def where_hours_go(runs: pd.DataFrame, table: pd.DataFrame, scaling: str,
     labels = {(*(format_value(r.get(k)) for k in keys), format_value(r[col.NODES]),
                format_value(r[col.RANKS_PER_NODE])): str(r[col.GROUP])
               for _, r in table.iterrows()}
+    parts = parts_frame(done)
+    measured = parts["wall_s"].notna()
+    done, parts = done[measured], parts[measured]
+    if done.empty:
+        return pd.DataFrame(columns=list(COLUMNS))
+    splits = pd.DataFrame({k: _col(done, k) for k in STARTUP_SPLIT}, index=done.index)
+    values = pd.concat([parts, splits], axis=1)
+    values["world_size"] = _col(done, col.WORLD_SIZE)
+    values["expected_failures_s"] = math.nan
+    if failures is not None:
+        waits: dict[int, float | None] = dict(queue_waits or {})
+
+        def lost(p: dict[str, float], r: dict[str, object]) -> float:
+            nodes = int(r[col.NODES])  # type: ignore[call-overload]
+            wait = waits.get(nodes, failures.queue_wait_s)
+            return expected_failures_s(p, nodes, failures.per_node_hour, r, wait or 0.0)
+        values["expected_failures_s"] = [
+            lost(p, r) for p, r in zip(parts.to_dict("records"), done.to_dict("records"),
+                                       strict=True)]
+    by = [done[k] for k in (*keys, col.NODES, col.RANKS_PER_NODE)]
+    grouped = values.groupby(by, dropna=False, sort=False)
+    means = grouped.mean()
+    counts = grouped["wall_s"].count().to_numpy()
     rows = []
-    for key, part in done.groupby([*keys, col.NODES, col.RANKS_PER_NODE], dropna=False,
-                                  sort=False):
-        first = part.iloc[0]
-        nodes = int(first[col.NODES])
-        each = [(run_parts(r), r) for r in part.to_dict("records")]
-        each = [(p, r) for p, r in each if math.isfinite(p["wall_s"])]
-        if not each:
-            continue
-        mean = {k: _mean([p[k] for p, _ in each]) for k in ("wall_s", *PARTS)}
-        split = {k: _mean([_num(r, k) for _, r in each]) for k in STARTUP_SPLIT}
-        wait = (queue_waits or {}).get(nodes, failures.queue_wait_s if failures else None)
-        lost = (_mean([expected_failures_s(p, nodes, failures.per_node_hour, r, wait or 0.0)
-                       for p, r in each]) if failures is not None else math.nan)
+    for key, mean, runs_here in zip(means.index, means.to_dict("records"), counts,
+                                    strict=True):
+        nodes, per_node = int(key[-2]), int(key[-1])
         unknown = [LABELS[k] for k in PARTS if math.isnan(mean[k])]
-        label_key = (*(format_value(v) for v in key[:-2]), format_value(key[-2]),
-                     format_value(key[-1]))
-        rows.append({"group": labels.get(label_key, ""), "nodes": nodes,
-                     "ranks_per_node": int(first[col.RANKS_PER_NODE]),
-                     "world_size": int(first[col.WORLD_SIZE]), "runs": len(each), **mean,
-                     "expected_failures_s": lost,
+        label_key = tuple(format_value(v) for v in key)
+        rows.append({**mean, "group": labels.get(label_key, ""), "nodes": nodes,
+                     "ranks_per_node": per_node, "world_size": int(mean["world_size"]),
+                     "runs": int(runs_here),
                      "adds_up": abs(mean["not_timed_s"]) <= TOLERANCE * mean["wall_s"],
-                     "unknown": ", ".join(unknown), **split})
+                     "unknown": ", ".join(unknown)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def _mean(values: list[float]) -> float:
-    """The mean of the measured values; NaN where none is."""
-    kept = [v for v in values if math.isfinite(v)]
-    return sum(kept) / len(kept) if kept else math.nan
 
 
 def startup_words(row: Mapping[str, object]) -> str:
