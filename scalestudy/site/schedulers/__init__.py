@@ -5,8 +5,9 @@ options it can express, builds the argv to submit, query and cancel, and parses 
 those commands print. It never runs a process (scalestudy.execute.commands does). How
 ranks start is the launcher's business (site.launchers); the two meet in the template.
 
-To add a scheduler: one module with a `Scheduler` subclass decorated `@register`, and
-its job template's blocks. A template extends templates/_job.sh.j2, the script every
+To add a scheduler: one module with a `Scheduler` subclass, named in the entry-point
+group `scalestudy.schedulers` of its package (or decorated `@register`), and its job
+template's blocks. A template extends templates/_job.sh.j2, the script every
 scheduler shares, and fills what differs (submit hint, output, hosts, rendezvous port):
 as a file, templates/<name>.sh.j2, or as the class's `template_source`, so that a
 scheduler kept outside the package (tests/nohup_scheduler.py) is one module. Callers ask
@@ -15,9 +16,11 @@ capabilities, never names.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import ClassVar
 
 from scalestudy.core.errors import ScalestudyError, SubmitError
@@ -335,8 +338,41 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+#: The entry-point group schedulers load from (pyproject.toml names the built-ins there).
+GROUP = "scalestudy.schedulers"
+#: The built-ins, imported directly where no package metadata says so (a source tree on
+#: PYTHONPATH, not installed).
+_BUILT_IN = ("flux", "local", "pbs", "slurm")
+
+
 def _load_backends() -> None:
+    """Register every scheduler the entry-point group names (once): a built-in registers
+    itself as its module loads; a third-party class is registered here. One that fails
+    to load is an error naming its package, never a silent absence."""
     if _LOADED:
         return
-    from scalestudy.site.schedulers import flux, local, pbs, slurm  # noqa: F401  (they register)
+    for module in _BUILT_IN:  # always there, installed or not
+        importlib.import_module(f"{__name__}.{module}")
+    for point in entry_points(group=GROUP):
+        try:
+            cls = point.load()
+        except Exception as err:  # a broken plugin: say which, and how to get rid of it
+            dist = point.dist.name if point.dist else "?"
+            raise ScalestudyError(
+                f"scheduler plugin {point.name!r} ({point.value}, package {dist}) does "
+                f"not load: {type(err).__name__}: {err}; fix or uninstall {dist}") from err
+        if not (isinstance(cls, type) and issubclass(cls, Scheduler)):
+            raise ScalestudyError(
+                f"scheduler plugin {point.name!r} ({point.value}) is not a Scheduler "
+                "subclass")
+        if cls.name != point.name:
+            raise ScalestudyError(
+                f"scheduler plugin {point.name!r} ({point.value}) calls itself "
+                f"{cls.name!r}: the entry point's name must be the scheduler's")
+        if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+            raise ScalestudyError(
+                f"scheduler plugin {point.name!r} ({point.value}) takes the name of "
+                f"{_REGISTRY[cls.name].__module__}.{_REGISTRY[cls.name].__name__}: "
+                "uninstall one of them")
+        _REGISTRY[cls.name] = cls
     _LOADED.append(True)
