@@ -146,6 +146,32 @@ def test_no_page_outside_the_reference_is_over_300_lines() -> None:
     assert not short, f"no longer over {MAX_LINES} lines: drop {short} from KNOWN_LONG"
 
 
+#: A page of this site named as a code-formatted path (`docs/x.md`), not linked.
+CODE_PATH = re.compile(r"`(?:docs/)?([a-z0-9_-]+\.md)(#[a-z0-9-]+)?`")
+
+
+def unlinked_pages(text: str, pages: set[str]) -> list[str]:
+    """The pages a text names as code-formatted paths outside its code blocks."""
+    found, inside = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            inside = not inside
+        elif not inside:
+            found += [m.group(0) for m in CODE_PATH.finditer(line) if m.group(1) in pages]
+    return found
+
+
+def test_pages_link_the_pages_they_name() -> None:
+    docs = ROOT / "docs"
+    pages = {p.name for p in docs.glob("*.md")} - {"index.md"}  # index.md: the README
+    assert unlinked_pages("see `docs/spec.md` and [x](spec.md)\n```\n`spec.md`\n```",
+                          pages) == ["`docs/spec.md`"]
+    named = {f"docs/{p.name}": unlinked_pages(p.read_text(encoding="utf-8"), pages)
+             for p in sorted(docs.glob("*.md")) if not p.is_symlink()}
+    named = {k: v for k, v in named.items() if v}
+    assert not named, f"link these pages, not their paths: {named}"
+
+
 class Page(HTMLParser):
     """What a rendered page shows: each paragraph's text, the ids of its H2s and the
     anchors its right-hand table of contents (Material's secondary nav) links to."""
