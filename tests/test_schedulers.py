@@ -349,8 +349,10 @@ def replay(rel: str) -> tuple[int, int]:
     # pbs_server down: nothing was queued, so qsub is tried again (4 tries in all)
     ("qsub-errors/server-down.txt", "(?s)exit 162.*cannot connect to server pbslab", 4),
     # after an unclean server death (dev/pbs-testbed.md: seen, not recorded): refused,
-    # each refusal using up one job number, so trying again gets a fresh one
-    ("qsub: Job with requested ID already exists", "Job with requested ID already", 4),
+    # each refusal using up one job number, so trying again at once gets a fresh one, up
+    # to the 1000 numbers the server may be behind
+    ("qsub: Job with requested ID already exists", "Job with requested ID already",
+     commands.NUMBERS_TAKEN_TRIES + 1),
 ])
 def test_qsub_errors_carry_the_servers_words_and_retry_only_unqueued(
         rel: str, words: str, tries: int) -> None:
@@ -455,3 +457,23 @@ def test_a_queued_jobs_expected_start_is_said_where_the_scheduler_computes_it() 
     assert got["5"].reason == ("Resources; expected start 2026-11-26T22:41:07 (squeue: the "
                                "backfill plan)")
     assert got["6"].reason == "Priority"
+
+
+def test_qsub_goes_past_job_numbers_its_server_still_holds() -> None:
+    # 39 refusals in a row (the testbed's unclean restart, dev/pbs-testbed.md), then queued
+    calls, slept = [], []
+
+    def runner(argv: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        calls.append(argv)
+        if len(calls) <= 39:
+            return 161, "", "qsub: Job with requested ID already exists\n"
+        return 0, f"{len(calls) + 100}.pbslab\n", ""
+
+    code, out, _ = commands.run_retrying(runner, ["qsub", "job.sh"], idempotent=False,
+                                         sleep=slept.append)
+    assert (code, out, len(calls), slept) == (0, "140.pbslab\n", 40, [])
+    assert schedulers.get("pbs").parse_submit(code, out, "") == "140.pbslab"
+    # a query is idempotent: the words mean nothing there, it is not tried 1000 times
+    calls.clear()
+    commands.run_retrying(runner, ["qstat", "1"], sleep=slept.append)
+    assert len(calls) == 1

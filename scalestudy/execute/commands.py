@@ -51,6 +51,9 @@ TRANSIENT = r"timed out|temporarily unable|try again|unable to contact|connectio
 # the job, and a second sbatch would run it twice.
 NOT_QUEUED = r"temporarily unable|unable to contact|connection refused"
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
+#: How many refusals for a job number already taken a submission goes past: OpenPBS
+#: saves its counter every 1000 jobs, so an unclean restart puts it at most that far back.
+NUMBERS_TAKEN_TRIES = 1000
 
 
 def _joined(generic: str, attr: str) -> re.Pattern[str]:
@@ -71,24 +74,39 @@ def _not_queued() -> re.Pattern[str]:
     return _joined(NOT_QUEUED, "not_queued")
 
 
+def _number_taken(said: str) -> bool:
+    """Whether a refused submission says its job number was taken (no generic words:
+    only a scheduler that hands numbers out again says so)."""
+    words = tuple(filter(None, (cls.number_taken for cls in schedulers.classes())))
+    return bool(words) and bool(_compiled(words[0], words[1:]).search(said))
+
+
 def run_retrying(runner: CommandRunner, argv: Sequence[str], cwd: Path | None = None,
                  idempotent: bool = True,
                  sleep: Callable[[float], None] = time.sleep) -> tuple[int, str, str]:
     """Run a scheduler command, trying again with backoff while it fails transiently
     (exit 255, a socket timeout, an unreachable controller); other failures return at
     once. A non-idempotent command (sbatch, qsub) is retried only when it says nothing
-    was queued."""
-    for delay in (*RETRY_DELAYS_S, None):
+    was queued; refused for a job number already taken, it is tried again at once, up to
+    NUMBERS_TAKEN_TRIES times (each refusal uses the number up)."""
+    delays = iter((*RETRY_DELAYS_S, None))
+    taken = 0
+    while True:
         code, out, err = runner(argv, cwd=cwd)
         said = err or out or ""
+        if code == 0:
+            return code, out, err
+        if not idempotent and taken < NUMBERS_TAKEN_TRIES and _number_taken(said):
+            taken += 1
+            continue
         if idempotent:
-            transient = code != 0 and (code == 255 or bool(_transient().search(said)))
+            transient = code == 255 or bool(_transient().search(said))
         else:
-            transient = code != 0 and bool(_not_queued().search(said))
+            transient = bool(_not_queued().search(said))
+        delay = next(delays)
         if not transient or delay is None:
             return code, out, err
         sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def submit(scheduler: Scheduler, script: Path, runner: CommandRunner = run_command,

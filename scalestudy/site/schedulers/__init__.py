@@ -166,6 +166,10 @@ class Scheduler:
     transient: ClassVar[str] = ""
     #: What a failed submission prints when nothing can have been queued (tried again).
     not_queued: ClassVar[str] = ""
+    #: What a submission refused for a job number already taken prints: nothing was
+    #: queued and the number is used up, so the next try, at once, gets the next one
+    #: (OpenPBS after an unclean restart, whose counter is behind its job history).
+    number_taken: ClassVar[str] = ""
     #: What its daemons write into a job's logs, per failure class (regexes, matched
     #: ignoring case): execute.diagnose weighs them with the generic ones.
     log_patterns: ClassVar[dict[Failure, str]] = {}
