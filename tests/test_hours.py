@@ -115,3 +115,19 @@ def test_the_plot_draws_a_bar_per_point() -> None:
     assert len(ax.get_xticks()) == 2
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {
         "start-up", "compute", "communication", "checkpoints", "expected failures"}
+
+
+def test_past_48_points_the_plot_draws_each_groups_largest_and_says_so() -> None:
+    from matplotlib.figure import Figure
+
+    from scalestudy.report.hours import MAX_BARS
+
+    one = where_hours_go(*(lambda r: (r, scaling_table(r, "weak")))(
+        pd.DataFrame([checkpointed(2), checkpointed(16)])), "weak")
+    many = pd.concat([one.assign(group=f"g{i}") for i in range(30)], ignore_index=True)
+    ax = Figure().add_subplot()
+    plot_hours(many, ax)
+    assert len(ax.get_xticks()) == 30 <= MAX_BARS  # 60 points: each group's largest
+    assert "30 of 60 points" in ax.get_title()
+    assert all(t.get_text().endswith(f"{int(many['nodes'].max())}n×4")
+               for t in ax.get_xticklabels())

@@ -38,6 +38,21 @@ def _label(row: pd.Series) -> str:
     return f"{row['group']}\n{where}" if row["group"] else where
 
 
+#: At most this many bars: past it, a bar per group (its largest scale, where the hours
+#: go), still at most this many; the table and hours.csv keep every point.
+MAX_BARS = 48
+
+
+def _plotted(hours: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The points to draw, and what the title says of those left out ("" for none)."""
+    if len(hours) <= MAX_BARS:
+        return hours, ""
+    largest = hours.loc[hours.groupby("group", sort=False)["nodes"].idxmax()]
+    kept = largest.head(MAX_BARS)
+    return kept, (f"{len(kept)} of {len(hours)} points: each group's largest; every "
+                  "point in the table")
+
+
 def plot_hours(hours: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
     """A stacked bar per point of the wall clock's parts (seconds), expected failures
     hatched on top."""
@@ -48,6 +63,9 @@ def plot_hours(hours: pd.DataFrame, ax: Axes, title: str | None = None) -> None:
         ax.text(0.5, 0.5, "No run measured its wall clock", ha="center", va="center",
                 transform=ax.transAxes)
         return
+    hours, said = _plotted(hours)
+    if said:
+        ax.set_title(f"{title or TITLE} ({said})", fontsize=11, wrap=True)
     x = list(range(len(hours)))
     bottom = [0.0] * len(hours)
     for part in (*PARTS, "expected_failures_s"):
@@ -78,17 +96,18 @@ def hours_blocks(hours: pd.DataFrame, failure_rate: str) -> list[Block]:
         return []
     heads = ["point", "runs", "wall clock", *(LABELS[p] for p in PARTS),
              "expected failures", "adds up"]
+    records = [pd.Series(r) for r in hours.to_dict("records")]
     rows = [[_label(r).replace("\n", " "), str(int(r["runs"])), f"{r['wall_s']:,.4g} s",
              *(_cell(r[p], float(r["wall_s"])) for p in PARTS),
              _cell(r["expected_failures_s"], float(r["wall_s"])),
              "yes" if r["adds_up"] else "no" + (f" ({r['unknown']} not measured)"
                                                  if r["unknown"] else "")]
-            for _, r in hours.iterrows()]
+            for r in records]
     rate = (f"Failure rate: {failure_rate}." if failure_rate else
             "Expected failures: not known: no failure rate (the results store holds none of "
             "this system's node-hours and the spec gives no `failures: {per_node_hour}`).")
     split = [f"{_label(r).replace(chr(10), ' ')}: {startup_words(r)}"
-             for _, r in hours.iterrows() if startup_words(r)]
+             for r in records if startup_words(r)]
     out: list[Block] = [Heading(TITLE), Note(METHOD), Para(sentence(hours)), Para(rate),
                         Image(FILE, TITLE), Table(heads, rows)]
     if split:
