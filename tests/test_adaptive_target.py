@@ -121,3 +121,9 @@ def test_the_journal_keeps_the_halving_and_loads_old_lines(tmp_path: Path) -> No
     tally = journal_file.tally(points, measured, ended)
     assert (tally["measured_fully"], tally["measured_partly"], tally["not_measured"]) \
         == (0, 3, 0)
+    # the halved point's second repeat was never run: the report lists it with why
+    rows = journal_file.not_measured(points, got, measured)
+    assert [(r["alternative"], r["runs"]) for r in rows] == [
+        (v.alternative, 1) for v in d.halved]
+    assert all(r["why"].startswith("measured partly (1 of 2 repeats), then halved")
+               and r["node_hours"] == pytest.approx(0.5) for r in rows)

@@ -134,11 +134,19 @@ def tally(points: Sequence[Point], measured: Mapping[tuple[str, int], Sequence[f
 def not_measured(points: Sequence[Point], journal: Journal,
                  measured: Mapping[tuple[str, int], Sequence[float]]) -> list[dict[str, Any]]:
     """Each point of the grid an adaptive study did not measure, with why: its
-    alternative was dropped, it was left out, or the study stopped first."""
+    alternative was dropped, it was left out, or the study stopped first; and each point
+    it measured partly, halved within its rung (the repeats it did not run)."""
     out = []
     started = set(journal.runs())
     for p in points:
-        if measured.get(p.key):
+        done = len(measured.get(p.key) or ())
+        if done and p.key in journal.halved and done < len(p.runs):
+            left = len(p.runs) - done
+            out.append({"alternative": p.alternative, "nodes": p.nodes, "runs": left,
+                        "node_hours": p.node_hours * left / len(p.runs),
+                        "why": f"measured partly ({done} of {len(p.runs)} repeats), then "
+                               f"halved within its rung: {journal.halved[p.key]}"})
+        if done:
             continue
         if p.key in journal.skipped:
             why = journal.skipped[p.key]
