@@ -37,6 +37,10 @@ QUEUED = [cls for cls in CLASSES if cls.queued]
 PLUGIN = ROOT / "plugins" / "scalestudy-lsf"
 BUILT_IN = {"schedulers": {"flux", "local", "pbs", "slurm"},
             "launchers": {"flux", "mpiexec", "mpirun", "srun"}}
+# What each queued scheduler's submit command prints when it queued a job, as the
+# commands print it (the recorded outputs in tests/data, the LSF plugin's README).
+SUBMITTED = {"slurm": "12345\n", "pbs": "1234.pbs-server\n", "flux": "f2A9hZ4Tb\n",
+             "lsf": "Job <4242> is submitted to queue <pbatch>.\n"}
 
 
 def _ids(cls: type[Scheduler]) -> str:
@@ -107,7 +111,7 @@ def test_its_commands_are_lists_of_words(cls: type[Scheduler], tmp_path: Path) -
 
 
 @pytest.mark.parametrize("cls", QUEUED, ids=_ids)
-def test_its_parsers_answer_an_empty_reply_and_refuse_a_failed_one(
+def test_its_parsers_read_its_answers_and_refuse_a_failure(
         cls: type[Scheduler]) -> None:
     sched = schedulers.get(cls.name)
     for argv in sched.query_argvs(["1"]):
@@ -120,6 +124,10 @@ def test_its_parsers_answer_an_empty_reply_and_refuse_a_failed_one(
     assert sched.cancel_failed(1, "", "error: the scheduler is on fire")
     for argv in sched.find_argvs(["conform-a"]):
         assert sched.parse_found(argv, "") == {}
+    if cls.name not in SUBMITTED:
+        pytest.skip(f"no answer of {cls.name}'s submit command here: add one to SUBMITTED")
+    job_id = sched.parse_submit(0, SUBMITTED[cls.name], "")
+    assert job_id and job_id == job_id.strip() and sched.short_id(job_id)
 
 
 def test_the_built_ins_are_named_in_the_entry_point_groups() -> None:
@@ -195,5 +203,5 @@ def test_the_plugin_installs_with_pip_and_passes_the_same_tests(tmp_path: Path) 
          "-rA", __file__, str(PLUGIN / "tests")],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert tests.returncode == 0, tests.stdout[-3000:]
-    assert "PASSED tests/test_scheduler_conformance.py::test_its_parsers_answer_an_empty_" \
-           "reply_and_refuse_a_failed_one[lsf]" in tests.stdout
+    assert "PASSED tests/test_scheduler_conformance.py::test_its_parsers_read_its_answers_" \
+           "and_refuse_a_failure[lsf]" in tests.stdout
