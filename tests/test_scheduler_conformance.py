@@ -3,9 +3,10 @@
 
 The checks follow what the `Scheduler` base class promises its callers: a name it is
 found by, a template that renders a job for one and for two nodes, argv that are lists
-of words with the script last, parsers that answer an empty reply and refuse a failed
-one. The slow test installs plugins/scalestudy-lsf with pip into a folder of its own
-and runs these checks, and the plugin's own tests, against that installed copy.
+of words with the script last, parsers that read the scheduler's own answers, answer
+an empty reply and refuse a failed one. The slow test installs plugins/scalestudy-lsf
+with pip into a folder of its own and runs these checks, and the plugin's own tests,
+against that installed copy.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ QUEUED = [cls for cls in CLASSES if cls.queued]
 PLUGIN = ROOT / "plugins" / "scalestudy-lsf"
 BUILT_IN = {"schedulers": {"flux", "local", "pbs", "slurm"},
             "launchers": {"flux", "mpiexec", "mpirun", "srun"}}
-# What each queued scheduler's submit command prints when it queued a job, as the
-# commands print it (the recorded outputs in tests/data, the LSF plugin's README).
+# What each queued scheduler's submit command prints when it queued a job, in the form
+# its parse_submit documents (the LSF plugin's: its README).
 SUBMITTED = {"slurm": "12345\n", "pbs": "1234.pbs-server\n", "flux": "f2A9hZ4Tb\n",
              "lsf": "Job <4242> is submitted to queue <pbatch>.\n"}
 
@@ -182,8 +183,8 @@ def test_the_plugin_installs_with_pip_and_passes_the_same_tests(tmp_path: Path) 
     into a folder of its own; a fresh interpreter lists its entry points, and pytest
     runs this module's checks and the plugin's tests against the installed copy."""
     source, target = tmp_path / "src", tmp_path / "site"
-    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("tests", "build",
-                                                                  "*.egg-info"))
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns(
+        "tests", "build", "__pycache__", "*.egg-info"))
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                            "--no-build-isolation", "--target", str(target), str(source)],
                           capture_output=True, text=True, timeout=300)
