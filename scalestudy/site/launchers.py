@@ -8,6 +8,10 @@ Launchers compose, like ReFrame's LauncherWrapper: a starter (srun, mpiexec, mpi
 on this host the job script's agents or horovodrun) puts processes on the nodes, and
 what it starts is either the ranks (behind the site's GPU wrapper, if any) or one
 torchrun agent per node that starts the ranks itself.
+
+A starter kept outside the package is a function named in the entry-point group
+`scalestudy.launchers` of its distribution (docs/plugins.md); a profile names it as it
+names a built-in one.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from scalestudy.core.errors import ScalestudyError
@@ -222,16 +227,48 @@ def horovodrun(launch: Launch, slots: Slots) -> list[Word]:
 STARTERS: dict[str, Starter] = {"srun": srun, "mpiexec": mpiexec, "mpirun": mpirun,
                                 "flux": flux_run}
 RANKS = Ranks()
+#: The entry-point group starters load from: a package names a Starter function there
+#: (pyproject.toml names the built-ins), and a profile's `launcher:` may then name it.
+GROUP = "scalestudy.launchers"
+_PLUGINS: dict[str, Starter] = {}  # the third-party starters, once loaded
+_LOADED: list[bool] = []
+
+
+def _starters() -> dict[str, Starter]:
+    """The built-in starters and every one the entry-point group names (loaded once). A
+    plugin that does not load, is not callable or takes a built-in's name is one error
+    naming its package, never a silent absence."""
+    if not _LOADED:
+        for point in entry_points(group=GROUP):
+            dist = point.dist.name if point.dist else "?"
+            try:
+                start = point.load()
+            except Exception as err:
+                raise ScalestudyError(
+                    f"launcher plugin {point.name!r} ({point.value}, package {dist}) does "
+                    f"not load: {type(err).__name__}: {err}; fix or uninstall {dist}") from err
+            if not callable(start):
+                raise ScalestudyError(f"launcher plugin {point.name!r} ({point.value}, "
+                                      f"package {dist}) is not a function")
+            built_in = STARTERS.get(point.name)
+            if point.name == "torchrun" or built_in not in (None, start):
+                raise ScalestudyError(
+                    f"launcher plugin {point.name!r} ({point.value}, package {dist}) takes "
+                    f"the name of a built-in launcher: rename it or uninstall {dist}")
+            if built_in is None:
+                _PLUGINS[point.name] = start
+        _LOADED.append(True)
+    return {**STARTERS, **_PLUGINS}
 
 
 def starters() -> list[str]:
     """What can start ranks or torchrun's agents on a system's nodes."""
-    return sorted(STARTERS)
+    return sorted(_starters())
 
 
 def names() -> list[str]:
     """The launchers a profile may name: a starter, or torchrun (started by one)."""
-    return sorted([*STARTERS, "torchrun"])
+    return sorted([*_starters(), "torchrun"])
 
 
 @lru_cache(maxsize=64)
@@ -251,11 +288,12 @@ def launcher(name: str, via: str | None, system: str, horovod: bool, one_host: b
                 f"system {system}: launcher torchrun needs launcher_options.torchrun_via "
                 "(srun, mpiexec, mpirun or flux) to start one agent per node")
         name = via
-    if name not in STARTERS:
+    start = _starters().get(name)
+    if start is None:
         raise ScalestudyError(f"unknown launcher {name!r}; valid launchers: "
                               f"{', '.join(names())}")
     inner = Torchrun() if torchrun and not horovod else GpuWrapper(RANKS)
-    return Started(STARTERS[name], inner)
+    return Started(start, inner)
 
 
 def launch_words(launch: Launch) -> list[Word]:
