@@ -18,13 +18,12 @@ from scalestudy.execute.journal import Job, Journal
 from scalestudy.execute.status import read_status
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.spend import allocation_start
+from scalestudy.site import schedulers
 
 #: Variables of the job's environment that are its tuning (communication libraries).
 TUNING_PREFIXES: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "FI_", "UCX_", "MPICH_",
                                     "OMPI_MCA_", "HOROVOD_", "CUDA_DEVICE_MAX_CONNECTIONS",
                                     "OMP_NUM_THREADS")
-#: Where the scheduler puts the job id (Slurm, PBS, Flux).
-JOB_ID_VARIABLES: tuple[str, ...] = ("SLURM_JOB_ID", "PBS_JOBID", "FLUX_JOB_ID")
 #: Where container runtimes name the image.
 CONTAINER_VARIABLES: tuple[str, ...] = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER",
                                         "SHIFTER_IMAGEREQUEST", "PODMAN_IMAGE",
@@ -47,6 +46,12 @@ class Attempt:
     started: datetime | None
     ended: datetime | None
     campaign: str | None = None  # the `run` that started it (None: before campaigns)
+
+
+def job_id_variables() -> tuple[str, ...]:
+    """Where each registered scheduler puts the job id in a job's environment (its
+    `job_id_variable`: SLURM_JOB_ID, PBS_JOBID, FLUX_ENCLOSING_ID, a plugin's own)."""
+    return tuple(v for cls in schedulers.classes() if (v := cls.job_id_variable))
 
 
 def attempts_of(study_dir: Path) -> list[Attempt]:
@@ -92,7 +97,8 @@ def read_attempt(params: Mapping[str, Any], number: int, directory: Path,
     if found.state is RunState.FAILED:
         placement["failure"] = found.failure or "unknown"
     if job is not None:
-        placement[col.JOB_ID] = placement[col.JOB_ID] or job.job_id
+        # the journal's spelling (Flux's ASCII f58), the one status and cancel use
+        placement[col.JOB_ID] = job.job_id or placement[col.JOB_ID]
         placement["submitted"] = job.submitted_at
         when = _moment(job.submitted_at)
         if job.allocation:  # packed: the queue wait is the allocation's, the rest the step's
@@ -134,7 +140,7 @@ def provenance(params: Mapping[str, Any], record: Mapping[str, Any] | None,
     if record.get(col.DEVICE):
         hardware.setdefault("device", record[col.DEVICE])
     hosts = _lines(directory / "hosts.txt") or [str(h) for h in record.get("hosts") or []]
-    job_id = next((env[v] for v in JOB_ID_VARIABLES if env.get(v)), None)
+    job_id = next((env[v] for v in job_id_variables() if env.get(v)), None)
     # the image the ranks ran in (scalestudy's own container axis), else the one the whole
     # job ran in (the runtime's variable, seen when the job script itself was inside)
     container = env.get("SCALESTUDY_CONTAINER_IMAGE") or next(
