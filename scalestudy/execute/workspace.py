@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import itertools
 import json
-import math
 import os
 import re
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.values import number
 from scalestudy.workload import record as metrics_record
 from scalestudy.workload.record import MetricsRecord
 
@@ -132,10 +132,8 @@ def record_problem(record: Mapping[str, Any] | None) -> str | None:
     newer = metrics_record.problem(record)
     if newer:
         return newer
-    value = record.get("throughput")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return BAD_THROUGHPUT
-    if not math.isfinite(value) or value <= 0:
+    value = number(record.get("throughput"))
+    if value is None or value <= 0:
         return BAD_THROUGHPUT
     return None
 
