@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis.goodput import FailureInputs, scale_wall
 from scalestudy.results.analysis.waits import expected, waits_by_nodes
+from scalestudy.results.history.rows import AttemptRow
 
 if TYPE_CHECKING:
     from scalestudy.core.failures import Failures
@@ -112,7 +113,7 @@ def study_failure_rate(system: str, spec: Failures | None) -> FailureInputs | No
     from scalestudy.results.history.failures import chosen_rate
     from scalestudy.study.history import open_store
 
-    rows: list[dict[str, Any]] = []
+    rows: list[AttemptRow] = []
     try:
         store = open_store()
         try:

@@ -13,14 +13,20 @@ own check: kept as wrong results."""
 from __future__ import annotations
 
 import json
-import numbers
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.history.imports.common import NUMBER, Imported, nccl_banner, num
+from scalestudy.core.values import number
+from scalestudy.results.history.imports.common import (
+    NUMBER,
+    Imported,
+    ImportPoint,
+    nccl_banner,
+    num,
+)
 
 EXPECTED = ("a table whose header names size, count, type, ... time, algbw, busbw, or "
             "-J JSON")
@@ -65,7 +71,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
     nccl = version(int(library.group(1))) if library else nccl_banner(text).get("nccl")
     common = {"gpu_model": ranks[0]["gpu"] if ranks else None, "hosts": hosts,
               "nccl": nccl, "avg_busbw_GBps": num(avg.group(1)) if avg else None}
-    point = {"collective": test["name"].removesuffix("_perf") if test else None,
+    point: ImportPoint = {"collective": test["name"].removesuffix("_perf") if test else None,
              "world_size": len(ranks) or gpus, "nodes": len(hosts) or None}
     counts = any(line.lstrip().startswith("#") and "#wrong" in line.lstrip()[1:]
                  for line in lines)
@@ -229,10 +235,4 @@ def _json_time(value: object) -> datetime | None:
 
 def _float(value: object) -> float | None:
     """A number as nccl-tests writes it (NaN as the string "nan"): None where not one."""
-    if not isinstance(value, (numbers.Real, str)):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if number == number else None
+    return number(value, text=True, booleans=True, finite=False)
