@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import jinja2
 
@@ -24,14 +24,17 @@ from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
+from scalestudy.core.values import JSONObject
 from scalestudy.site import containers, envrecord, ports, schedulers
-from scalestudy.site.launchers import Launch, Shell, launch_words
+from scalestudy.site.launchers import Launch, Shell, Word, launch_words
 from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
+from scalestudy.site.program import Program
 from scalestudy.site.program import program as make_program
 from scalestudy.site.queues import hms
 from scalestudy.site.routing import queue_for
 from scalestudy.site.schedulers import JobRequest
+from scalestudy.workload.options import Value
 
 #: The variable that holds the run directory in the job and on every rank.
 RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
@@ -157,9 +160,38 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
     )
 
 
+class TemplateContext(TypedDict):
+    """What a job template (templates/*.sh.j2, a site's own) may use; `context` fills it."""
+
+    version: str
+    run: dict[str, Value]  # the run's parameters (run.json)
+    what: str
+    system_file: str
+    run_dir: str
+    workdir: str
+    python: str
+    program: Program
+    directives: list[str]
+    step: bool
+    digest: str | None
+    nodes_command: str | None
+    port_base: int
+    port_span: int
+    launch: list[Word]
+    env: dict[str, str]
+    record_env_pattern: str
+    secret_name_ere: str
+    redacted: str
+    setup: list[str]
+    threads: int
+    walltime: str
+    system: JSONObject  # the profile, model_dump()ed
+    tags: list[str]
+
+
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
             python: str | None = None, extra_args: Sequence[str] = (),
-            step: bool = False, digest: str | None = None) -> dict[str, Any]:
+            step: bool = False, digest: str | None = None) -> TemplateContext:
     """Everything a job template may use (`python`: the interpreter the job starts;
     `extra_args`: more workload arguments, e.g. the batch-size probe's; `step`: the
     script is a step of a packed allocation, started on its nodes, no directives;
@@ -214,10 +246,10 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     }
 
 
-_DUMPS: dict[int, tuple[SystemProfile, dict[str, Any]]] = {}
+_DUMPS: dict[int, tuple[SystemProfile, JSONObject]] = {}
 
 
-def _dumped(system: SystemProfile) -> dict[str, Any]:
+def _dumped(system: SystemProfile) -> JSONObject:
     """The profile as a dict for the templates, made once per (frozen) profile."""
     held = _DUMPS.get(id(system))
     if held is None or held[0] is not system:
