@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -101,16 +101,62 @@ class Prediction:
                 "model_throughput": self.model_throughput}
 
 
+class ForecastModel(TypedDict, total=False):
+    """The model a forecast came from, in words and figures (`predict --json`'s `model`,
+    the ledger's `model` column); `source` and `ledger` are added by study.predict."""
+
+    form: str
+    terms: str
+    latency: str
+    chosen_by: str
+    holdout_errors: dict[str, float]
+    a_s_per_unit: float
+    c_s: float
+    alpha_s: float
+    c_inter_s: float
+    rms_residual: float
+    reading: str
+    split: str
+    max_factor: float
+    interval: str
+    lean: str
+    source: str  # the results or table it was fitted on
+    ledger: str  # what became of it in the ledger, in words
+
+
+class FittedPoint(TypedDict):
+    """One measured scale the model was fitted on."""
+
+    gpus: int
+    throughput: float
+    per_gpu_batch: float
+
+
+class ScaleCost(TypedDict):
+    """Time and node-hours at one forecast scale, with the interval's band; `of`: to the
+    study's target, or per million of the throughput's units."""
+
+    gpus: int
+    nodes: int
+    time_s: float
+    time_s_low: float
+    time_s_high: float
+    node_hours: float
+    node_hours_low: float
+    node_hours_high: float
+    of: str
+
+
 @dataclass(frozen=True)
 class Forecast:
     """The predictions, the model that made them and the points it was fitted on."""
 
     predictions: list[Prediction]
-    model: dict[str, Any]
-    fitted_on: list[dict[str, Any]] = field(default_factory=list)
+    model: ForecastModel
+    fitted_on: list[FittedPoint] = field(default_factory=list)
     #: per prediction of a study: time and node-hours to its target (or per million
     #: units), with the interval's band (study.predict fills it)
-    costs: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[ScaleCost] = field(default_factory=list)
 
 
 def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
@@ -208,7 +254,8 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
                f"pooled with each one-term communication model's draws ({len(np.unique(p))}"
                f" scales allow no hold-out), widened by {SPREAD_PER_DOUBLING:.0%} per "
                "doubling")
-    model = {"form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
+    model: ForecastModel = {
+             "form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
              "latency": chosen, "chosen_by": why, "holdout_errors": cv,
              "a_s_per_unit": params.a, "c_s": params.c, "alpha_s": params.alpha,
              "c_inter_s": params.c_inter, "rms_residual": rms,
@@ -226,8 +273,9 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
                      f"{LEAN_PER_DOUBLING:.0%} per doubling beyond {int(top)} GPUs: the model "
                      "is optimistic by that much on the backtest (benchmarks/"
                      "forecast_backtest.py)"}
-    fitted_on = [{"gpus": int(g), "throughput": float(g * b / s), "per_gpu_batch": float(b)}
-                 for g, b, s in zip(p, batch, t, strict=True)]
+    fitted_on: list[FittedPoint] = [
+        {"gpus": int(g), "throughput": float(g * b / s), "per_gpu_batch": float(b)}
+        for g, b, s in zip(p, batch, t, strict=True)]
     return Forecast(out, model, fitted_on)
 
 
