@@ -126,7 +126,8 @@ def _point_per_sample(point: dict[str, object]) -> float:
     return seq if point.get(col.THROUGHPUT_UNIT) == "tokens/s" and seq and seq > 0 else 1.0
 
 
-def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
+def _row(point: dict[str, object], basis: CostBasis, predicted: bool
+         ) -> dict[str, object] | None:
     global_batch = float(point[col.GLOBAL_BATCH])  # type: ignore[arg-type]
     per = _point_per_sample(point)
     samples = basis.samples(global_batch, per)

@@ -201,7 +201,7 @@ class OtavaExport:
         head = (f"# Apache Otava: scalestudy's history of study {self.test} (per-GPU "
                 "throughput; higher is better)\n"
                 f"# otava analyze --config-file THIS_FILE {self.test}\n")
-        return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=4096)
+        return head + str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=4096))
 
 
 def otava(rows: Sequence[AttemptRow]) -> OtavaExport:

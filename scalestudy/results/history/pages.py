@@ -167,7 +167,7 @@ def _when(value: object) -> str | None:
         return None
     moment = pd.Timestamp(value)
     moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
-    return moment.isoformat()
+    return str(moment.isoformat())
 
 
 def _latest(rows: Sequence[AttemptRow]) -> str | None:
