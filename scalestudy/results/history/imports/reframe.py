@@ -10,10 +10,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.core.values import number
+from scalestudy.core.values import JSON, JSONObject, number
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.imports.common import Imported, ImportPoint
 
@@ -58,7 +58,7 @@ class _Case:
     per_node: int | None = None  # num_tasks_per_node
     nodelist: list[str] = field(default_factory=list)
     ended: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # version, hashcode, file, ...
+    extra: JSONObject = field(default_factory=dict)  # version, hashcode, file, ...
 
 
 class _Perf(NamedTuple):
@@ -142,14 +142,14 @@ def _report(text: str, gpus: int | None) -> list[Imported]:
     return out
 
 
-def _session_of(session: dict[str, Any], tc: dict[str, Any]) -> str | None:
+def _session_of(session: JSONObject, tc: JSONObject) -> str | None:
     """A report's session: its uuid (ReFrame 4.7 on), else when it started."""
     uuid = session.get("uuid") or tc.get("session_uuid")
     start = session.get("time_start")
     return f"reframe {uuid}" if uuid else (f"reframe {start}" if start else None)
 
 
-def _report_case(tc: dict[str, Any], where: str, session_end: datetime | None) -> _Case:
+def _report_case(tc: JSONObject, where: str, session_end: datetime | None) -> _Case:
     """A report's test case."""
     tasks, per_node = (_whole_json(tc.get(k), f"{where}.{k}")
                        for k in ("num_tasks", "num_tasks_per_node"))
@@ -171,7 +171,7 @@ def _report_case(tc: dict[str, Any], where: str, session_end: datetime | None) -
                "fail_reason": tc.get("fail_reason")})
 
 
-def _report_perf(tc: dict[str, Any], where: str) -> list[tuple[str, _Perf]]:
+def _report_perf(tc: JSONObject, where: str) -> list[tuple[str, _Perf]]:
     """The case's performance variables, by name."""
     if "perfvalues" not in tc and "perfvars" in tc:
         raise ScalestudyError(f"{where}: `perfvars`, a report of ReFrame 3, which this "
@@ -191,13 +191,13 @@ def _report_perf(tc: dict[str, Any], where: str) -> list[tuple[str, _Perf]]:
     return found
 
 
-def _dict(value: object, where: str) -> dict[str, Any]:
+def _dict(value: object, where: str) -> JSONObject:
     if not isinstance(value, dict):
         raise ScalestudyError(f"{where}: {_short(value)} is not an object")
     return value
 
 
-def _list(value: object, where: str) -> list[Any]:
+def _list(value: object, where: str) -> list[JSON]:
     if not isinstance(value, list):
         raise ScalestudyError(f"{where}: {_short(value)} is not a list")
     return value
