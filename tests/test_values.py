@@ -27,3 +27,15 @@ from scalestudy.core.values import number
 ])
 def test_number_reads_what_each_caller_asks_for(value, kwargs, expected):
     assert number(value, **kwargs) == expected
+
+
+def test_member_and_array_read_nested_json_without_failing_on_its_shape():
+    from scalestudy.core.values import array, member
+
+    record = {"provenance": {"placement": {"hosts": ["n1", "n2"]}, "versions": None}}
+    assert member(record, "provenance", "placement") == {"hosts": ["n1", "n2"]}
+    assert array(member(record, "provenance", "placement").get("hosts")) == ["n1", "n2"]
+    assert member(record, "provenance", "versions") == {}
+    assert member(record, "provenance", "placement", "hosts") == {}  # a list, not an object
+    assert member(None, "anything") == {}
+    assert array("n1,n2") == []
