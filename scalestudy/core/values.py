@@ -13,7 +13,7 @@ import numbers
 from collections.abc import Mapping
 from typing import TypeAlias
 
-#: Any value `json.loads` returns (or a YAML scalar, or a stored cell): narrow before use.
+#: A value `json.loads` returns (or a YAML scalar, or a stored cell): narrow before use.
 JSON: TypeAlias = object
 #: A JSON object as read: its keys are text, its values anything JSON holds.
 JSONObject: TypeAlias = dict[str, JSON]

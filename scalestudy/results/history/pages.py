@@ -180,8 +180,8 @@ _number = partial(number, text=True, booleans=True)
 
 
 def _integer(value: object) -> int | None:
-    number = _number(value)
-    return None if number is None else int(number)
+    found = _number(value)
+    return None if found is None else int(found)
 
 
 def _point(row: AttemptRow) -> dict[str, object]:
