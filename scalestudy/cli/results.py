@@ -19,7 +19,7 @@ from scalestudy.results.analysis import columns as col
 from scalestudy.site.profiles import available, load_system
 
 if TYPE_CHECKING:
-    from scalestudy.results.analysis.forecast import ScaleCost
+    from scalestudy.results.analysis.forecast_records import ScaleCost
 
 
 @app.command()

@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TypedDict
 
 import jinja2
 
@@ -26,15 +25,14 @@ from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
 from scalestudy.core.values import JSONObject
 from scalestudy.site import containers, envrecord, ports, schedulers
-from scalestudy.site.launchers import Launch, Shell, Word, launch_words
+from scalestudy.site.context import TemplateContext
+from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
-from scalestudy.site.program import Program
 from scalestudy.site.program import program as make_program
 from scalestudy.site.queues import hms
 from scalestudy.site.routing import queue_for
 from scalestudy.site.schedulers import JobRequest
-from scalestudy.workload.options import Value
 
 #: The variable that holds the run directory in the job and on every rank.
 RUN_DIR_VARIABLE = "SCALESTUDY_RUN_DIR"
@@ -158,35 +156,6 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         extra=(*opts.extra, *job.extra_directives),
         exclude_nodes=tuple(job.exclude_nodes),
     )
-
-
-class TemplateContext(TypedDict):
-    """What a job template (templates/*.sh.j2, a site's own) may use; `context` fills it."""
-
-    version: str
-    run: dict[str, Value]  # the run's parameters (run.json)
-    what: str
-    system_file: str
-    run_dir: str
-    workdir: str
-    python: str
-    program: Program
-    directives: list[str]
-    step: bool
-    digest: str | None
-    nodes_command: str | None
-    port_base: int
-    port_span: int
-    launch: list[Word]
-    env: dict[str, str]
-    record_env_pattern: str
-    secret_name_ere: str
-    redacted: str
-    setup: list[str]
-    threads: int
-    walltime: str
-    system: JSONObject  # the profile, model_dump()ed
-    tags: list[str]
 
 
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,

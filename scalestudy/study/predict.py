@@ -18,7 +18,8 @@ from scalestudy.study.wall import WallAsk, wall_clock
 if TYPE_CHECKING:
     import pandas as pd
 
-    from scalestudy.results.analysis.forecast import Forecast, Prediction, ScaleCost
+    from scalestudy.results.analysis.forecast import Forecast, Prediction
+    from scalestudy.results.analysis.forecast_records import ScaleCost
     from scalestudy.results.analysis.target_forecast import TargetForecast
     from scalestudy.site.profiles import SystemProfile
 

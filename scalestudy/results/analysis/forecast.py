@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -39,6 +38,7 @@ import pandas as pd
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis import forecast_limits as limits
+from scalestudy.results.analysis.forecast_records import FittedPoint, ForecastModel, ScaleCost
 from scalestudy.results.analysis.modelfit import Design, Params, design
 from scalestudy.results.analysis.refits import coefficients, fit_many
 
@@ -99,52 +99,6 @@ class Prediction:
                 "extrapolation_verdict": limits.verdict(self.gpus, self.gpus /
                                                         self.extrapolation, self.limit),
                 "model_throughput": self.model_throughput}
-
-
-class ForecastModel(TypedDict, total=False):
-    """The model a forecast came from, in words and figures (`predict --json`'s `model`,
-    the ledger's `model` column); `source` and `ledger` are added by study.predict."""
-
-    form: str
-    terms: str
-    latency: str
-    chosen_by: str
-    holdout_errors: dict[str, float]
-    a_s_per_unit: float
-    c_s: float
-    alpha_s: float
-    c_inter_s: float
-    rms_residual: float
-    reading: str
-    split: str
-    max_factor: float
-    interval: str
-    lean: str
-    source: str  # the results or table it was fitted on
-    ledger: str  # what became of it in the ledger, in words
-
-
-class FittedPoint(TypedDict):
-    """One measured scale the model was fitted on."""
-
-    gpus: int
-    throughput: float
-    per_gpu_batch: float
-
-
-class ScaleCost(TypedDict):
-    """Time and node-hours at one forecast scale, with the interval's band; `of`: to the
-    study's target, or per million of the throughput's units."""
-
-    gpus: int
-    nodes: int
-    time_s: float
-    time_s_low: float
-    time_s_high: float
-    node_hours: float
-    node_hours_low: float
-    node_hours_high: float
-    of: str
 
 
 @dataclass(frozen=True)
