@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from scalestudy.results.analysis.goodput import ScaleWallRecord
+
 
 class ForecastModel(TypedDict, total=False):
     """The model a forecast came from, in words and figures (`predict --json`'s `model`,
@@ -52,3 +54,53 @@ class ScaleCost(TypedDict):
     node_hours_low: float
     node_hours_high: float
     of: str
+
+
+class WallScale(ScaleWallRecord):
+    """The wall clock at one forecast batch (study.wall): its goodput figures, the batch,
+    the throughput asked for it and what a restart costs."""
+
+    global_batch: float
+    throughput: float
+    restart_s: float
+
+
+class WallRate(TypedDict):
+    """The failure rate the wall clock assumed, per node-hour, with its interval."""
+
+    per_node_hour: float
+    low: float
+    high: float
+
+
+class WallClock(TypedDict):
+    """The wall clock to a target at each forecast batch, with what it assumed."""
+
+    scales: list[WallScale]
+    assumed: list[str]
+    rate: WallRate
+
+
+class TargetModel(TypedDict, total=False):
+    """The law a samples-to-target forecast came from (`predict --to-target --json`'s
+    `model`); `source` and `wall_clock` are added by study.predict."""
+
+    law: str
+    name: str
+    chosen_by: str
+    holdout_misses: dict[str, float]
+    s_min: float | None
+    b_crit: float | None
+    interval: str
+    max_factor: float
+    unit: str
+    source: str
+    wall_clock: WallClock
+
+
+class TargetFittedPoint(TypedDict):
+    """One measured global batch the law was fitted on: its centre over its runs."""
+
+    global_batch: float
+    centre: float
+    runs: int
