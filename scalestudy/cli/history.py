@@ -5,15 +5,17 @@ from __future__ import annotations
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scalestudy.cli.app import JsonOpt, app, err, out, print_json
 from scalestudy.core.errors import RegressionFound, ScalestudyError
+from scalestudy.core.values import member
 from scalestudy.execute.workspace import write_text_atomic
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.regression import work_of
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.study import imports as imported
 
 history_app = typer.Typer(help="The results store: every study's runs over time "
@@ -82,16 +84,16 @@ def ingest(directories: Annotated[list[Path], typer.Argument(
               f"study(ies) and {len(done) - len(studies)} kept import(s)")
 
 
-def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
+def _studies(rows: list[AttemptRow]) -> list[list[str]]:
     from scalestudy.results.history.store import campaign_of
 
-    by: dict[str, list[dict[str, Any]]] = {}
+    by: dict[str, list[AttemptRow]] = {}
     for r in rows:
         by.setdefault(str(r[col.DIRECTORY]), []).append(r)
     table = []
     for items in by.values():
         tags = sorted({t for r in items for t in r[col.TAGS] or []})
-        ended = [r[col.ENDED] for r in items if r[col.ENDED] is not None]
+        ended = [e for r in items if (e := r[col.ENDED]) is not None]
         table.append([str(items[0][col.STUDY]), str(items[0].get(col.SOURCE) or "scalestudy"),
                       str(items[0][col.SYSTEM] or "?"), ",".join(tags) or "-",
                       str(len({campaign_of(r) for r in items})),
@@ -101,10 +103,10 @@ def _studies(rows: list[dict[str, Any]]) -> list[list[str]]:
     return table
 
 
-def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
+def _points(rows: list[AttemptRow]) -> list[list[str]]:
     from scalestudy.results.history.store import campaign_of
 
-    by: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    by: dict[tuple[str, str, str, str], list[AttemptRow]] = {}
     for r in rows:
         if _value(r) is None:
             continue
@@ -112,7 +114,7 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
         by.setdefault(key, []).append(r)
     table = []
     for (point, _, campaign, tags), items in by.items():
-        ends = [r[col.ENDED] for r in items if r[col.ENDED] is not None]
+        ends = [e for r in items if (e := r[col.ENDED]) is not None]
         ended = max(ends) if ends else "?"
         value = statistics.median(v for v in map(_value, items) if v is not None)
         unit = str(items[0][col.UNIT]) + ("" if items[0][col.THROUGHPUT_PER_GPU] is None
@@ -122,14 +124,14 @@ def _points(rows: list[dict[str, Any]]) -> list[list[str]]:
     return table
 
 
-def _containers(rows: list[dict[str, Any]]) -> list[list[str]]:
+def _containers(rows: list[AttemptRow]) -> list[list[str]]:
     """Per study, campaign and image: the runtime (and its version) and the digest."""
     from scalestudy.results.history.store import campaign_of
 
     seen: dict[tuple[str, str, str, str, str], int] = {}
     for r in rows:
-        prov = r.get(col.PROVENANCE) or {}
-        conf, versions = prov.get("configuration") or {}, prov.get("versions") or {}
+        prov = member(r, col.PROVENANCE)
+        conf, versions = member(prov, "configuration"), member(prov, "versions")
         if not conf.get("container"):
             continue
         runtime = " ".join(str(x) for x in (conf.get("container_runtime"),
@@ -140,16 +142,17 @@ def _containers(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [[*key, str(n)] for key, n in seen.items()]
 
 
-def _value(row: dict[str, Any]) -> float | None:
+def _value(row: AttemptRow) -> float | None:
     """Per-GPU throughput; for an imported measurement that is not one, its value."""
-    if row[col.THROUGHPUT_PER_GPU] is not None:
-        return float(row[col.THROUGHPUT_PER_GPU])
-    metrics = row.get(col.METRICS) or {}
-    return float(metrics["value"]) if row.get(col.SOURCE, "scalestudy") != "scalestudy" \
-        and metrics.get("value") is not None else None
+    per_gpu = row[col.THROUGHPUT_PER_GPU]
+    if per_gpu is not None:
+        return float(per_gpu)
+    value = member(row, col.METRICS).get("value")
+    return float(value) if row.get(col.SOURCE, "scalestudy") != "scalestudy" \
+        and isinstance(value, (int, float)) else None
 
 
-def _point_name(row: dict[str, Any]) -> str:
+def _point_name(row: AttemptRow) -> str:
     if row.get(col.SOURCE, "scalestudy") == "scalestudy":
 
         work = " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from scalestudy.core.errors import ReferenceFailed, ScalestudyError
 from scalestudy.core.load import study_schema
 from scalestudy.results.analysis import columns as col
 from scalestudy.site.profiles import available, load_system
+
+if TYPE_CHECKING:
+    from scalestudy.results.analysis.forecast_records import ScaleCost
 
 
 @app.command()
@@ -293,7 +296,7 @@ def predict(
     err.print(f"ledger: {got.model['ledger']}", highlight=False)
 
 
-def _cost_cell(cost: dict[str, Any] | None) -> str:
+def _cost_cell(cost: ScaleCost | None) -> str:
     """`2.1 h [1.9–2.4], 34 node-h [31–38]` for one forecast scale."""
     if cost is None:
         return "n/a"

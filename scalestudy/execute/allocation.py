@@ -20,7 +20,6 @@ A step that was started and never ended was cut off by the allocation's end: the
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -29,8 +28,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
+from scalestudy.execute import allocfile
+from scalestudy.execute.allocfile import AllocationStep
 from scalestudy.execute.nested import FluxEngine
 from scalestudy.execute.steplog import (
     POLL_S,
@@ -79,8 +80,8 @@ class Runner:
     def __init__(self, directory: Path, job_id: str) -> None:
         self.dir = directory
         self.job_id = job_id
-        spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
-        self.steps: list[dict[str, Any]] = spec["steps"]
+        spec = allocfile.read(directory)
+        self.steps: list[AllocationStep] = spec["steps"]
         self.slots_lines: bool = bool(spec.get("slots_lines"))
         self.nodefile = (directory / "nodefile").read_text(encoding="utf-8").splitlines()
         self.hosts = hosts_of(self.nodefile)
@@ -97,7 +98,7 @@ class Runner:
         busy = {h for r in self.running for h in r.hosts}
         return [h for h in self.hosts if h not in busy]
 
-    def start(self, step: dict[str, Any], hosts: list[str]) -> None:
+    def start(self, step: AllocationStep, hosts: list[str]) -> None:
         run_dir = Path(step["run_dir"])
         hostfile = self.dir / f"hosts-{step['run_id']}"
         slots = step["ranks_per_node"] if self.slots_lines else None
@@ -204,8 +205,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m scalestudy.execute.allocation DIR JOB_ID", file=sys.stderr)
         return 2
     directory = Path(argv[0])
-    name = json.loads((directory / "allocation.json").read_text(encoding="utf-8")).get(
-        "engine", "steps")
+    name = allocfile.read(directory).get("engine", "steps")
     engine = ENGINES.get(name)
     if engine is None:
         print(f"allocation engine {name!r} is not known here (known: "

@@ -25,8 +25,10 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
+from scalestudy.core.values import JSONObject, member
+from scalestudy.execute import allocfile
+from scalestudy.execute.allocfile import AllocationStep
 from scalestudy.execute.steplog import POLL_S, Event, StepEvent, append, ended_runs, now
 from scalestudy.workload.env import expand_hostlist
 
@@ -50,7 +52,7 @@ def _at(stamp: object) -> str:
     return now()
 
 
-def _records(text: str) -> Iterator[dict[str, Any]]:
+def _records(text: str) -> Iterator[JSONObject]:
     """Job records of `flux jobs --json` (one object for one id, else {"jobs": [...]})."""
     try:
         data = json.loads(text) if text.strip() else {}
@@ -67,8 +69,8 @@ class FluxEngine:
     def __init__(self, directory: Path, job_id: str) -> None:
         self.dir = directory
         self.job_id = job_id
-        spec = json.loads((directory / "allocation.json").read_text(encoding="utf-8"))
-        self.steps: list[dict[str, Any]] = spec["steps"]
+        spec = allocfile.read(directory)
+        self.steps: list[AllocationStep] = spec["steps"]
         # One line per node, kept as they are: the nodes of a test instance may all
         # carry the machine's one host name (Flux tells its nodes apart by rank).
         nodefile = (directory / "nodefile").read_text(encoding="utf-8").splitlines()
@@ -82,7 +84,7 @@ class FluxEngine:
         return subprocess.run(["flux", *args], capture_output=True, text=True, timeout=120,
                               env={**os.environ, **ENV}, stdin=subprocess.DEVNULL)
 
-    def submit(self, step: dict[str, Any]) -> None:
+    def submit(self, step: AllocationStep) -> None:
         """Queue one step in the instance; a refusal ends it with Flux's words."""
         done = self.flux("batch", step["script"])
         job = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
@@ -121,11 +123,11 @@ class FluxEngine:
                 append(self.journal, self._ended(run_id, job))
 
     @staticmethod
-    def _ended(run_id: str, job: dict[str, Any]) -> StepEvent:
+    def _ended(run_id: str, job: JSONObject) -> StepEvent:
         """The `ended` event of a job Flux says is inactive."""
         code = job.get("returncode")
         rc = code if isinstance(code, int) and code >= 0 else 128 + signal.SIGTERM
-        exception = job.get("exception") or {}
+        exception = member(job, "exception")
         why = None
         if "t_run" not in job and exception.get("occurred"):  # never started
             why = (f"Flux could not start it ({exception.get('type')}: "

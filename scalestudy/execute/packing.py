@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from scalestudy.core.grid import Run
 from scalestudy.core.states import Failure, JobStatus, RunState
-from scalestudy.execute import commands
+from scalestudy.execute import allocfile, commands
 from scalestudy.execute import workspace as ws
+from scalestudy.execute.allocfile import AllocationSpec, AllocationStep
 from scalestudy.execute.images import digest_for
 from scalestudy.execute.journal import Intent, Job, Journal, now
 from scalestudy.execute.status import RunStatus, read_status, write_status
@@ -63,7 +63,7 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
         plan.study, plan.system)
     step_log = "flux.log" if engine.flux_jobs else scheduler.log_name
-    steps = []
+    steps: list[AllocationStep] = []
     for step in allocation.steps:
         run = step.run
         run_dir = plan.run_dir(run).resolve()
@@ -80,15 +80,27 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
                       "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                       "limit_s": step.limit_s, "expected_s": step.expected_s,
                       "log": step_log, "err": step_log if joined else "stderr.log"})
-    ws.write_json_atomic(alloc_dir / "allocation.json", {
+    spec: AllocationSpec = {
         "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine.name,
         "nodes": allocation.nodes,
         "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
-        "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps})
+        "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps}
+    ws.write_json_atomic(alloc_dir / allocfile.NAME, spec)
     script = alloc_dir / ws.SCRIPT
     ws.write_text_atomic(script, render_allocation(plan.study, plan.system, allocation, name,
                                                    alloc_dir, sys.executable), mode=0o755)
     return script
+
+
+class AllocationSummary(TypedDict):
+    """One allocation as `status` shows it and the report's cost reads it."""
+
+    name: str
+    job_id: str | None
+    nodes: int | None
+    walltime_s: int | None
+    steps: list[str]
+    events: list[StepEvent]
 
 
 @dataclass(frozen=True)
@@ -258,16 +270,16 @@ def interrupt(run_dir: Path, entry: Job, reason: str | None) -> None:
                                     reason=reason, submitted_at=entry.submitted_at))
 
 
-def allocation_summary(plan: Plan) -> list[dict[str, Any]]:
+def allocation_summary(plan: Plan) -> list[AllocationSummary]:
     """Each allocation of the study: its job, nodes, walltime, when its runner started and
     finished, and its steps' events (what `status` shows and the report's cost reads)."""
-    out = []
+    out: list[AllocationSummary] = []
     book = {e.allocation: e.job_id for e in Journal(plan.directory / "jobs.jsonl").entries()
             if e.allocation}
     for alloc_dir in sorted(root(plan).glob("a*"), key=lambda p: int(p.name[1:] or 0)
                             if p.name[1:].isdigit() else 0):
         try:
-            spec = json.loads((alloc_dir / "allocation.json").read_text(encoding="utf-8"))
+            spec = allocfile.read(alloc_dir)
         except (OSError, ValueError):
             continue
         events = read_events(alloc_dir / "steps.jsonl")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.core.states import RunState, run_state
+from scalestudy.core.values import number
 from scalestudy.execute.diagnose import diagnose as classify
 from scalestudy.execute.workspace import (
     METRICS,
@@ -101,12 +102,6 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def _as_float(value: object) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def _as_text(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -136,7 +131,7 @@ def read_status(run_dir: Path, diagnose: bool = False) -> RunStatus:
     state = run_state(data.get("state"))
     # Any: each field read as its own type (int, float or text), which the name decides.
     known: dict[str, Any] = {
-        name: (_as_int if name in _INTS else _as_float if name in _FLOATS else _as_text)(
+        name: (_as_int if name in _INTS else number if name in _FLOATS else _as_text)(
             data.get(name)) for name in _FIELDS}
     if not state:
         known["reason"] = "status.json has no known state"

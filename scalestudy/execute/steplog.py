@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
+from scalestudy.core.values import JSONObject
 from scalestudy.execute.journal import append_line
 
 SCHEMA = "scalestudy.steps/1"
@@ -56,7 +56,7 @@ class StepEvent:
     why: str | None = None  # ended without starting: why
     job_id: str | None = None  # allocation: the allocation's job
     #: Anything else the line holds (an engine's own words: flux_id, flux_result, engine).
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
     def line(self) -> dict[str, object]:
         """The journal line (fields left at their defaults are not written)."""
@@ -68,7 +68,7 @@ class StepEvent:
         return {**written, "event": self.event.value, **self.extra}
 
     @classmethod
-    def read(cls, data: dict[str, Any]) -> StepEvent | None:
+    def read(cls, data: JSONObject) -> StepEvent | None:
         """The event of one journal line; None where the line says no known event."""
         try:
             event = Event(data.get("event"))

@@ -11,15 +11,14 @@ import contextlib
 import fcntl
 import itertools
 import json
-import math
 import os
 import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.values import JSON, JSONMapping, JSONObject, number
 from scalestudy.workload import record as metrics_record
 from scalestudy.workload.record import MetricsRecord
 
@@ -42,12 +41,12 @@ ATTEMPT_FILES = ("stdout.log", "stderr.log", STATUS, METRICS, "env.txt", "hosts.
 RUN_SCHEMA = "scalestudy.run/2"
 
 
-def write_run(directory: Path, params: Mapping[str, Any]) -> None:
+def write_run(directory: Path, params: JSONMapping) -> None:
     """run.json: the run's parameters (core.grid.Run.params), with its schema."""
     write_json_atomic(Path(directory) / RUN_JSON, {"schema": RUN_SCHEMA, **params})
 
 
-def read_run(directory: Path) -> dict[str, Any] | None:
+def read_run(directory: Path) -> JSONObject | None:
     """The parameters run.json holds (either version), or None where it is missing or
     unreadable."""
     try:
@@ -83,7 +82,7 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     write_atomic(path, text, mode)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: JSON) -> None:
     """JSON (sorted keys, indented) written atomically."""
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
@@ -125,17 +124,15 @@ def read_record(path: Path, max_bytes: int = METRICS_TAIL_BYTES) -> MetricsRecor
     return None
 
 
-def record_problem(record: Mapping[str, Any] | None) -> str | None:
+def record_problem(record: JSONMapping | None) -> str | None:
     """Why a metric record cannot count as a completed run, or None when it can."""
     if record is None:
         return NO_RECORD
     newer = metrics_record.problem(record)
     if newer:
         return newer
-    value = record.get("throughput")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return BAD_THROUGHPUT
-    if not math.isfinite(value) or value <= 0:
+    value = number(record.get("throughput"))
+    if value is None or value <= 0:
         return BAD_THROUGHPUT
     return None
 
@@ -258,7 +255,8 @@ def extract_throughput(log: Path, pattern: str) -> float | None:
         return None
 
 
-def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: str) -> str | None:
+def record_command_throughput(run_dir: Path, params: Mapping[str, int], pattern: str
+                              ) -> str | None:
     """Write a `command` workload's record from the throughput its pattern finds in
     stdout.log; the reason when there is none (None when written)."""
     value = extract_throughput(run_dir / "stdout.log", pattern)
@@ -276,7 +274,7 @@ def record_command_throughput(run_dir: Path, params: dict[str, Any], pattern: st
 RECORD_PREFIX = "scalestudy-record:"
 
 
-def program_record(log: Path) -> dict[str, Any]:
+def program_record(log: Path) -> JSONObject:
     """The scalar keys of the last `scalestudy-record: {...}` line in a program's stdout
     (empty when there is none, or it is not a JSON object): they join its record, so its
     input wait and read bandwidth land in the bundled benchmark's columns."""

@@ -9,7 +9,7 @@ transformer study, what each factorisation sends and idles, and which is fastest
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -270,7 +270,7 @@ def to_target_blocks(points: pd.DataFrame) -> list[Block]:
         return []
     from scalestudy.results.analysis.totarget import INTERVAL_TEXT, sentence
 
-    def band(value: float, low: float, high: float, say: Any) -> str:
+    def band(value: float, low: float, high: float, say: Callable[[float], str]) -> str:
         if not math.isfinite(value):
             return "not reached"
         return say(value) + ("" if math.isclose(low, high) else f" [{say(low)}–{say(high)}]")

@@ -9,8 +9,6 @@ columns (groups, variants, reasons) wrap instead.
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.markup import escape
 from rich.table import Table
 
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import unit_of
 from scalestudy.workload.names import is_transformer
@@ -169,13 +168,8 @@ def fit_table(title: str, columns: Sequence[Column], width: int | None,
 
 
 def _num(value: object, fmt: str) -> str:
-    if not isinstance(value, (numbers.Real, str)):
-        return "n/a"
-    try:
-        number = float(value)
-    except ValueError:
-        return "n/a"
-    return format(number, fmt) if math.isfinite(number) else "n/a"
+    found = number(value, text=True, booleans=True)
+    return "n/a" if found is None else format(found, fmt)
 
 
 def plan_table(summary: dict[str, Any], width: int | None = None) -> Table:

@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
@@ -24,7 +23,9 @@ from scalestudy import __version__
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
+from scalestudy.core.values import JSONObject
 from scalestudy.site import containers, envrecord, ports, schedulers
+from scalestudy.site.context import TemplateContext
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.packing import Allocation
 from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
@@ -159,7 +160,7 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
 
 def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
             python: str | None = None, extra_args: Sequence[str] = (),
-            step: bool = False, digest: str | None = None) -> dict[str, Any]:
+            step: bool = False, digest: str | None = None) -> TemplateContext:
     """Everything a job template may use (`python`: the interpreter the job starts;
     `extra_args`: more workload arguments, e.g. the batch-size probe's; `step`: the
     script is a step of a packed allocation, started on its nodes, no directives;
@@ -214,10 +215,10 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     }
 
 
-_DUMPS: dict[int, tuple[SystemProfile, dict[str, Any]]] = {}
+_DUMPS: dict[int, tuple[SystemProfile, JSONObject]] = {}
 
 
-def _dumped(system: SystemProfile) -> dict[str, Any]:
+def _dumped(system: SystemProfile) -> JSONObject:
     """The profile as a dict for the templates, made once per (frozen) profile."""
     held = _DUMPS.get(id(system))
     if held is None or held[0] is not system:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.execute.workspace import read_run
@@ -16,6 +16,7 @@ from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import score, summary
 from scalestudy.results.history.regression import check as compare
 from scalestudy.results.history.regression import point_of
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.site.plan import Plan, make_plan
 from scalestudy.study.imports import kept, reimport
 
@@ -114,7 +115,7 @@ def since(text: str | None, now: datetime | None = None) -> datetime | None:
 
 def history(url: str | None = None, *, system: str | None = None, model: str | None = None,
             since_text: str | None = None, tag: str | None = None,
-            study: str | None = None, directory: str | None = None) -> list[dict[str, Any]]:
+            study: str | None = None, directory: str | None = None) -> list[AttemptRow]:
     """The stored run attempts, oldest first, filtered (`directory`: one study's)."""
     store = open_store(url)
     try:
@@ -231,7 +232,7 @@ def check(target: str, url: str | None = None, *, baseline_tag: str | None = Non
                    against, verdicts, found, notes)
 
 
-def newest_campaign(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def newest_campaign(rows: list[AttemptRow]) -> tuple[list[AttemptRow], list[str]]:
     """The attempts of a study's newest campaign (the one that ended last; the newest
     attempt of each run in it), and a note on the runs it did not measure: points
     dropped from the grid are not checked again on their old runs as if they were
@@ -292,7 +293,7 @@ def cannot_tell(url: str | None = None, *, system: str | None = None,
     return untold(history(url, system=system, model=model, since_text=since_text))
 
 
-def recent_changes(checked_rows: list[dict[str, Any]], url: str | None = None,
+def recent_changes(checked_rows: list[AttemptRow], url: str | None = None,
                    after: datetime | None = None
                    ) -> tuple[list[ChangePoint], dict[str, Noise], dict[str, Noise]]:
     """The change points of the checked study's points that are recent: among their

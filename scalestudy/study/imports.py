@@ -8,15 +8,16 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.imports import parse
+from scalestudy.results.history.imports.common import Imported
+from scalestudy.results.history.rows import AttemptRow
 
 #: Where a results directory keeps its imports (one folder per file, by its hash).
 IMPORTS = "imports"
@@ -43,6 +44,17 @@ class ImportedFile:
     already: int = 0  # measurements another import of the store holds (not stored again)
 
 
+class _Read(TypedDict):
+    """One file read (`_read`): its rows for the store, and what keeping it needs."""
+
+    path: Path
+    sha256: str
+    rows: list[AttemptRow]
+    when: datetime
+    system: str | None
+    summary: ImportedFile
+
+
 @dataclass(frozen=True)
 class Options:
     """How a file is imported (what it does not say itself)."""
@@ -58,7 +70,7 @@ class Options:
     #: it was dated at its import (the copy's modification time is not when it ran)
     dated: datetime | None = None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """As import.json keeps them."""
         return {"format": self.fmt, "system": self.system, "name": self.name,
                 "tags": list(self.tags), "gpus": self.gpus, "nodes": self.nodes,
@@ -92,7 +104,7 @@ def import_results(files: list[Path], options: Options, url: str | None = None,
     return [r["summary"] for r in read]
 
 
-def _skip_held(read: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
+def _skip_held(read: list[_Read], stored: list[AttemptRow]) -> None:
     """Leave out each file's measurements that another import already holds (a perflog
     that grew since it was imported: only its new lines are stored)."""
     held: dict[tuple[object, ...], set[str]] = {}
@@ -108,7 +120,7 @@ def _skip_held(read: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None
             held.setdefault(_same_measurement(r), set()).add(key)
 
 
-def _same_measurement(row: Mapping[str, Any]) -> tuple[object, ...]:
+def _same_measurement(row: AttemptRow) -> tuple[object, ...]:
     """What makes two stored rows one measurement: the same test case, variable, job,
     end, state and value."""
     from scalestudy.results.history.store import as_utc
@@ -148,7 +160,7 @@ def reimport(folder: Path, url: str | None = None) -> ImportedFile:
     return done
 
 
-def _read(path: Path, options: Options) -> dict[str, Any]:
+def _read(path: Path, options: Options) -> _Read:
     """One file parsed into stored rows, with its hash, its system (--system, else the
     one the file names itself, as ReFrame's do) and its summary."""
 
@@ -181,7 +193,7 @@ def _read(path: Path, options: Options) -> dict[str, Any]:
             "summary": ImportedFile(path, options.fmt, len(found), bad, dated_by, when)}
 
 
-def _stage(read: list[dict[str, Any]], options: Options,
+def _stage(read: list[_Read], options: Options,
            results: Path) -> list[tuple[Path, Path]]:
     """A copy of each file and its import.json in a folder beside its final place
     (results/history/imports/<hash>), to be moved there once the store has them."""
@@ -205,34 +217,39 @@ def _stage(read: list[dict[str, Any]], options: Options,
     return staged
 
 
-def _row(index: int, item: Any, source: dict[str, str], options: Options,
-         when: datetime) -> dict[str, Any]:
+def _row(index: int, item: Imported, source: dict[str, str], options: Options,
+         when: datetime) -> AttemptRow:
     """One imported measurement as a stored attempt: a throughput where it is one
     (img/s, tokens/s), else its value and unit in the metrics; what the log says is not
     a result (aborted, warm-up only) is a failed attempt with no value. `--nodes`: what
     the file does not say (the ranks per node follow, where they divide evenly). It ended
     when the log says it did (a ReFrame test case: its job), else when the file did."""
     nodes = options.nodes
-    point = {**item.point, **({"nodes": nodes} if nodes else {})}
+    point = item.point.copy()
+    if nodes:
+        point["nodes"] = nodes
     world = point.get(col.WORLD_SIZE)
     if nodes and world and world % nodes:
         raise ScalestudyError(f"--nodes {nodes}: the {world} GPUs of the results do not "
                               "divide evenly over them")
     result = item.status == "completed" and item.value is not None
     rate = result and item.unit.endswith("/s") and not item.unit.startswith("GB/s")
-    metrics = {"value": item.value if result else None, "unit": item.unit, **item.details}
+    value = item.value if rate else None
+    metrics: dict[str, object] = {"value": item.value if result else None,
+                                  "unit": item.unit, **item.details}
     if not result:
         metrics["failure"] = item.status
+    session = item.details.get("session")
     versions = {k: item.details[k] for k in ("nccl", "reframe") if item.details.get(k)}
     return {
         "run_id": f"{index:05d}", "attempt": 1,
         "state": "completed" if result else "failed",
         "nodes": point.get(col.NODES), "world_size": world,
-        "ranks_per_node": world // point[col.NODES] if world and point.get(col.NODES) else None,
+        "ranks_per_node": world // per if world and (per := point.get(col.NODES)) else None,
         "batch_size": point.get(col.BATCH_SIZE), "global_batch": point.get(col.GLOBAL_BATCH),
         "backend": None, "tuning": None, "model": point.get(col.MODEL), "repeat": 0,
-        "throughput": item.value if rate else None,
-        "throughput_per_gpu": item.value / world if rate and world else None,
+        "throughput": value,
+        "throughput_per_gpu": value / world if value is not None and world else None,
         "unit": item.unit, "started": None,
         "ended": item.ended if item.ended and options.date is None else when,
         "params": {k: v for k, v in point.items() if v is not None},
@@ -242,5 +259,5 @@ def _row(index: int, item: Any, source: dict[str, str], options: Options,
                                     if item.details.get("gpu_model") else {})},
         "tags": list(options.tags),
         # one campaign per session of the tool, where it names one (ReFrame)
-        "campaign": item.details.get("session"),
+        "campaign": None if session is None else str(session),
     }

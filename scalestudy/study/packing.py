@@ -19,6 +19,7 @@ from scalestudy.core.states import RunState
 from scalestudy.execute.preflight import preflight
 from scalestudy.execute.status import read_status
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.site.packing import Allocation, pack
 from scalestudy.site.plan import Plan
 from scalestudy.site.preflight import profile_queue_limits
@@ -34,10 +35,11 @@ if TYPE_CHECKING:
 Shape = tuple[int | None, int | None, int | None, str, str]
 
 
-def _shape(run: Run | dict[str, Any]) -> Shape:
-    get = run.get if isinstance(run, dict) else lambda k: getattr(run, k)
-    return (get("nodes"), get("ranks_per_node"), get("global_batch"), str(get("backend")),
-            str(get("model")))
+def _shape(run: Run | AttemptRow) -> Shape:
+    if isinstance(run, dict):
+        return (run.get("nodes"), run.get("ranks_per_node"), run.get("global_batch"),
+                str(run.get("backend")), str(run.get("model")))
+    return run.nodes, run.ranks_per_node, run.global_batch, str(run.backend), str(run.model)
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,9 @@ def _stored(plan: Plan, url: str | None) -> dict[Shape, list[float]]:
         return {}
     out: dict[Shape, list[float]] = {}
     for row in rows:
-        if row.get(col.STATE) == "completed" and row.get(col.STARTED) and row.get(col.ENDED):
-            seconds = (row[col.ENDED] - row[col.STARTED]).total_seconds()
+        started, ended = row.get(col.STARTED), row.get(col.ENDED)
+        if row.get(col.STATE) == "completed" and started and ended:
+            seconds = (ended - started).total_seconds()
             if seconds > 0:
                 out.setdefault(_shape(row), []).append(seconds)
     return out

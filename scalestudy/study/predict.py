@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
+from scalestudy.core.values import JSONObject
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.ledger import NO_MODEL, POINT_COLUMNS, POINT_PARAMS, entries
 from scalestudy.site.profiles import load_system
@@ -17,8 +18,17 @@ from scalestudy.study.wall import WallAsk, wall_clock
 if TYPE_CHECKING:
     import pandas as pd
 
-    from scalestudy.results.analysis.forecast import Forecast
+    from scalestudy.results.analysis.forecast import Forecast, Prediction
+    from scalestudy.results.analysis.forecast_records import ScaleCost
     from scalestudy.results.analysis.target_forecast import TargetForecast
+    from scalestudy.site.profiles import SystemProfile
+
+
+class _Where(TypedDict):
+    """What a forecast is of, for the ledger: its system and point (model, batch, ...)."""
+
+    system: str
+    point: JSONObject
 
 
 def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | None = None,
@@ -41,11 +51,10 @@ def predict(source: str, *, gpus: list[int] | None = None, nodes: list[int] | No
     found_in = _points(source, group, results)
     points, unit, per_node, name, where = found_in[:5]
     if where is None and system:  # a table: what it is, as the user says
-        where = {"system": system, "point": {
-            **({"model": model} if model else {}),
-            **({"batch_size": int(points["per_gpu_batch"].dropna().iloc[0])}
-               if "per_gpu_batch" in points and points["per_gpu_batch"].notna().any()
-               else {})}}
+        point: JSONObject = {"model": model} if model else {}
+        if "per_gpu_batch" in points and points["per_gpu_batch"].notna().any():
+            point["batch_size"] = int(points["per_gpu_batch"].dropna().iloc[0])
+        where = {"system": system, "point": point}
     if nodes is not None:
         if not per_node:
             raise ScalestudyError(f"{source}: its points do not say their GPUs per node: "
@@ -123,7 +132,7 @@ def _as_the_report_would(source: str, rows: pd.DataFrame, scaling: str) -> None:
         raise ScalestudyError(f"{source}: no forecast, as its report gives none: {withheld}")
 
 
-def _profile(system: str) -> Any:
+def _profile(system: str) -> SystemProfile | None:
     """The loaded profile of `system` (its max_nodes, GPUs per node), or None where it
     names no profile this installation knows (a table's free label)."""
     try:
@@ -132,7 +141,7 @@ def _profile(system: str) -> Any:
         return None
 
 
-def _keep(found: Forecast, kept: list[Any], where: dict[str, Any], name: str,
+def _keep(found: Forecast, kept: list[Prediction], where: _Where, name: str,
           store: str | None) -> str:
     """Put the forecasts in the ledger (once: the same source, point and scale update
     one entry); what was done, in words."""
@@ -187,7 +196,7 @@ def keep_report_forecasts(system: str, study: str, table: pd.DataFrame,
             if kept else "")
 
 
-def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[str, Any]]:
+def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[ScaleCost]:
     """Time and node-hours of each forecast scale: to the study's target where its spec
     has one, else per million of the throughput's units; the interval's band with it."""
     import pandas as pd
@@ -220,7 +229,7 @@ def _costs(found: Forecast, rows: pd.DataFrame, spec: Path | None) -> list[dict[
             for c in costs.itertuples(index=False)]
 
 
-def _point_of(first: pd.Series) -> dict[str, Any]:
+def _point_of(first: pd.Series) -> JSONObject:
     """A ledger point (the work and the way it ran) from a scaling table's row."""
     import pandas as pd
 
@@ -229,7 +238,7 @@ def _point_of(first: pd.Series) -> dict[str, Any]:
 
 
 def _points(source: str, group: str | None, results: Path
-            ) -> tuple[pd.DataFrame, str, int | None, str, dict[str, Any] | None,
+            ) -> tuple[pd.DataFrame, str, int | None, str, _Where | None,
                        pd.DataFrame | None, Path | None, str]:
     """(points, unit, GPUs per node, what they are, their system and point where known,
     the study group's scaling table and its spec where there are, its scaling) of a
@@ -261,7 +270,7 @@ def _points(source: str, group: str | None, results: Path
     points, _ = study_points(rows, side.scaling)
     unit = str(rows[col.THROUGHPUT_UNIT].iloc[0]) if "throughput_unit" in rows else "img/s"
     first = rows.iloc[0]
-    where = ({"system": str(first[col.SYSTEM]), "point": _point_of(first)}
+    where: _Where | None = ({"system": str(first[col.SYSTEM]), "point": _point_of(first)}
              if "system" in rows and pd.notna(first[col.SYSTEM]) else None)
     path = Path(source)
     spec = (None if source.startswith("history:") else

@@ -6,14 +6,16 @@ queue wait (given, from the store, else 0), through results.analysis.goodput."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis.goodput import FailureInputs, scale_wall
 from scalestudy.results.analysis.waits import expected, waits_by_nodes
+from scalestudy.results.history.rows import AttemptRow
 
 if TYPE_CHECKING:
     from scalestudy.core.failures import Failures
+    from scalestudy.results.analysis.forecast_records import WallClock, WallScale
     from scalestudy.results.analysis.target_forecast import TargetForecast
 
 
@@ -33,7 +35,7 @@ class WallAsk:
     store: str | None = None
 
 
-def wall_clock(found: TargetForecast, ask: WallAsk) -> dict[str, Any]:
+def wall_clock(found: TargetForecast, ask: WallAsk) -> WallClock:
     """The wall clock at each forecast batch, with what it assumed, for model["wall_clock"]."""
     preds = found.predictions
     if len(ask.nodes) != len(preds) or len(ask.throughput) != len(preds):
@@ -48,7 +50,7 @@ def wall_clock(found: TargetForecast, ask: WallAsk) -> dict[str, Any]:
     waits, said_wait = _waits(ask)
     startup = ask.startup_s or 0.0
     load = ask.save_s if ask.load_s is None else ask.load_s
-    scales = []
+    scales: list[WallScale] = []
     for p, nodes, speed in zip(preds, ask.nodes, ask.throughput, strict=True):
         restart = waits.get(nodes, 0.0) + startup + load
         got = scale_wall(nodes, (p.value / speed, p.low / speed, p.high / speed), rate,
@@ -112,7 +114,7 @@ def study_failure_rate(system: str, spec: Failures | None) -> FailureInputs | No
     from scalestudy.results.history.failures import chosen_rate
     from scalestudy.study.history import open_store
 
-    rows: list[dict[str, Any]] = []
+    rows: list[AttemptRow] = []
     try:
         store = open_store()
         try:

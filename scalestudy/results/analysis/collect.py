@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from scalestudy.core.states import RunState
+from scalestudy.core.values import JSON, JSONMapping
 from scalestudy.execute.status import read_status
 from scalestudy.execute.workspace import write_atomic
 from scalestudy.results.analysis import columns as col
@@ -42,14 +42,18 @@ METRIC_PREFIX = "metric_"
 _SCALARS = frozenset({str, int, float, bool})
 
 
-def _cell(value: object) -> Any:
+#: What one cell of the run table holds.
+Cell = str | int | float | bool | None
+
+
+def _cell(value: object) -> Cell:
     """A value fit for one table cell: scalars as they are, anything else as JSON."""
-    if value is None or type(value) in _SCALARS or isinstance(value, (str, int, float)):
+    if value is None or isinstance(value, (str, int, float)):
         return value
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _joined(values: Sequence[Any]) -> str:
+def _joined(values: Sequence[JSON]) -> str:
     """A list as one cell: its items joined with "," (None as empty, objects as JSON).
     A list of plain scalars, the common case (hosts, per-rank times), is joined at C
     speed."""
@@ -58,9 +62,9 @@ def _joined(values: Sequence[Any]) -> str:
     return ",".join("" if v is None else str(_cell(v)) for v in values)
 
 
-def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_record(record: JSONMapping, prefix: str = "") -> dict[str, Cell]:
     """Scalars as they are, nested objects as `a.b`, lists joined with "," (e.g. hosts)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Cell] = {}
     for key, value in record.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
@@ -72,7 +76,7 @@ def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any
     return out
 
 
-def _missing_ranks(params: Mapping[str, Any], record: Mapping[str, Any] | None) -> str | None:
+def _missing_ranks(params: JSONMapping, record: JSONMapping | None) -> str | None:
     """Why a record does not cover every rank of its run (None when it does or cannot say):
     a throughput summed over fewer ranks than the run had is not the run's throughput."""
     if record is None:
@@ -90,8 +94,8 @@ def _missing_ranks(params: Mapping[str, Any], record: Mapping[str, Any] | None) 
 MIN_RUNS_PER_PROCESS = 1000
 
 
-def _read_runs(study_dir: Path, planned: Sequence[Mapping[str, Any]]
-               ) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+def _read_runs(study_dir: Path, planned: Sequence[JSONMapping]
+               ) -> list[tuple[dict[str, object], dict[str, Cell] | None]]:
     """How each run ended (status columns) and its flattened record (None: none)."""
     out = []
     for params in planned:
@@ -106,7 +110,7 @@ def _read_runs(study_dir: Path, planned: Sequence[Mapping[str, Any]]
     return out
 
 
-def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def collect(study_dir: Path, planned: Sequence[JSONMapping]) -> pd.DataFrame:
     """One row per planned run (plan order); also written atomically to `runs.csv`."""
     study_dir = Path(study_dir)
     param_cols: list[str] = []
@@ -114,13 +118,13 @@ def collect(study_dir: Path, planned: Sequence[Mapping[str, Any]]) -> pd.DataFra
         param_cols.extend(k for k in params if k not in param_cols)
     reserved = set(param_cols) | set(STATUS_COLUMNS)
 
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     metric_cols: list[str] = []
     pieces = fork_pool.chunks(planned, fork_pool.workers(len(planned) // MIN_RUNS_PER_PROCESS))
     read = fork_pool.mapped(partial(_read_runs, study_dir), pieces)
     for params, (status, metrics) in zip(planned, (r for part in read for r in part),
                                          strict=True):
-        row = {k: _cell(params.get(k)) for k in param_cols}
+        row: dict[str, object] = {k: _cell(params.get(k)) for k in param_cols}
         row.update(status)
         for key, value in (metrics or {}).items():
             column = f"{METRIC_PREFIX}{key}" if key in reserved else key

@@ -16,11 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from scalestudy.core.target import Target
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import format_value, unit_of
 from scalestudy.results.analysis.quality import IMPLAUSIBLE
@@ -124,7 +126,8 @@ def _point_per_sample(point: dict[str, object]) -> float:
     return seq if point.get(col.THROUGHPUT_UNIT) == "tokens/s" and seq and seq > 0 else 1.0
 
 
-def _row(point: dict[str, object], basis: CostBasis, predicted: bool) -> dict | None:
+def _row(point: dict[str, object], basis: CostBasis, predicted: bool
+         ) -> dict[str, object] | None:
     global_batch = float(point[col.GLOBAL_BATCH])  # type: ignore[arg-type]
     per = _point_per_sample(point)
     samples = basis.samples(global_batch, per)
@@ -168,12 +171,8 @@ def _energy(point: dict[str, object], samples: float, time_s: float
     return float("nan"), None
 
 
-def _number(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+#: A cell as a finite float, else None (numeric text and booleans read as numbers).
+_number = partial(number, text=True, booleans=True)
 
 
 def pareto_front(time_s: Sequence[float] | np.ndarray, cost: Sequence[float] | np.ndarray

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,6 +38,7 @@ import pandas as pd
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis import forecast_limits as limits
+from scalestudy.results.analysis.forecast_records import FittedPoint, ForecastModel, ScaleCost
 from scalestudy.results.analysis.modelfit import Design, Params, design
 from scalestudy.results.analysis.refits import coefficients, fit_many
 
@@ -106,11 +106,11 @@ class Forecast:
     """The predictions, the model that made them and the points it was fitted on."""
 
     predictions: list[Prediction]
-    model: dict[str, Any]
-    fitted_on: list[dict[str, Any]] = field(default_factory=list)
+    model: ForecastModel
+    fitted_on: list[FittedPoint] = field(default_factory=list)
     #: per prediction of a study: time and node-hours to its target (or per million
     #: units), with the interval's band (study.predict fills it)
-    costs: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[ScaleCost] = field(default_factory=list)
 
 
 def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
@@ -208,7 +208,8 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
                f"pooled with each one-term communication model's draws ({len(np.unique(p))}"
                f" scales allow no hold-out), widened by {SPREAD_PER_DOUBLING:.0%} per "
                "doubling")
-    model = {"form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
+    model: ForecastModel = {
+             "form": "t(P) = a·b + c·2(P−1)/P + " + TERM_WORDS[chosen], "terms": terms,
              "latency": chosen, "chosen_by": why, "holdout_errors": cv,
              "a_s_per_unit": params.a, "c_s": params.c, "alpha_s": params.alpha,
              "c_inter_s": params.c_inter, "rms_residual": rms,
@@ -226,8 +227,9 @@ def forecast(points: pd.DataFrame, gpus: list[int], *, level: float = 0.9,
                      f"{LEAN_PER_DOUBLING:.0%} per doubling beyond {int(top)} GPUs: the model "
                      "is optimistic by that much on the backtest (benchmarks/"
                      "forecast_backtest.py)"}
-    fitted_on = [{"gpus": int(g), "throughput": float(g * b / s), "per_gpu_batch": float(b)}
-                 for g, b, s in zip(p, batch, t, strict=True)]
+    fitted_on: list[FittedPoint] = [
+        {"gpus": int(g), "throughput": float(g * b / s), "per_gpu_batch": float(b)}
+        for g, b, s in zip(p, batch, t, strict=True)]
     return Forecast(out, model, fitted_on)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 #: The level of a failure rate's interval.
 LEVEL = 0.90
@@ -198,6 +199,27 @@ def expected_wall(work_s: float, *, save_s: float, mtbf_s: float, restart_s: flo
                    lost / failures if failures > 0 else 0.0, tau, mtbf_s)
 
 
+class ScaleWallRecord(TypedDict):
+    """One scale's wall clock as `predict --to-target --json` writes it (seconds)."""
+
+    nodes: int
+    work_s: float
+    young_interval_s: float
+    daly_interval_s: float
+    wall_s: float
+    wall_low_s: float
+    wall_high_s: float
+    goodput: float
+    goodput_low: float
+    goodput_high: float
+    checkpoints_s: float
+    failures_s: float
+    expected_failures: float
+    lost_per_failure_s: float
+    startup_s: float
+    mtbf_s: float
+
+
 @dataclass(frozen=True)
 class ScaleWall:
     """One scale's wall clock to the target with checkpoints and failures, and its
@@ -213,7 +235,7 @@ class ScaleWall:
     goodput_low: float
     goodput_high: float
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> ScaleWallRecord:
         """For `predict --to-target --json`."""
         g = self.expected
         return {"nodes": self.nodes, "work_s": self.work_s, "young_interval_s": self.young_s,

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.efficiency import completed_runs, format_value, group_keys
 from scalestudy.results.analysis.goodput import FailureInputs, expected_wall, job_mtbf_s
@@ -59,11 +60,8 @@ COLUMNS: tuple[str, ...] = ("group", "nodes", "ranks_per_node", "world_size", "r
 
 def _num(row: Mapping[str, object], key: str) -> float:
     """A runs.csv cell as a float; NaN where absent or not a number."""
-    try:
-        value = float(row.get(key))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
-    return value
+    value = number(row.get(key), text=True, booleans=True, finite=False)
+    return math.nan if value is None else value
 
 
 def run_parts(row: Mapping[str, object]) -> dict[str, float]:

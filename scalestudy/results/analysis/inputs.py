@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.phrases import gpus_text, names_text
 
@@ -26,8 +27,9 @@ _CORES_PER_PROCESS = 1.0
 
 
 def _number(row: pd.Series, name: str) -> float:
-    value = pd.to_numeric(pd.Series([row.get(name)]), errors="coerce").iloc[0]
-    return float(value) if pd.notna(value) else math.nan
+    """A cell as a float; NaN where absent or not a number."""
+    value = number(row.get(name), text=True, booleans=True, finite=False)
+    return math.nan if value is None else value
 
 
 def suggestions(row: pd.Series) -> list[str]:

@@ -23,11 +23,11 @@ The bytes are the model's, not measured; the throughput and its losses are measu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import pandas as pd
 
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
 from scalestudy.workload.names import TRANSFORMER_SHAPES
 
@@ -37,11 +37,8 @@ TRAFFIC_COLUMNS: tuple[str, ...] = ("dp_bytes", "tp_bytes", "pp_bytes", "bubble"
 
 
 def _int(value: object, default: int = 1) -> int:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default
-    return int(number) if math.isfinite(number) and number > 0 else default
+    found = number(value, text=True, booleans=True)
+    return int(found) if found is not None and found > 0 else default
 
 
 def traffic(row: pd.Series | Mapping[str, str | float | None]) -> dict[str, float]:

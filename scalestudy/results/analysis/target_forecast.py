@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis.forecast_limits import MAX_FACTOR
+from scalestudy.results.analysis.forecast_records import TargetFittedPoint, TargetModel
 
 #: The knee's curvature where too few batches allow a hold-out (the RCP backtest's choice).
 DEFAULT_CURVATURE = 0.5
@@ -109,8 +109,8 @@ class TargetForecast:
     """The predictions, the law that made them and the batches it was fitted on."""
 
     predictions: list[TargetPrediction]
-    model: dict[str, Any]
-    fitted_on: list[dict[str, float]] = field(default_factory=list)
+    model: TargetModel
+    fitted_on: list[TargetFittedPoint] = field(default_factory=list)
 
 
 def centre(values: np.ndarray) -> float:
@@ -234,7 +234,7 @@ def forecast_to_target(batch: np.ndarray, value: np.ndarray, asked: list[float],
                                     f"{x / top:.3g}× the largest measured batch, past the "
                                     f"{MAX_FACTOR:g}× the backtest supports"
                                     if x in past else ""))
-    model = {"law": law.words(), "name": law.name, "chosen_by": why,
+    model: TargetModel = {"law": law.words(), "name": law.name, "chosen_by": why,
              "holdout_misses": misses,
              "s_min": math.exp(law.log_s0) if law.curvature is not None else None,
              "b_crit": math.exp(law.log_knee) if law.curvature is not None else None,
@@ -242,6 +242,7 @@ def forecast_to_target(batch: np.ndarray, value: np.ndarray, asked: list[float],
                           f"({s:.1%}, {source}) and {spread:.0%} per doubling "
                           f"beyond the largest measured batch ({top:,.0f})"),
              "max_factor": MAX_FACTOR, "unit": unit}
-    fitted_on = [{"global_batch": float(x), "centre": float(m), "runs": int((b == x).sum())}
-                 for x, m in zip(ub, means, strict=True)]
+    fitted_on: list[TargetFittedPoint] = [
+        {"global_batch": float(x), "centre": float(m), "runs": int((b == x).sum())}
+        for x, m in zip(ub, means, strict=True)]
     return TargetForecast(out, model, fitted_on)

@@ -9,13 +9,14 @@ front is then the fastest)."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pandas as pd
 
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.cost import PER_MILLION, WORK_COLUMNS, pareto_front
+from scalestudy.results.history import rows as stored
+from scalestudy.results.history.rows import AttemptRow
 
 #: Parameters that do not make a configuration different (which run, which repeat).
 NOT_CONFIGURATION = frozenset({"run_id", "repeat", "study", "system", "scaling"})
@@ -25,11 +26,11 @@ COLUMNS: tuple[str, ...] = (
     "node_hours", "front")
 
 
-def best_known(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def best_known(rows: Sequence[AttemptRow]) -> pd.DataFrame:
     """One row per (study, configuration) measured, with its median throughput over the
     repeats, the time and node-hours of a million units, and whether it is on the front
     of its work (the same model and input), fastest first."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[AttemptRow]] = {}
     for r in rows:
         if r.get(col.STATE) != "completed" or not r.get(col.THROUGHPUT):
             continue
@@ -41,9 +42,9 @@ def best_known(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     out = []
     for (work, config, _), items in groups.items():
         first = items[0]
-        throughput = statistics.median(float(r[col.THROUGHPUT]) for r in items)
+        throughput = statistics.median(stored.throughput(r) for r in items)
         time_s = PER_MILLION / throughput
-        ends = [r[col.ENDED] for r in items if r.get(col.ENDED) is not None]
+        ends = [e for r in items if (e := r.get(col.ENDED)) is not None]
         out.append({"work": work, "configuration": config, "study": first[col.STUDY],
                     "ended": max(ends) if ends else None, "nodes": first[col.NODES],
                     "world_size": first[col.WORLD_SIZE], "batch_size": first[col.BATCH_SIZE],

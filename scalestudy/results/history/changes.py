@@ -42,9 +42,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from scalestudy.core.values import array, member
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
 from scalestudy.results.history.regression import (
     GROUP_KEYS,
     POINT_KEYS,
@@ -53,6 +54,7 @@ from scalestudy.results.history.regression import (
     point_of,
     provenance_changes,
 )
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.results.history.store import campaign_of
 from scalestudy.results.history.timeline import series_label
 
@@ -81,7 +83,7 @@ class Campaign:
     key: Point
     when: datetime
     values: tuple[float, ...]  # per-GPU throughputs, the repeats
-    rows: tuple[Mapping[str, Any], ...]
+    rows: tuple[AttemptRow, ...]
 
     @property
     def mean_log(self) -> float:
@@ -164,10 +166,10 @@ class ChangePoint:
                 + (f", {self.cause}" if self.cause else "") + f", {state}{fixed}{what}{more}")
 
 
-def series(rows: Sequence[Mapping[str, Any]]
+def series(rows: Sequence[AttemptRow]
            ) -> dict[tuple[str, Point], list[Campaign]]:
     """Each (system, point)'s campaigns, oldest first (completed attempts only)."""
-    grouped: dict[tuple[str, Point], dict[Point, list[Mapping[str, Any]]]] = {}
+    grouped: dict[tuple[str, Point], dict[Point, list[AttemptRow]]] = {}
     for r in rows:
         if r.get(col.STATE) != "completed" or not r.get(col.THROUGHPUT_PER_GPU) \
                 or r.get(col.ENDED) is None:
@@ -177,8 +179,8 @@ def series(rows: Sequence[Mapping[str, Any]]
         grouped.setdefault(key, {}).setdefault(campaign, []).append(r)
     out = {}
     for key, campaigns in grouped.items():
-        made = [Campaign(ck, min(r[col.ENDED] for r in rs),
-                         tuple(float(r[col.THROUGHPUT_PER_GPU]) for r in rs), tuple(rs))
+        made = [Campaign(ck, min(stored.ended(r) for r in rs),
+                         tuple(stored.per_gpu(r) for r in rs), tuple(rs))
                 for ck, rs in campaigns.items()]
         out[key] = sorted(made, key=lambda c: c.when)
     return out
@@ -250,7 +252,7 @@ def cuts(campaigns: Sequence[Campaign], n: Noise, threshold: float = THRESHOLD) 
     return sorted(found)
 
 
-def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
+def changes(rows: Sequence[AttemptRow], threshold: float = THRESHOLD
             ) -> list[ChangePoint]:
     """Every change point of every point's series, oldest first, with its cause and the
     provenance that changed there."""
@@ -282,7 +284,7 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
                 fixed = (f"back to {math.exp(latest - m1) - 1:+.1%} of before since "
                          f"{fix.when:%Y-%m-%d} ({campaign_of(fix.rows[0])})")
             found.append(ChangePoint(
-                system=system, point=describe_point(first), world_size=int(first[col.WORLD_SIZE]),
+                system=system, point=describe_point(first), world_size=stored.world_size(first),
                 group=_group_of(key), key=key, series=series_label(first), when=after[0].when,
                 campaign=str(first.get(col.CAMPAIGN) or first.get(col.STUDY)),
                 before=len(before), after=len(after), size=math.exp(m2 - m1) - 1,
@@ -293,12 +295,12 @@ def changes(rows: Sequence[Mapping[str, Any]], threshold: float = THRESHOLD
                 index=k, total=len(campaigns), fixed=fixed))
     smallest: dict[tuple[str, Point], int] = {}
     for (system, key), campaigns in all_series.items():
-        group, size = (system, _group_of(key)), int(campaigns[0].rows[0][col.WORLD_SIZE])
+        group, size = (system, _group_of(key)), stored.world_size(campaigns[0].rows[0])
         smallest[group] = min(smallest.get(group, size), size)
     return sorted(_with_causes(found, smallest), key=lambda c: (c.when, c.point))
 
 
-def noises(rows: Sequence[Mapping[str, Any]]) -> dict[str, Noise]:
+def noises(rows: Sequence[AttemptRow]) -> dict[str, Noise]:
     """Each system's noise, from its points' series (`history check` adds the noise
     between campaigns to the repeats' own; `known` False: the series cannot tell)."""
     by_system: dict[str, list[list[Campaign]]] = {}
@@ -307,7 +309,7 @@ def noises(rows: Sequence[Mapping[str, Any]]) -> dict[str, Noise]:
     return {s: noise(v) for s, v in by_system.items()}
 
 
-def cannot_tell(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def cannot_tell(rows: Sequence[AttemptRow]) -> list[str]:
     """The systems whose series have no repeats and too few campaigns to measure their
     noise: no change point is claimed there (one number cannot tell a change from
     noise)."""
@@ -320,14 +322,14 @@ def _group_of(key: Point) -> Point:
     return (*(fields[k] for k in GROUP_KEYS), key[-1])
 
 
-def _nodes_changed(after: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]
+def _nodes_changed(after: Sequence[AttemptRow], before: Sequence[AttemptRow]
                    ) -> list[str]:
     """`nodes n1,n2 -> n3,n4` where the runs on either side ran on other hosts."""
-    def hosts(rows: Sequence[Mapping[str, Any]]) -> str:
+    def hosts(rows: Sequence[AttemptRow]) -> str:
         found: set[str] = set()
         for r in rows:
-            placement = (r.get(col.PROVENANCE) or {}).get("placement") or {}
-            found.update(str(h) for h in placement.get("hosts") or [])
+            found.update(str(h) for h in array(member(r, col.PROVENANCE, "placement").get(
+                "hosts")))
         return ",".join(sorted(found))
 
     a, b = hosts(after), hosts(before)

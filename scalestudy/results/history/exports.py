@@ -42,9 +42,12 @@ from typing import Any
 import yaml
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.values import member
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
 from scalestudy.results.history.changes import series
 from scalestudy.results.history.regression import Point, work_of
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.results.history.store import OWN, as_utc, campaign_of
 
 #: The formats `history export` writes.
@@ -75,7 +78,7 @@ JOIN = " "
 Bmf = dict[str, dict[str, dict[str, float]]]
 
 
-def point_name(row: Mapping[str, Any]) -> str:
+def point_name(row: AttemptRow) -> str:
     """`lab resnet50 2x4 (8 GPUs) batch 32/GPU (256 global) ddp/default image_size=224`:
     a stored point's stable, readable name (no comma: Otava's --metrics splits on it)."""
     work = " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items()) if k != col.SYSTEM)
@@ -89,7 +92,7 @@ def point_name(row: Mapping[str, Any]) -> str:
     return text.replace(",", ";")
 
 
-def _names(keys: Sequence[tuple[str, Point]], first: Mapping[tuple[str, Point], Mapping[str, Any]]
+def _names(keys: Sequence[tuple[str, Point]], first: Mapping[tuple[str, Point], AttemptRow]
            ) -> dict[tuple[str, Point], str]:
     """Each point's name, made unique (` #2`) where two keys would read the same."""
     out: dict[tuple[str, Point], str] = {}
@@ -114,7 +117,7 @@ class BencherExport:
         return json.dumps(self.bmf, indent=1) + "\n"
 
 
-def bencher(rows: Sequence[Mapping[str, Any]]) -> BencherExport:
+def bencher(rows: Sequence[AttemptRow]) -> BencherExport:
     """The latest campaign of each point as one BMF report (see the module's docstring);
     empty when no completed attempt has a throughput."""
     all_series = series(rows)
@@ -128,7 +131,7 @@ def bencher(rows: Sequence[Mapping[str, Any]]) -> BencherExport:
             first = c.rows[0]
             if first.get(col.WORLD_SIZE):  # an import may not know its scale
                 curves.setdefault((_curve(first), c.key), []).append(
-                    (int(first[col.WORLD_SIZE]), int(first.get(col.NODES) or 0), value))
+                    (stored.world_size(first), int(first.get(col.NODES) or 0), value))
     out: Bmf = {}
     used: list[str] = []
     for k in keys:
@@ -136,9 +139,8 @@ def bencher(rows: Sequence[Mapping[str, Any]]) -> BencherExport:
         whole = [t for r in latest.rows if (t := _throughput(r)) is not None]
         measures = {**({THROUGHPUT: _band(whole)} if whole else {}),
                     THROUGHPUT_PER_GPU: _band(list(latest.values))}
-        steps = [float(m[STEP_TIME_S]) for r in latest.rows
-                 if isinstance(m := r.get(col.METRICS), Mapping)
-                 and isinstance(m.get(STEP_TIME_S), (int, float))]
+        steps = [float(v) for r in latest.rows
+                 if isinstance(v := member(r, col.METRICS).get(STEP_TIME_S), (int, float))]
         if steps:
             measures[STEP_TIME] = _band(steps)
         curve = curves.get((_curve(latest.rows[0]), latest.key), [])
@@ -151,13 +153,13 @@ def bencher(rows: Sequence[Mapping[str, Any]]) -> BencherExport:
     return BencherExport(out, tuple(used))
 
 
-def _throughput(row: Mapping[str, Any]) -> float | None:
+def _throughput(row: AttemptRow) -> float | None:
     """The whole job's throughput (per GPU times the world size where none was kept;
     None for an import that knows neither)."""
     if row.get(col.THROUGHPUT) is not None:
-        return float(row[col.THROUGHPUT])
+        return stored.throughput(row)
     world = row.get(col.WORLD_SIZE)
-    return float(row[col.THROUGHPUT_PER_GPU]) * int(world) if world else None
+    return stored.per_gpu(row) * int(world) if world else None
 
 
 def _band(values: Sequence[float]) -> dict[str, float]:
@@ -168,7 +170,7 @@ def _band(values: Sequence[float]) -> dict[str, float]:
     return metric
 
 
-def _curve(row: Mapping[str, Any]) -> tuple[object, ...]:
+def _curve(row: AttemptRow) -> tuple[object, ...]:
     """The scaling curve a point is on: its system and work, and the batch the mode keeps
     fixed (weak: the per-GPU batch; strong: the global one)."""
     strong = (row.get(col.PARAMS) or {}).get("scaling") == "strong"
@@ -199,10 +201,10 @@ class OtavaExport:
         head = (f"# Apache Otava: scalestudy's history of study {self.test} (per-GPU "
                 "throughput; higher is better)\n"
                 f"# otava analyze --config-file THIS_FILE {self.test}\n")
-        return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=4096)
+        return head + str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=4096))
 
 
-def otava(rows: Sequence[Mapping[str, Any]]) -> OtavaExport:
+def otava(rows: Sequence[AttemptRow]) -> OtavaExport:
     """One study's campaigns as Otava's CSV (see the module's docstring); a
     ScalestudyError where the rows hold several studies (Otava would read one's
     unmeasured cells as measured in the other's campaigns)."""
@@ -220,7 +222,7 @@ def otava(rows: Sequence[Mapping[str, Any]]) -> OtavaExport:
     columns = {k: f"{names[k]} [{all_series[k][-1].rows[0].get(col.UNIT) or 'img/s'} per GPU]"
                for k in keys}
     cells: dict[Point, dict[tuple[str, Point], float]] = {}
-    members: dict[Point, list[Mapping[str, Any]]] = {}
+    members: dict[Point, list[AttemptRow]] = {}
     for k, campaigns in all_series.items():
         for c in campaigns:
             cells.setdefault(c.key, {})[k] = statistics.median(c.values)
@@ -271,7 +273,7 @@ def _filled(order: Sequence[Point], cells: Mapping[Point, Mapping[tuple[str, Poi
     return out, carried
 
 
-def _provenance(row: Mapping[str, Any], part: str) -> dict[str, Any]:
+def _provenance(row: AttemptRow, part: str) -> dict[str, Any]:
     found = (row.get(col.PROVENANCE) or {}).get(part)
     return found if isinstance(found, dict) else {}
 
@@ -281,7 +283,7 @@ def _joined(values: Any) -> str:
     return JOIN.join(dict.fromkeys(str(v) for v in values if v not in (None, "")))
 
 
-def attempts_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+def attempts_csv(rows: Sequence[AttemptRow]) -> str:
     """Every stored attempt, one row each (ATTEMPT_COLUMNS; see the module's docstring)."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
@@ -291,7 +293,7 @@ def attempts_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     return text.getvalue()
 
 
-def _cell(name: str, row: Mapping[str, Any]) -> str:
+def _cell(name: str, row: AttemptRow) -> str:
     if name == col.CAMPAIGN:
         return campaign_of(row)
     if name == col.SOURCE:

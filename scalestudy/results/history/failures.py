@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from scalestudy.core.states import Failure
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.goodput import LEVEL, poisson_interval
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.results.history.schema import OWN
 from scalestudy.results.history.store import as_utc
 
@@ -71,7 +71,7 @@ class FailureRate:
                 + (f"; {self.note}" if self.note else ""))
 
 
-def elapsed_hours(row: Mapping[str, Any]) -> float | None:
+def elapsed_hours(row: AttemptRow) -> float | None:
     """An attempt's hours from start to end (the run directory's times), else the elapsed
     time its status recorded; None when neither is known."""
     started, ended = row.get(col.STARTED), row.get(col.ENDED)
@@ -84,25 +84,25 @@ def elapsed_hours(row: Mapping[str, Any]) -> float | None:
     return float(value) / 3600 if isinstance(value, (int, float)) and value >= 0 else None
 
 
-def failure_of(row: Mapping[str, Any]) -> str | None:
+def failure_of(row: AttemptRow) -> str | None:
     """A failed attempt's class as stored, None when it was stored without one."""
     placement = (row.get(col.PROVENANCE) or {}).get("placement") or {}
     found = placement.get("failure") if isinstance(placement, dict) else None
     return str(found) if found else None
 
 
-def failure_rates(rows: Iterable[Mapping[str, Any]], level: float = LEVEL
+def failure_rates(rows: Iterable[AttemptRow], level: float = LEVEL
                   ) -> list[FailureRate]:
     """The failure rate of each system among the store's rows (scalestudy's own runs,
     not imports), by name."""
-    by_system: dict[str, list[Mapping[str, Any]]] = {}
+    by_system: dict[str, list[AttemptRow]] = {}
     for r in rows:
         if (r.get(col.SOURCE) or OWN) == OWN and r.get(col.SYSTEM):
             by_system.setdefault(str(r[col.SYSTEM]), []).append(r)
     return [_rate(name, part, level) for name, part in sorted(by_system.items())]
 
 
-def _rate(system: str, rows: list[Mapping[str, Any]], level: float) -> FailureRate:
+def _rate(system: str, rows: list[AttemptRow], level: float) -> FailureRate:
     counted = {str(f) for f in COUNTED}
     causes: Counter[str] = Counter()
     node_hours, attempts, unclassified, untimed = 0.0, 0, 0, 0
@@ -138,7 +138,7 @@ def _rate(system: str, rows: list[Mapping[str, Any]], level: float) -> FailureRa
                        unclassified, "; ".join(notes))
 
 
-def chosen_rate(rows: Iterable[Mapping[str, Any]], system: str,
+def chosen_rate(rows: Iterable[AttemptRow], system: str,
                 spec_per_node_hour: float | None = None, *, enough: int = ENOUGH,
                 level: float = LEVEL) -> FailureRate | None:
     """The rate to use for `system`: the store's, unless it rests on fewer than `enough`

@@ -7,12 +7,15 @@ one whose point names no model (a table kept without `--model`) is never scored.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Protocol
 
+from scalestudy.core.values import JSONMapping
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
+from scalestudy.results.history.rows import AttemptRow, ForecastRow
 from scalestudy.results.history.store import as_utc
 
 #: What a forecast's point names (the work and the way it ran), matched against the
@@ -25,9 +28,26 @@ POINT_PARAMS: tuple[str, ...] = ("image_size", "precision")
 NO_MODEL = "not scored: it names no model (keep a table's forecasts with --model)"
 
 
-def entries(predictions: Iterable[Any], *, system: str, source: str,
-            point: Mapping[str, Any], model: Mapping[str, Any],
-            made: datetime | None = None) -> list[dict[str, Any]]:
+class Predicted(Protocol):
+    """What the ledger keeps of a prediction (results.analysis.forecast.Prediction)."""
+
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def throughput(self) -> float: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+    @property
+    def level(self) -> float: ...
+    @property
+    def unit(self) -> str: ...
+
+
+def entries(predictions: Iterable[Predicted], *, system: str, source: str,
+            point: JSONMapping, model: JSONMapping,
+            made: datetime | None = None) -> list[ForecastRow]:
     """The ledger's rows for a forecast's predictions (results.analysis.forecast.Prediction)."""
     when = made or datetime.now(timezone.utc)
     return [{"made": when, "system": system, "source": source, "point": dict(point),
@@ -39,7 +59,7 @@ def entries(predictions: Iterable[Any], *, system: str, source: str,
 class Score:
     """One forecast and, once a later study measured its scale, how it did."""
 
-    forecast: dict[str, Any]
+    forecast: ForecastRow
     measured: float | None  # the median throughput measured after it was made
     runs: int  # the completed attempts that measured it
     why: str = ""  # why it is not scored (NO_MODEL), empty where it may be
@@ -71,22 +91,22 @@ class Score:
                 f"{self.error:+.1%}")
 
 
-def score(forecasts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]]
+def score(forecasts: Sequence[ForecastRow], attempts: Sequence[AttemptRow]
           ) -> list[Score]:
     """Each forecast against the completed attempts of its system and point (its model
     named) at its scale that ended after it was made; one naming no model is not scored."""
     out = []
     for f in forecasts:
         if not (f["point"] or {}).get("model"):
-            out.append(Score(dict(f), None, 0, NO_MODEL))
+            out.append(Score(f.copy(), None, 0, NO_MODEL))
             continue
         made = as_utc(f["made"])
-        measured = [float(a[col.THROUGHPUT]) for a in attempts
+        measured = [stored.throughput(a) for a in attempts
                     if a.get(col.STATE) == "completed" and a.get(col.THROUGHPUT)
                     and a.get(col.SYSTEM) == f[col.SYSTEM] and a.get(col.WORLD_SIZE) == f[col.GPUS]
                     and a.get(col.ENDED) is not None and as_utc(a[col.ENDED]) > made
                     and _matches(a, f["point"])]
-        out.append(Score(dict(f), statistics.median(measured) if measured else None,
+        out.append(Score(f.copy(), statistics.median(measured) if measured else None,
                          len(measured)))
     return out
 
@@ -106,13 +126,13 @@ def summary(scores: Sequence[Score]) -> list[dict[str, object]]:
     return out
 
 
-def _matches(attempt: Mapping[str, Any], point: Mapping[str, Any]) -> bool:
+def _matches(attempt: AttemptRow, point: JSONMapping) -> bool:
     params = attempt.get(col.PARAMS) or {}
     return all(attempt.get(k) == point[k] for k in POINT_COLUMNS if k in point) and all(
         params.get(k) == point[k] for k in POINT_PARAMS if k in point)
 
 
-def _point(point: Mapping[str, Any]) -> str:
+def _point(point: JSONMapping) -> str:
     return " ".join(f"{v}" if k == "model" else f"{k} {v}" for k, v in point.items())
 
 

@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from scalestudy.core.values import JSON, array, member
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history.rows import AttemptRow
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Standard errors a host's mean slowness must pass.
 Z = 4.0
@@ -95,22 +100,22 @@ class Evidence:
                 "noise": dict(self.noise)}
 
 
-def observations(row: Mapping[str, Any]) -> dict[str, float] | str:
+def observations(row: AttemptRow) -> dict[str, float] | str:
     """One run's slowness per host (log ratio of its ranks' mean compute time to the
     run's median rank), or why the run cannot tell."""
-    record = row.get(col.METRICS) or {}
-    hosts, times = record.get("rank_hosts"), record.get("rank_compute_s")
+    record = member(row, col.METRICS)
+    hosts, times = array(record.get("rank_hosts")), array(record.get("rank_compute_s"))
     if not hosts:
         return "no per-rank hosts in its record (older results, an import, or a program)"
     if not times:
         return "no per-rank compute times (run without diagnostics)"
-    if len(hosts) != len(times) or not all(isinstance(t, (int, float)) and t > 0
-                                           for t in times):
+    seconds = [t for t in times if isinstance(t, (int, float)) and t > 0]
+    if len(hosts) != len(times) or len(seconds) != len(times):
         return "per-rank hosts and times that do not match"
     if len(set(hosts)) < MIN_HOSTS:
         return f"fewer than {MIN_HOSTS} hosts (a median of two is their mean)"
     by_host: dict[str, list[float]] = {}
-    for host, t in zip(hosts, times, strict=True):
+    for host, t in zip(hosts, seconds, strict=True):
         by_host.setdefault(str(host), []).append(float(t))
     # each host against the median rank of the others: its own ranks do not pull it
     return {h: math.log(statistics.fmean(mine) / statistics.median(
@@ -118,7 +123,7 @@ def observations(row: Mapping[str, Any]) -> dict[str, float] | str:
         for h, mine in by_host.items()}
 
 
-def slow_nodes(rows: Sequence[Mapping[str, Any]], z: float = Z,
+def slow_nodes(rows: Sequence[AttemptRow], z: float = Z,
                min_slower: float = MIN_SLOWER) -> Evidence:
     """The slow hosts of every system, from the completed runs in `rows` (the store's)."""
     out = Evidence()
@@ -150,12 +155,13 @@ def slow_nodes(rows: Sequence[Mapping[str, Any]], z: float = Z,
     return out
 
 
-def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any]:
+def study_stragglers(study: str, system: str | None, runs: pd.DataFrame | None
+                     ) -> dict[str, object]:
     """One study's own evidence (its runs.csv rows, a DataFrame): `Evidence.as_dict`,
     or {} when none of its runs recorded per-rank hosts."""
-    if getattr(runs, "empty", True) or "rank_hosts" not in runs:
+    if runs is None or runs.empty or "rank_hosts" not in runs:
         return {}
-    rows = []
+    rows: list[AttemptRow] = []
     for run in runs.to_dict("records"):
         metrics = {"rank_hosts": _items(run.get("rank_hosts"), number=False),
                    "rank_compute_s": _items(run.get("rank_compute_s"), number=True)}
@@ -164,7 +170,7 @@ def study_stragglers(study: str, system: str | None, runs: Any) -> dict[str, Any
     return slow_nodes(rows).as_dict()
 
 
-def _items(value: object, number: bool) -> list[Any] | None:
+def _items(value: object, number: bool) -> list[str] | list[float] | list[JSON] | None:
     """A per-rank cell of runs.csv, which holds a list joined with "," (results.analysis.collect;
     one rank: a lone value), as the list; None when empty or unreadable."""
     if isinstance(value, list):

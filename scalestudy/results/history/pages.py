@@ -16,16 +16,19 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from functools import partial
 
 import pandas as pd
 
+from scalestudy.core.values import number
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
 from scalestudy.results.history import site_schema as s
 from scalestudy.results.history.best import best_known
 from scalestudy.results.history.changes import ChangePoint, changes
-from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, score, summary
-from scalestudy.results.history.nodes import slow_nodes
+from scalestudy.results.history.ledger import POINT_COLUMNS, POINT_PARAMS, Score, score, summary
+from scalestudy.results.history.nodes import SlowNode, slow_nodes
+from scalestudy.results.history.rows import AttemptRow, ForecastRow
 from scalestudy.results.history.store import OWN, as_utc, campaign_of, latest_attempts
 from scalestudy.results.history.timeline import Change, series_label, timeline
 
@@ -65,10 +68,10 @@ def study_path(name: str, directory: str) -> str:
     return f"studies/{slug(name)}-{hashlib.sha256(directory.encode()).hexdigest()[:8]}"
 
 
-def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, Any]],
+def build(rows: Sequence[AttemptRow], forecasts: Sequence[ForecastRow],
           title: str = "Scaling results") -> Site:
     """The site's pages from stored attempts (oldest first) and the ledger's forecasts."""
-    by_page: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by_page: dict[tuple[str, str], list[AttemptRow]] = {}
     for r in rows:
         by_page.setdefault((_system(r), str(r.get(col.MODEL) or r.get(col.SOURCE) or "?")),
                            []).append(r)
@@ -111,7 +114,7 @@ def build(rows: Sequence[Mapping[str, Any]], forecasts: Sequence[Mapping[str, An
             alarms=sum(c.confirmed and c.high < 0 for c in marks),
             open_alarms=len(unresolved), slow_nodes=len(slow)))
     site.index["last_night"] = _last_nights(rows, still_open)
-    by_dir: dict[str, list[Mapping[str, Any]]] = {}
+    by_dir: dict[str, list[AttemptRow]] = {}
     for r in rows:
         by_dir.setdefault(str(r[col.DIRECTORY]), []).append(r)
     for directory, mine in by_dir.items():
@@ -131,10 +134,10 @@ def open_alarms(marks: Sequence[ChangePoint]) -> list[ChangePoint]:
         and as_utc(later.when) > as_utc(c.when) and later.low > 0 for later in marks)]
 
 
-def _last_nights(rows: Sequence[Mapping[str, Any]], alarms: Mapping[str, int]
+def _last_nights(rows: Sequence[AttemptRow], alarms: Mapping[str, int]
                  ) -> list[s.LastNight]:
     """Each system's last night: the attempts that ended in the 24 hours up to its last."""
-    by_system: dict[str, list[Mapping[str, Any]]] = {}
+    by_system: dict[str, list[AttemptRow]] = {}
     for r in rows:
         if r.get(col.ENDED) is not None:
             by_system.setdefault(_system(r), []).append(r)
@@ -154,7 +157,7 @@ def _last_nights(rows: Sequence[Mapping[str, Any]], alarms: Mapping[str, int]
     return out
 
 
-def _system(row: Mapping[str, Any]) -> str:
+def _system(row: AttemptRow) -> str:
     return str(row.get(col.SYSTEM) or "?")
 
 
@@ -164,28 +167,24 @@ def _when(value: object) -> str | None:
         return None
     moment = pd.Timestamp(value)
     moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
-    return moment.isoformat()
+    return str(moment.isoformat())
 
 
-def _latest(rows: Sequence[Mapping[str, Any]]) -> str | None:
+def _latest(rows: Sequence[AttemptRow]) -> str | None:
     ends = [r[col.ENDED] for r in rows if r.get(col.ENDED) is not None]
     return _when(max(ends, key=as_utc)) if ends else None
 
 
-def _number(value: object) -> float | None:
-    """A finite float, else None (JSON has no NaN)."""
-    if value is None:
-        return None
-    number = float(value)  # type: ignore[arg-type]
-    return number if math.isfinite(number) else None
+#: A cell as a finite float, else None (numeric text and booleans read as numbers).
+_number = partial(number, text=True, booleans=True)
 
 
 def _integer(value: object) -> int | None:
-    number = _number(value)
-    return None if number is None else int(number)
+    found = _number(value)
+    return None if found is None else int(found)
 
 
-def _point(row: Mapping[str, Any]) -> dict[str, object]:
+def _point(row: AttemptRow) -> dict[str, object]:
     """A series' point as the ledger's forecasts name it (results.history.ledger)."""
     params = row.get(col.PARAMS) or {}
     return {**{k: row.get(k) for k in POINT_COLUMNS if row.get(k) is not None},
@@ -208,8 +207,8 @@ def _series(points: pd.DataFrame, named: Mapping[str, dict[str, object]]) -> lis
     return out
 
 
-def _imported(rows: Sequence[Mapping[str, Any]]
-              ) -> list[tuple[Mapping[str, Any], str, str, float]]:
+def _imported(rows: Sequence[AttemptRow]
+              ) -> list[tuple[AttemptRow, str, str, float]]:
     """The imported results that are no throughput, each with its label (its parameters
     but the model and the swept one), unit and value."""
     out = []
@@ -228,19 +227,19 @@ def _imported(rows: Sequence[Mapping[str, Any]]
     return out
 
 
-def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
+def _measures(rows: Sequence[AttemptRow]) -> list[s.Measure]:
     """The imported results that are no throughput: each (its parameters but the model,
     and its unit) over time; of a sweep, each run's value at its largest message."""
     lines: dict[tuple[str, str], list[s.Reading]] = {}
-    largest: dict[tuple[str, str, str], tuple[int, Mapping[str, Any], float]] = {}
+    largest: dict[tuple[str, str, str], tuple[int, AttemptRow, float]] = {}
     for r, label, unit, value in _imported(rows):
-        size = (r.get(col.PARAMS) or {}).get(SWEPT)
+        size = _size(r)
         if size is None:
             lines.setdefault((label, unit), []).append(
                 s.Reading(when=_when(r[col.ENDED]) or "", value=value))
         elif (key := (label, unit, str(r[col.DIRECTORY]))) not in largest or \
-                int(size) > largest[key][0]:
-            largest[key] = (int(size), r, value)
+                size > largest[key][0]:
+            largest[key] = (size, r, value)
     for (label, unit, _), (size, r, value) in largest.items():
         lines.setdefault((f"{label} at {_bytes(size)}", unit), []).append(
             s.Reading(when=_when(r[col.ENDED]) or "", value=value))
@@ -248,16 +247,21 @@ def _measures(rows: Sequence[Mapping[str, Any]]) -> list[s.Measure]:
             for (label, unit), got in sorted(lines.items())]
 
 
-def _curves(rows: Sequence[Mapping[str, Any]]) -> list[s.Curve]:
+def _size(row: AttemptRow) -> int | None:
+    """An imported sweep's message size (None: not a sweep)."""
+    return _integer((row.get(col.PARAMS) or {}).get(SWEPT))
+
+
+def _curves(rows: Sequence[AttemptRow]) -> list[s.Curve]:
     """Each imported sweep run (one file of nccl-tests) as its value per message size,
     the latest CURVES_KEPT runs of each label."""
-    runs: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], float]]] = {}
+    runs: dict[tuple[str, str, str], list[tuple[AttemptRow, float]]] = {}
     for r, label, unit, value in _imported(rows):
-        if (r.get(col.PARAMS) or {}).get(SWEPT) is not None:
+        if _size(r) is not None:
             runs.setdefault((label, unit, str(r[col.DIRECTORY])), []).append((r, value))
     curves = []
     for (label, unit, _), got in runs.items():
-        sizes = {int(r[col.PARAMS][SWEPT]): v for r, v in got}
+        sizes = {_size(r) or 0: v for r, v in got}
         curves.append(s.Curve(
             label=label, unit=unit, when=_latest([r for r, _ in got]) or "",
             study=str(got[0][0].get(col.STUDY) or "?"),
@@ -290,17 +294,17 @@ def _provenance(change: Change) -> s.ProvenanceMark:
     return s.ProvenanceMark(when=_when(change.when) or "", what=list(change.what))
 
 
-def _front(rows: Sequence[Mapping[str, Any]]) -> list[s.FrontPoint]:
+def _front(rows: Sequence[AttemptRow]) -> list[s.FrontPoint]:
     table = best_known(rows)
     out = []
     for r in table[table["front"]].to_dict("records"):
         out.append(s.FrontPoint(
             configuration=str(r["configuration"]), study=str(r[col.STUDY]),
             ended=_when(r[col.ENDED]), nodes=_integer(r[col.NODES]),
-            world_size=int(r[col.WORLD_SIZE]), batch_size=_integer(r[col.BATCH_SIZE]),
+            world_size=stored.world_size(r), batch_size=_integer(r[col.BATCH_SIZE]),
             global_batch=_integer(r[col.GLOBAL_BATCH]), backend=_text(r[col.BACKEND]),
             tuning=_text(r[col.TUNING]), repeats=int(r["repeats"]),
-            throughput=float(r[col.THROUGHPUT]), unit=str(r[col.UNIT]),
+            throughput=stored.throughput(r), unit=str(r[col.UNIT]),
             time_s=float(r["time_s"]), node_hours=_number(r[col.NODE_HOURS])))
     return out
 
@@ -309,7 +313,7 @@ def _text(value: object) -> str | None:
     return None if value is None or value != value else str(value)
 
 
-def _forecast(sc: Any) -> s.Forecast:
+def _forecast(sc: Score) -> s.Forecast:
     f = sc.forecast
     return s.Forecast(made=_when(f["made"]) or "", source=str(f[col.SOURCE]),
                       point=dict(f.get("point") or {}), gpus=int(f[col.GPUS]),
@@ -318,7 +322,7 @@ def _forecast(sc: Any) -> s.Forecast:
                       measured=sc.measured, runs=sc.runs, inside=sc.inside, error=sc.error)
 
 
-def _score_of(scores: Sequence[Any]) -> s.ForecastScore | None:
+def _score_of(scores: Sequence[Score]) -> s.ForecastScore | None:
     if not scores:
         return None
     [total] = summary(scores)
@@ -328,12 +332,12 @@ def _score_of(scores: Sequence[Any]) -> s.ForecastScore | None:
                            median_abs_error=_number(total["median_abs_error"]))
 
 
-def _slow(n: Any) -> s.SlowHost:
+def _slow(n: SlowNode) -> s.SlowHost:
     return s.SlowHost(host=n.host, slower=n.slower, low=n.low, high=n.high, z=n.z,
                       runs=n.runs, studies=list(n.studies), where=n.where)
 
 
-def _study_links(rows: Sequence[Mapping[str, Any]]) -> dict[str, s.Link]:
+def _study_links(rows: Sequence[AttemptRow]) -> dict[str, s.Link]:
     out: dict[str, s.Link] = {}
     for r in rows:
         directory = str(r[col.DIRECTORY])
@@ -352,11 +356,11 @@ def shown_directory(directory: str) -> str:
     return directory.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or directory
 
 
-def _study(rows: Sequence[Mapping[str, Any]], directory: str,
+def _study(rows: Sequence[AttemptRow], directory: str,
            pages: list[s.Link]) -> s.StudyPage:
     """One study: its points over its latest attempts, and where it appears."""
     latest = latest_attempts(rows)
-    points: dict[tuple[object, ...], list[Mapping[str, Any]]] = {}
+    points: dict[tuple[object, ...], list[AttemptRow]] = {}
     for r in latest:
         key = tuple(r.get(k) for k in (col.MODEL, col.NODES, col.WORLD_SIZE, col.BATCH_SIZE,
                                        col.GLOBAL_BATCH, col.BACKEND, col.TUNING))
@@ -365,7 +369,7 @@ def _study(rows: Sequence[Mapping[str, Any]], directory: str,
     for key, mine in sorted(points.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         done = [r for r in mine if r.get(col.STATE) == "completed"
                 and r.get(col.THROUGHPUT) is not None]
-        per_gpu = [float(r[col.THROUGHPUT_PER_GPU]) for r in done
+        per_gpu = [stored.per_gpu(r) for r in done
                    if r.get(col.THROUGHPUT_PER_GPU) is not None]
         model, nodes, world, batch, global_batch, backend, tuning = key
         table.append(s.StudyRow(
@@ -373,7 +377,7 @@ def _study(rows: Sequence[Mapping[str, Any]], directory: str,
             batch_size=_integer(batch), global_batch=_integer(global_batch),
             backend=_text(backend), tuning=_text(tuning), completed=len(done),
             failed=len(mine) - len(done),
-            throughput=statistics.median(float(r[col.THROUGHPUT]) for r in done)
+            throughput=statistics.median(stored.throughput(r) for r in done)
             if done else None,
             per_gpu=statistics.median(per_gpu) if per_gpu else None,
             unit=str(mine[0].get(col.UNIT) or "")))

@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalestudy.core.values import member
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
+from scalestudy.results.history.rows import AttemptRow
 
 #: A drop must exceed this many coefficients of variation of the repeats to count.
 NOISE_BANDS = 3.0
@@ -128,7 +131,7 @@ class Verdict:
 Point = tuple[object, ...]
 
 
-def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
+def work_of(row: AttemptRow) -> dict[str, Any]:
     """The parameters beyond POINT_KEYS that change the work (from the stored params):
     image size, precision, workload kind, training options, system."""
     params = row.get(col.PARAMS) or {}
@@ -136,12 +139,12 @@ def work_of(row: Mapping[str, Any]) -> dict[str, Any]:
             and isinstance(v, (str, int, float, bool))}
 
 
-def point_of(row: Mapping[str, Any]) -> Point:
+def point_of(row: AttemptRow) -> Point:
     """A point's key: everything that changes the work (repeats of one key compare)."""
     return (*(row.get(k) for k in POINT_KEYS), tuple(sorted(work_of(row).items())))
 
 
-def describe_point(row: Mapping[str, Any]) -> str:
+def describe_point(row: AttemptRow) -> str:
     """`resnet50 4x4 (16 GPUs) batch 32 ddp/default` (a user's program: `command`)."""
     model = row.get(col.MODEL) or (row.get(col.PARAMS) or {}).get("workload") or "program"
     return (f"{model} {row.get('nodes')}x{row.get('ranks_per_node')} "
@@ -149,14 +152,14 @@ def describe_point(row: Mapping[str, Any]) -> str:
             f"{row.get('backend')}/{row.get('tuning')}")
 
 
-def work_label(row: Mapping[str, Any]) -> str:
+def work_label(row: AttemptRow) -> str:
     """The work beyond describe_point, `name=value` sorted (`container=pt.sif`); the
     system and the workload kind aside (one study's points share them)."""
     return " ".join(f"{k}={v}" for k, v in sorted(work_of(row).items())
                     if k not in ("system", "workload"))
 
 
-def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+def differences(newest: AttemptRow, baseline: AttemptRow) -> list[str]:
     """What differs in the work of two rows' points, as `name old -> new`."""
     a = {**{k: newest.get(k) for k in POINT_KEYS}, **work_of(newest)}
     b = {**{k: baseline.get(k) for k in POINT_KEYS}, **work_of(baseline)}
@@ -164,7 +167,7 @@ def differences(newest: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[
             for k in sorted(set(a) | set(b), key=str) if a.get(k) != b.get(k)]
 
 
-def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, Any]],
+def check(newest: Sequence[AttemptRow], baseline: Sequence[AttemptRow],
           alpha: float = 0.01, min_drop: float = 0.03, nights: float = 0.0) -> list[Verdict]:
     """A verdict per point measured on both sides (completed attempts only), and an
     `unlike` or `new` one per newest point the baseline lacks. `nights`: the relative
@@ -176,8 +179,8 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
     threshold = alpha / max(tested, 1)
     verdicts: dict[Point, Verdict] = {}
     for key in shared:
-        a = [float(r[col.THROUGHPUT_PER_GPU]) for r in ours[key]]
-        b = [float(r[col.THROUGHPUT_PER_GPU]) for r in theirs[key]]
+        a = [stored.per_gpu(r) for r in ours[key]]
+        b = [stored.per_gpu(r) for r in theirs[key]]
         change = statistics.median(a) / statistics.median(b) - 1
         p = welch_less(a, b) if len(a) > 1 and len(b) > 1 else None
         beyond = -change > max(min_drop, NOISE_BANDS * math.hypot(noise(a, b), nights))
@@ -191,7 +194,7 @@ def check(newest: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str, A
         else:
             status = "ok"
         verdicts[key] = Verdict(
-            describe_point(ours[key][0]), int(ours[key][0][col.WORLD_SIZE]), a, b, change, p,
+            describe_point(ours[key][0]), stored.world_size(ours[key][0]), a, b, change, p,
             status == "regression", "", provenance_changes(ours[key], theirs[key]),
             status=status, beyond_noise=beyond, threshold=threshold if p is not None else None,
             needed=(repeats_needed(a, b, threshold) if status == "undecided" else None),
@@ -215,8 +218,8 @@ def _why_ok(a: Sequence[float], b: Sequence[float], repeats: float, nights: floa
             f"the baseline's slowest {min(b):,.4g})")
 
 
-def _unmatched(ours: dict[Point, list[Mapping[str, Any]]],
-               theirs: dict[Point, list[Mapping[str, Any]]]) -> list[Verdict]:
+def _unmatched(ours: dict[Point, list[AttemptRow]],
+               theirs: dict[Point, list[AttemptRow]]) -> list[Verdict]:
     """Newest points the baseline lacks: `unlike` where it has the same scale with other
     work, `new` where it has nothing there (another batch size, scale or setting)."""
     out = []
@@ -225,24 +228,23 @@ def _unmatched(ours: dict[Point, list[Mapping[str, Any]]],
             continue
         scale = key[:len(POINT_KEYS)]
         other = next((r for k, r in theirs.items() if k[:len(POINT_KEYS)] == scale), None)
-        a = [float(r[col.THROUGHPUT_PER_GPU]) for r in rows]
+        a = [stored.per_gpu(r) for r in rows]
         if other is None:
-            out.append(Verdict(describe_point(rows[0]), int(rows[0][col.WORLD_SIZE]), a, [],
+            out.append(Verdict(describe_point(rows[0]), stored.world_size(rows[0]), a, [],
                                None, None, False, "", status="new",
                                work=work_label(rows[0])))
             continue
-        out.append(Verdict(describe_point(rows[0]), int(rows[0][col.WORLD_SIZE]), a,
-                           [float(r[col.THROUGHPUT_PER_GPU]) for r in other], None, None, False,
+        out.append(Verdict(describe_point(rows[0]), stored.world_size(rows[0]), a,
+                           [stored.per_gpu(r) for r in other], None, None, False,
                            "", status="unlike", differs=differences(rows[0], other[0]),
                            work=work_label(rows[0])))
     return out
 
 
-def _comm(rows: Sequence[Mapping[str, Any]]) -> float | None:
+def _comm(rows: Sequence[AttemptRow]) -> float | None:
     """The median comm overhead the runs measured themselves (1 - compute / step)."""
-    values = [float(m[col.COMM_OVERHEAD]) for r in rows
-              if isinstance(m := (r.get(col.METRICS) or {}), Mapping)
-              and isinstance(m.get(col.COMM_OVERHEAD), (int, float))]
+    values = [float(v) for r in rows
+              if isinstance(v := member(r, col.METRICS).get(col.COMM_OVERHEAD), (int, float))]
     return statistics.median(values) if values else None
 
 
@@ -257,8 +259,8 @@ def repeats_needed(a: Sequence[float], b: Sequence[float], threshold: float) -> 
     return None
 
 
-def _by_point(rows: Iterable[Mapping[str, Any]]) -> dict[Point, list[Mapping[str, Any]]]:
-    out: dict[Point, list[Mapping[str, Any]]] = {}
+def _by_point(rows: Iterable[AttemptRow]) -> dict[Point, list[AttemptRow]]:
+    out: dict[Point, list[AttemptRow]] = {}
     for r in rows:
         if r.get(col.STATE) == "completed" and r.get(col.THROUGHPUT_PER_GPU):
             out.setdefault(point_of(r), []).append(r)
@@ -296,18 +298,18 @@ def noise(a: Sequence[float], b: Sequence[float]) -> float:
     return math.sqrt((va + vb) / 2) / statistics.fmean(b)
 
 
-def provenance_changes(newest: Sequence[Mapping[str, Any]],
-                       baseline: Sequence[Mapping[str, Any]]) -> list[str]:
+def provenance_changes(newest: Sequence[AttemptRow],
+                       baseline: Sequence[AttemptRow]) -> list[str]:
     """What differs between the two sides' provenance: versions, hardware, the tuning
     environment, the container and the program's commit, as `name old -> new`."""
-    def flat(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    def flat(rows: Sequence[AttemptRow]) -> dict[str, str]:
         values: dict[str, set[str]] = {}
         for r in rows:
-            prov = r.get(col.PROVENANCE) or {}
-            conf = prov.get("configuration") or {}
-            items = [*(prov.get("versions") or {}).items(),
-                     *(prov.get("hardware") or {}).items(),
-                     *((f"env {k}", v) for k, v in (conf.get("environment") or {}).items()),
+            prov = member(r, col.PROVENANCE)
+            conf = member(prov, "configuration")
+            items = [*member(prov, "versions").items(),
+                     *member(prov, "hardware").items(),
+                     *((f"env {k}", v) for k, v in member(conf, "environment").items()),
                      *((k, conf[k]) for k in ("container", "container_digest",
                                              "container_runtime", "program_commit",
                                              "system") if conf.get(k))]

@@ -18,13 +18,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPIConnection
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.history.provenance import Attempt, attempts_of
+from scalestudy.results.history.rows import AttemptRow, ForecastRow
 from scalestudy.results.history.schema import (
     MIGRATIONS,
     OWN,
@@ -170,7 +172,7 @@ class Store:
     def rows(self, *, system: str | None = None, model: str | None = None,
              since: datetime | None = None, tag: str | None = None,
              study: str | None = None, directory: str | None = None
-             ) -> list[dict[str, Any]]:
+             ) -> list[AttemptRow]:
         """Ingested attempts (with their study's name, system and directory), oldest
         first, filtered by system, model, end time, tag, study name and directory."""
         query = (sa.select(attempts, studies.c.name.label("study"),
@@ -189,7 +191,8 @@ class Store:
         if directory:
             query = query.where(studies.c.directory == directory)
         with self._failing("read it"), self.engine.connect() as conn:
-            found = [dict(r._mapping) for r in conn.execute(query)]
+            # the query's columns are AttemptRow's keys (results.history.rows)
+            found = [cast(AttemptRow, dict(r._mapping)) for r in conn.execute(query)]
         return [r for r in found if tag is None or tag in (r[col.TAGS] or [])]
 
     def systems(self) -> list[str]:
@@ -199,7 +202,7 @@ class Store:
                      for (s,) in conn.execute(sa.select(table.c.system).distinct())}
         return sorted(s for s in found if s)
 
-    def put_imported(self, files: list[tuple[str, str, str | None, str, list[dict[str, Any]]]]
+    def put_imported(self, files: list[tuple[str, str, str | None, str, list[AttemptRow]]]
                      ) -> list[int]:
         """Store results measured elsewhere beside scalestudy's own, all files or none
         (one transaction): each (key naming the file, e.g. by its hash; name; system;
@@ -213,7 +216,7 @@ class Store:
                                  [{**r, "study_id": study_id} for r in rows])
         return [len(rows) for *_, rows in files]
 
-    def put_forecasts(self, rows: list[dict[str, Any]], *, once: bool = False) -> int:
+    def put_forecasts(self, rows: list[ForecastRow], *, once: bool = False) -> int:
         """Keep forecasts in the ledger (each: made, system, source, point, gpus,
         throughput, low, high, level, unit, model), once: a forecast of the same system,
         source, point and scale (forecast_key) updates the one entry, and one the ledger
@@ -239,13 +242,13 @@ class Store:
                 changed += 1
         return changed
 
-    def forecasts(self, system: str | None = None) -> list[dict[str, Any]]:
+    def forecasts(self, system: str | None = None) -> list[ForecastRow]:
         """The ledger's forecasts, oldest first (of one system)."""
         query = sa.select(forecasts).order_by(forecasts.c.made, forecasts.c.id)
         if system:
             query = query.where(forecasts.c.system == system)
         with self._failing("read the forecasts"), self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
+            return [cast(ForecastRow, dict(r._mapping)) for r in conn.execute(query)]
 
     def dispose(self) -> None:
         """Close the store's connections."""
@@ -261,19 +264,19 @@ def as_utc(value: object) -> datetime:
         else moment.astimezone(timezone.utc)
 
 
-def campaign_of(row: Mapping[str, Any]) -> str:
+def campaign_of(row: AttemptRow) -> str:
     """A stored attempt's campaign; for one stored before campaigns, its attempt number
     (a study's runs were started together, attempt by attempt)."""
     return str(row.get(col.CAMPAIGN) or f"attempt {row.get('attempt')}")
 
 
-def latest_attempts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def latest_attempts(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
     """The newest attempt of each run among stored rows (one per directory and run id)."""
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    latest: dict[tuple[str, str], AttemptRow] = {}
     for r in rows:
         key = (r[col.DIRECTORY], r[col.RUN_ID])
         if key not in latest or r[col.ATTEMPT] > latest[key][col.ATTEMPT]:
-            latest[key] = dict(r)
+            latest[key] = r.copy()
     return list(latest.values())
 
 
@@ -282,7 +285,7 @@ def study_dirs(results: Path) -> list[Path]:
     return sorted(p.parent for p in Path(results).glob("*/runs") if p.is_dir())
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: object) -> None:
     """Foreign keys on, and a writer waits for another (two `run`s ending at once)."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
@@ -317,7 +320,7 @@ def _open(conn: sa.Connection) -> None:
     forecasts.create(conn, checkfirst=True)
 
 
-def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, Any],
+def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, object],
                source: str = OWN) -> int:
     now = datetime.now(timezone.utc)
     values = {"name": str(params.get(col.STUDY) or Path(directory).name),
@@ -334,7 +337,7 @@ def _study_row(conn: sa.Connection, directory: Path | str, params: Mapping[str, 
                             ).inserted_primary_key[0])  # type: ignore[index]
 
 
-def _row(study_id: int, a: Attempt) -> dict[str, Any]:
+def _row(study_id: int, a: Attempt) -> AttemptRow:
     p, record = a.params, a.record or {}
     throughput = record.get(col.THROUGHPUT) if a.state == "completed" else None
     world = p.get(col.WORLD_SIZE)
@@ -357,14 +360,14 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def forecast_key(row: Any) -> tuple[object, ...]:
+def forecast_key(row: ForecastRow | sa.RowMapping) -> tuple[object, ...]:
     """What makes two ledger rows the same forecast: its system, source, point and scale
     (making it again updates the one entry)."""
-    return (row[col.SYSTEM], row[col.SOURCE], json.dumps(dict(row["point"]), sort_keys=True,
+    return (row[col.SYSTEM], row[col.SOURCE], json.dumps(row["point"], sort_keys=True,
                                                          default=str), int(row[col.GPUS]))
 
 
-def _same(row: Any) -> tuple[object, ...]:
+def _same(row: ForecastRow | sa.RowMapping) -> tuple[object, ...]:
     """What makes two ledger rows the same forecast (the time it was made aside)."""
     return (row[col.SYSTEM], row[col.SOURCE], row[col.GPUS], round(float(row[col.THROUGHPUT]), 6),
             round(float(row["low"]), 6), round(float(row["high"]), 6))

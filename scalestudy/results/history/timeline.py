@@ -7,14 +7,16 @@ scale, and where the provenance changed between consecutive campaigns on one sys
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from scalestudy.results.analysis import columns as col
+from scalestudy.results.history import rows as stored
 from scalestudy.results.history.regression import provenance_changes, work_of
+from scalestudy.results.history.rows import AttemptRow
 from scalestudy.results.history.store import campaign_of
 
 #: Columns of the timeline frame.
@@ -36,7 +38,7 @@ class Change:
         return "; ".join(self.what[:most]) + (f" (+{more} more)" if more > 0 else "")
 
 
-def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Change]]:
+def timeline(rows: Sequence[AttemptRow]) -> tuple[pd.DataFrame, list[Change]]:
     """The timeline of completed attempts, and the provenance changes along it."""
     done = [r for r in rows if r.get(col.STATE) == "completed" and r.get(col.THROUGHPUT_PER_GPU)
             and r.get(col.ENDED) is not None]
@@ -48,8 +50,8 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
                      for r in done],
         "key": [_campaign(r) for r in done],
         "when": pd.to_datetime([r[col.ENDED] for r in done], utc=True),
-        "world_size": [int(r[col.WORLD_SIZE]) for r in done],
-        "per_gpu": [float(r[col.THROUGHPUT_PER_GPU]) for r in done],
+        "world_size": [stored.world_size(r) for r in done],
+        "per_gpu": [stored.per_gpu(r) for r in done],
         "unit": [str(r.get(col.UNIT) or "img/s") for r in done],
     })
     points = (frame.groupby(["group", "key", "world_size"], sort=False)
@@ -66,7 +68,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
     points[col.EFFICIENCY] = [row.per_gpu / smallest[(row.group, row.key)]
                             if count > 1 or row.world_size == 1 else float("nan")
                             for row, count in zip(points.itertuples(), scales, strict=True)]
-    by_key: dict[Any, list[Mapping[str, Any]]] = {}
+    by_key: dict[Any, list[AttemptRow]] = {}
     for r in done:
         by_key.setdefault(_campaign(r), []).append(r)
     changes = []
@@ -82,13 +84,13 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[Chan
     return out[list(COLUMNS)].reset_index(drop=True), changes
 
 
-def _campaign(row: Mapping[str, Any]) -> tuple[object, ...]:
+def _campaign(row: AttemptRow) -> tuple[object, ...]:
     """One campaign's key: its study directory and campaign id (its attempt number for
     attempts stored before campaigns were)."""
     return (row[col.DIRECTORY], campaign_of(row))
 
 
-def series_label(row: Mapping[str, Any]) -> str:
+def series_label(row: AttemptRow) -> str:
     """The point's group: its system, model, per-GPU batch, backend, tuning and the rest
     of its work (not its scale); an import: its system, model and source format."""
     system = row.get(col.SYSTEM) or "?"

@@ -119,7 +119,7 @@ class ImageSource:
 Source = TokenSource | ImageSource
 
 
-class Stream(torch.utils.data.IterableDataset):
+class Stream(torch.utils.data.IterableDataset[Sample]):
     """A replica's samples from a step on; loader worker w of W reads batches w, w+W, ..."""
 
     def __init__(self, source: Source, batch_size: int, start_step: int = 0) -> None:
@@ -151,7 +151,7 @@ SOCKET_ROOM = 107 - 36
 
 
 def loader(source: Source, batch_size: int, workers: int, prefetch: int, pin: bool,
-           start_step: int = 0) -> torch.utils.data.DataLoader:
+           start_step: int = 0) -> torch.utils.data.DataLoader[Sample]:
     """torch's DataLoader over the replica's stream."""
     if workers > 0 and len(tempfile.gettempdir().encode()) > SOCKET_ROOM:
         # Workers hand batches over by file descriptor, through a Unix socket that

@@ -6,12 +6,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TypedDict
+
+from scalestudy.core.values import JSONObject
 
 #: A measurement that is one (`completed`), or what the log says instead: the run was
 #: aborted (or its output cut off), it logged only warm-up steps, or the tool found its
 #: own results wrong (nccl-tests' `#wrong`). Only `completed` is a result.
 STATUSES: tuple[str, ...] = ("completed", "aborted", "warmup_only", "wrong_results")
+
+
+class ImportPoint(TypedDict, total=False):
+    """What an imported measurement ran: the store's point columns where the tool says
+    them, and what else tells two of its measurements apart (stored in the params)."""
+
+    model: str | None
+    world_size: int | None
+    nodes: int | None
+    batch_size: int | None
+    global_batch: int | None
+    collective: str | None  # nccl-tests
+    message_bytes: int
+    dtype: str | None
+    redop: str | None
+    partition: str | None  # ReFrame
+    environ: str | None
+    perf_var: str
 
 
 @dataclass(frozen=True)
@@ -20,10 +40,10 @@ class Imported:
     `status` other than completed: not a result (value is then what the log said, for
     the record); `ended`: when the log says it ended (None: it does not say)."""
 
-    point: dict[str, Any]  # model, world_size, nodes, batch_size, message_bytes, ...
+    point: ImportPoint
     value: float | None  # the throughput (or bus bandwidth, or time to train)
     unit: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: JSONObject = field(default_factory=dict)
     status: str = "completed"
     ended: datetime | None = None
 

@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from scalestudy.results.history.imports.common import Imported
+from scalestudy.results.history.imports.common import Imported, ImportPoint
 
 EXPECTED = "`:::MLLOG` lines with run_start and run_stop"
 
@@ -43,7 +43,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
     details = {"status": status, "platform": platform, "org": value("submission_org"),
                "division": value("submission_division"), "epochs": value("epoch_count")}
     ended = datetime.fromtimestamp(stop["time_ms"] / 1000, timezone.utc)
-    point = {"model": value("submission_benchmark"), "world_size": gpus,
+    point: ImportPoint = {"model": value("submission_benchmark"), "world_size": gpus,
              "nodes": int(nodes.group(1)) if nodes else None,
              "global_batch": value("global_batch_size")}
     if status != "success":  # aborted (did not reach the target): no time to train

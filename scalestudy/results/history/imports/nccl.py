@@ -13,14 +13,19 @@ own check: kept as wrong results."""
 from __future__ import annotations
 
 import json
-import numbers
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.results.history.imports.common import NUMBER, Imported, nccl_banner, num
+from scalestudy.core.values import number
+from scalestudy.results.history.imports.common import (
+    NUMBER,
+    Imported,
+    ImportPoint,
+    nccl_banner,
+    num,
+)
 
 EXPECTED = ("a table whose header names size, count, type, ... time, algbw, busbw, or "
             "-J JSON")
@@ -65,7 +70,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
     nccl = version(int(library.group(1))) if library else nccl_banner(text).get("nccl")
     common = {"gpu_model": ranks[0]["gpu"] if ranks else None, "hosts": hosts,
               "nccl": nccl, "avg_busbw_GBps": num(avg.group(1)) if avg else None}
-    point = {"collective": test["name"].removesuffix("_perf") if test else None,
+    point: ImportPoint = {"collective": test["name"].removesuffix("_perf") if test else None,
              "world_size": len(ranks) or gpus, "nodes": len(hosts) or None}
     counts = any(line.lstrip().startswith("#") and "#wrong" in line.lstrip()[1:]
                  for line in lines)
@@ -76,7 +81,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
         row = _row(line, columns)
         if row is None:
             continue
-        sides = [row.get("busbw"), row.get("in_busbw")]
+        sides = [_value(row, "busbw"), _value(row, "in_busbw")]
         busbw = [v for v in sides if v is not None]
         if not busbw:
             continue
@@ -85,8 +90,8 @@ def read(text: str, gpus: int | None) -> list[Imported]:
                    "layout": "root" if "root" in columns else "no-root", **common}
         status, why = _status(row, counts, cut)
         out.append(Imported(
-            {**point, "message_bytes": int(row["size"]), "dtype": row.get("type"),
-             "redop": row.get("redop")},
+            {**point, "message_bytes": int(str(row["size"])), "dtype": _word(row, "type"),
+             "redop": _word(row, "redop")},
             max(busbw), "GB/s busbw", {**details, **({"why": why} if why else {})},
             status=status))
     return out
@@ -112,7 +117,21 @@ def unprefixed(lines: list[str]) -> list[str]:
     return [line for rank, line in zip(ranks, bare, strict=True) if rank in (None, author)]
 
 
-def _status(row: dict[str, Any], counts: bool, cut: str | None) -> tuple[str, str | None]:
+#: A row of the text table: its words, the time and bandwidth columns as numbers.
+_Row = dict[str, str | float | None]
+
+
+def _word(row: _Row, name: str) -> str | None:
+    value = row.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _value(row: _Row, name: str) -> float | None:
+    value = row.get(name)
+    return None if value is None or isinstance(value, str) else value
+
+
+def _status(row: _Row, counts: bool, cut: str | None) -> tuple[str, str | None]:
     """A row's status: aborted where the table was cut off, wrong results where
     nccl-tests counted wrong values (`#wrong`; the older layout's `error` is a
     tolerance-checked maximum error, not a count)."""
@@ -120,7 +139,8 @@ def _status(row: dict[str, Any], counts: bool, cut: str | None) -> tuple[str, st
         return "aborted", cut
     if not counts:
         return "completed", None
-    wrong = [w for w in (row.get("wrong"), row.get("in_wrong")) if w not in (None, "N/A")]
+    wrong = [w for w in (row.get("wrong"), row.get("in_wrong"))
+             if isinstance(w, str) and w != "N/A"]
     bad = [w for w in wrong if not w.isdigit() or int(w) > 0]
     if bad:
         return "wrong_results", (f"nccl-tests found {' and '.join(bad)} wrong value(s) "
@@ -144,12 +164,12 @@ def _header(lines: list[str]) -> list[str] | None:
     return None
 
 
-def _row(line: str, columns: list[str]) -> dict[str, Any] | None:
+def _row(line: str, columns: list[str]) -> _Row | None:
     """A data row under the header's columns (None: not one: a log line, a comment)."""
     words = line.split()
     if len(words) != len(columns) or not words[0].isdigit() or not words[1].isdigit():
         return None
-    row: dict[str, Any] = {}
+    row: _Row = {}
     for name, word in zip(columns, words, strict=True):
         if name in ("time", "algbw", "busbw", "in_time", "in_algbw", "in_busbw"):
             if not _VALUE.match(word):  # N/A: an in-place side some collectives lack
@@ -229,10 +249,4 @@ def _json_time(value: object) -> datetime | None:
 
 def _float(value: object) -> float | None:
     """A number as nccl-tests writes it (NaN as the string "nan"): None where not one."""
-    if not isinstance(value, (numbers.Real, str)):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if number == number else None
+    return number(value, text=True, booleans=True, finite=False)

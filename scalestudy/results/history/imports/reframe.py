@@ -10,18 +10,21 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, NamedTuple
+from typing import Final, NamedTuple
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.core.values import JSON, JSONObject, number
 from scalestudy.results.analysis import columns as col
-from scalestudy.results.history.imports.common import Imported
+from scalestudy.results.history.imports.common import Imported, ImportPoint
 
 EXPECTED = ("a ReFrame JSON run report (session_info, runs) or a perflog that starts "
             "with its header line")
 #: The point's keys besides model, world size and nodes: the partition as ReFrame names
 #: it in full (`system:partition`, so two systems' partitions never mix), the
 #: programming environment and the performance variable.
-PARTITION, ENVIRON, PERF_VAR = "partition", "environ", "perf_var"
+PARTITION: Final = "partition"
+ENVIRON: Final = "environ"
+PERF_VAR: Final = "perf_var"
 #: Results of test cases that never ran (ReFrame skipped them): nothing to import.
 NOT_RUN = frozenset({"skip", "skipped", "fail_deps"})
 #: A perflog's value that says "none" (ReFrame writes None, or null after json).
@@ -55,7 +58,7 @@ class _Case:
     per_node: int | None = None  # num_tasks_per_node
     nodelist: list[str] = field(default_factory=list)
     ended: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # version, hashcode, file, ...
+    extra: JSONObject = field(default_factory=dict)  # version, hashcode, file, ...
 
 
 class _Perf(NamedTuple):
@@ -89,7 +92,7 @@ def _measurement(case: _Case, var: str, perf: _Perf, gpus: int | None) -> Import
     # ReFrame reads back from the scheduler can miss some), else those of the nodelist
     nodes = (-(-tasks // case.per_node) if tasks and case.per_node and case.per_node > 0
              else len(set(case.nodelist)) or None)
-    point = {col.MODEL: case.name, col.WORLD_SIZE: tasks or gpus,
+    point: ImportPoint = {col.MODEL: case.name, col.WORLD_SIZE: tasks or gpus,
              col.NODES: nodes,
              PARTITION: f"{case.system}:{case.partition}" if case.system else case.partition,
              ENVIRON: case.environ, PERF_VAR: var}
@@ -139,14 +142,14 @@ def _report(text: str, gpus: int | None) -> list[Imported]:
     return out
 
 
-def _session_of(session: dict[str, Any], tc: dict[str, Any]) -> str | None:
+def _session_of(session: JSONObject, tc: JSONObject) -> str | None:
     """A report's session: its uuid (ReFrame 4.7 on), else when it started."""
     uuid = session.get("uuid") or tc.get("session_uuid")
     start = session.get("time_start")
     return f"reframe {uuid}" if uuid else (f"reframe {start}" if start else None)
 
 
-def _report_case(tc: dict[str, Any], where: str, session_end: datetime | None) -> _Case:
+def _report_case(tc: JSONObject, where: str, session_end: datetime | None) -> _Case:
     """A report's test case."""
     tasks, per_node = (_whole_json(tc.get(k), f"{where}.{k}")
                        for k in ("num_tasks", "num_tasks_per_node"))
@@ -168,7 +171,7 @@ def _report_case(tc: dict[str, Any], where: str, session_end: datetime | None) -
                "fail_reason": tc.get("fail_reason")})
 
 
-def _report_perf(tc: dict[str, Any], where: str) -> list[tuple[str, _Perf]]:
+def _report_perf(tc: JSONObject, where: str) -> list[tuple[str, _Perf]]:
     """The case's performance variables, by name."""
     if "perfvalues" not in tc and "perfvars" in tc:
         raise ScalestudyError(f"{where}: `perfvars`, a report of ReFrame 3, which this "
@@ -188,13 +191,13 @@ def _report_perf(tc: dict[str, Any], where: str) -> list[tuple[str, _Perf]]:
     return found
 
 
-def _dict(value: object, where: str) -> dict[str, Any]:
+def _dict(value: object, where: str) -> JSONObject:
     if not isinstance(value, dict):
         raise ScalestudyError(f"{where}: {_short(value)} is not an object")
     return value
 
 
-def _list(value: object, where: str) -> list[Any]:
+def _list(value: object, where: str) -> list[JSON]:
     if not isinstance(value, list):
         raise ScalestudyError(f"{where}: {_short(value)} is not a list")
     return value
@@ -208,11 +211,10 @@ def _text(value: object, where: str) -> str | None:
 
 def _number(value: object, where: str) -> float | None:
     """A report's number (None: not measured, no reference or no threshold)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    found = number(value, finite=False)
+    if found is None and value is not None:
         raise ScalestudyError(f"{where}: {_short(value)} is not a number")
-    return value
+    return found
 
 
 def _whole_json(value: object, where: str) -> int | None:
@@ -222,8 +224,8 @@ def _whole_json(value: object, where: str) -> int | None:
 
 
 def _unix(value: object, where: str) -> datetime | None:
-    number = _number(value, where)
-    return None if number is None else datetime.fromtimestamp(number, timezone.utc)
+    seconds = _number(value, where)
+    return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
 
 
 def _short(value: object) -> str:

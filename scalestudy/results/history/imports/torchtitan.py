@@ -12,6 +12,7 @@ from scalestudy.results.history.imports.common import (
     ANSI,
     NUMBER,
     Imported,
+    ImportPoint,
     last_iso_time,
     nccl_banner,
     num,
@@ -51,7 +52,7 @@ def read(text: str, gpus: int | None) -> list[Imported]:
     world = gpus or (math.prod(int(v) for v in mesh.group(1).split(",")) if mesh else None)
     model = _MODEL.search(text)
     batch = _BATCH.search(text)
-    point = {"model": model["m"] if model else None, "world_size": world,
+    point: ImportPoint = {"model": model["m"] if model else None, "world_size": world,
              **({"batch_size": int(batch.group(1)), "global_batch": int(batch.group(2))}
                 if batch else {})}
     unit = "tokens/s" if world else "tokens/s per GPU"
