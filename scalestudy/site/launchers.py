@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
+from scalestudy.core import plugins
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
 from scalestudy.site.program import Program
@@ -239,24 +239,15 @@ def _starters() -> dict[str, Starter]:
     plugin that does not load, is not callable or takes a built-in's name is one error
     naming its package, never a silent absence."""
     if not _LOADED:
-        for point in entry_points(group=GROUP):
-            dist = point.dist.name if point.dist else "?"
-            try:
-                start = point.load()
-            except Exception as err:
-                raise ScalestudyError(
-                    f"launcher plugin {point.name!r} ({point.value}, package {dist}) does "
-                    f"not load: {type(err).__name__}: {err}; fix or uninstall {dist}") from err
+        for name, start, where, dist in plugins.loaded(GROUP, "launcher"):
             if not callable(start):
-                raise ScalestudyError(f"launcher plugin {point.name!r} ({point.value}, "
-                                      f"package {dist}) is not a function")
-            built_in = STARTERS.get(point.name)
-            if point.name == "torchrun" or built_in not in (None, start):
-                raise ScalestudyError(
-                    f"launcher plugin {point.name!r} ({point.value}, package {dist}) takes "
-                    f"the name of a built-in launcher: rename it or uninstall {dist}")
+                raise ScalestudyError(f"{where} is not a function")
+            built_in = STARTERS.get(name)
+            if name == "torchrun" or built_in not in (None, start):
+                raise ScalestudyError(f"{where} takes the name of a built-in launcher: "
+                                      f"rename it or uninstall {dist}")
             if built_in is None:
-                _PLUGINS[point.name] = start
+                _PLUGINS[name] = start
         _LOADED.append(True)
     return {**STARTERS, **_PLUGINS}
 

@@ -68,30 +68,27 @@ class ForecastRow(TypedDict, total=False):
     model: JSONObject  # the fitted model's parameters and what it was fitted on
 
 
-def _given(row: AttemptRow, key: str, value: object) -> None:
+def _stored(row: AttemptRow, key: str) -> float:
+    """A number every kept attempt has: an error naming the attempt where it is absent."""
+    value = row.get(key)
     if value is None:
         raise TypeError(f"stored attempt {row.get('run_id')!r} has no {key}")
+    return float(value)  # type: ignore[arg-type]  # the row's numbers: float or int
 
 
 def per_gpu(row: AttemptRow) -> float:
     """A measured attempt's throughput per GPU (callers keep those that have one)."""
-    value = row.get("throughput_per_gpu")
-    _given(row, "throughput_per_gpu", value)
-    return float(value or 0.0)
+    return _stored(row, "throughput_per_gpu")
 
 
 def throughput(row: AttemptRow) -> float:
     """A measured attempt's throughput (callers keep those that have one)."""
-    value = row.get("throughput")
-    _given(row, "throughput", value)
-    return float(value or 0.0)
+    return _stored(row, "throughput")
 
 
 def world_size(row: AttemptRow) -> int:
     """An attempt's GPUs (every stored measurement has them)."""
-    value = row.get("world_size")
-    _given(row, "world_size", value)
-    return int(value or 0)
+    return int(_stored(row, "world_size"))
 
 
 def ended(row: AttemptRow) -> datetime:

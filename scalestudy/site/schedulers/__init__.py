@@ -20,9 +20,9 @@ import importlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import ClassVar
 
+from scalestudy.core import plugins
 from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
@@ -357,26 +357,15 @@ def _load_backends() -> None:
         return
     for module in _BUILT_IN:  # always there, installed or not
         importlib.import_module(f"{__name__}.{module}")
-    for point in entry_points(group=GROUP):
-        try:
-            cls = point.load()
-        except Exception as err:  # a broken plugin: say which, and how to get rid of it
-            dist = point.dist.name if point.dist else "?"
-            raise ScalestudyError(
-                f"scheduler plugin {point.name!r} ({point.value}, package {dist}) does "
-                f"not load: {type(err).__name__}: {err}; fix or uninstall {dist}") from err
+    for name, cls, where, dist in plugins.loaded(GROUP, "scheduler"):
         if not (isinstance(cls, type) and issubclass(cls, Scheduler)):
-            raise ScalestudyError(
-                f"scheduler plugin {point.name!r} ({point.value}) is not a Scheduler "
-                "subclass")
-        if cls.name != point.name:
-            raise ScalestudyError(
-                f"scheduler plugin {point.name!r} ({point.value}) calls itself "
-                f"{cls.name!r}: the entry point's name must be the scheduler's")
+            raise ScalestudyError(f"{where} is not a Scheduler subclass")
+        if cls.name != name:
+            raise ScalestudyError(f"{where} calls itself {cls.name!r}: the entry point's "
+                                  "name must be the scheduler's")
         if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-            raise ScalestudyError(
-                f"scheduler plugin {point.name!r} ({point.value}) takes the name of "
-                f"{_REGISTRY[cls.name].__module__}.{_REGISTRY[cls.name].__name__}: "
-                "uninstall one of them")
+            taken = _REGISTRY[cls.name]
+            raise ScalestudyError(f"{where} takes the name of {taken.__module__}."
+                                  f"{taken.__name__}: uninstall one of them ({dist})")
         _REGISTRY[cls.name] = cls
     _LOADED.append(True)
