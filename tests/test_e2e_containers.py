@@ -132,10 +132,10 @@ def test_the_example_study_on_slurm_bare_and_in_a_container(
         tmp_path: Path, image: Path, slurm_cluster: Any) -> None:
     (tmp_path / "profile.yaml").write_text(CLUSTER.format(
         scheduler="slurm", launcher="srun", python=PYTHON, bind="none", extra=""))
-    spec = example(tmp_path, image, nodes=[1, 2], ranks=[1], repeats=2)
+    spec = example(tmp_path, image, nodes=[1, 2], ranks=[1], repeats=1)
     done = run_cli("run", spec, "--wait", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    check(tmp_path / "results" / "example", 8, image)
+    check(tmp_path / "results" / "example", 4, image)
 
 
 @pytest.mark.slow

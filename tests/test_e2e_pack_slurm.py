@@ -34,7 +34,7 @@ name: {name}
 system: profile.yaml
 workload: {{model: small_cnn, image_size: 16, num_classes: 10, warmup_iters: 1, iters: 2,
            batches_per_iter: 2}}
-grid: {{nodes: {nodes}, ranks_per_node: [2], batch_size: [4]}}
+grid: {{nodes: {nodes}, ranks_per_node: [1], batch_size: [4]}}
 repeats: 2
 job: {{walltime: "{walltime}"{job}}}
 """
