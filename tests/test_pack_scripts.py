@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.execute.packing import write_allocation
-from scalestudy.site.packing import pack
+from scalestudy.execute.packing.allocations import write_allocation
+from scalestudy.execute.packing.plan import pack
 from scalestudy.study import make_plan
 
 GOLDEN = Path(__file__).parent / "golden" / "packing"

@@ -10,8 +10,8 @@ import pytest
 
 from scalestudy.core.states import JobStatus, RunState
 from scalestudy.execute.journal import Job
-from scalestudy.execute.packing import step_state, step_times
-from scalestudy.execute.steplog import Event, StepEvent
+from scalestudy.execute.packing.steplog import Event, StepEvent
+from scalestudy.execute.packing.steps import step_state, step_times
 from scalestudy.site.schedulers import JobState
 from scalestudy.study import RunRequest, make_plan, run
 from tests.test_tracking import PROFILE, SPEC
@@ -75,14 +75,16 @@ def test_a_step_whose_allocation_had_ended_is_interrupted_not_failed(tmp_path: P
     failed."""
     from scalestudy.site.schedulers.slurm import Slurm
 
+    assert Slurm.packing is not None
+    gone_said = Slurm.packing.allocation_gone
     over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
     failed = StepEvent(Event.ENDED, "2026-11-26T00:03:30+00:00", "r1", rc=1)
     (tmp_path / "stderr.log").write_text("Traceback (most recent call last):\n"
                                          "RuntimeError: the program's own failure\n")
-    own = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    own = step_state(tmp_path, ENTRY, over, failed, gone_said)
     assert own.ended is not None and own.ended.state is JobStatus.FAILED
     (tmp_path / "stderr.log").write_text("srun: error: Slurm job 101 has expired\n")
-    gone = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    gone = step_state(tmp_path, ENTRY, over, failed, gone_said)
     assert gone.state is RunState.INTERRUPTED and gone.ended is None
     assert "Slurm job 101 has expired" in (gone.reason or "")
     assert step_state(tmp_path, ENTRY, over, failed).ended is not None  # no pattern: failed
@@ -114,9 +116,10 @@ def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it
                     "grid: {nodes: [1, 2, 4, 8, 16], batch_size: [64]}\n"
                     "job: {account: A, walltime: '00:20:00', pack: true}\n")
     plan = make_plan(spec, tmp_path / "results")
-    from scalestudy.study.packing import allocations
+    from scalestudy.execute.packing.queues import allocations
+    from scalestudy.study.packing import expected_times
 
-    planned = allocations(plan, plan.runs)
+    planned = allocations(plan, plan.runs, expected_times(plan))
     by_queue = {a.queue: sorted({s.run.nodes for s in a.steps}) for a in planned}
     assert set(by_queue) == {"debug-scaling", "prod"}
     assert by_queue["prod"] == [16] and max(by_queue["debug-scaling"]) <= 10

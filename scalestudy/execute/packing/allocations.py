@@ -1,40 +1,34 @@
-"""Packed runs, the submitting side: write each run's step script and the allocation's
-job script, queue the allocation with the journal's guarantees, and read a packed run's
-state from its allocation's job and the step journal the allocation keeps.
+"""A packed allocation, the submitting side: write each run's step script, allocation.json
+and the allocation's job script, queue it through the one submit loop (execute.submit),
+and say first whether this scheduler and engine can pack here at all.
 
 A packed run's journal line names its allocation (results/<study>/allocations/<name>);
-its job id is the allocation's. Its state: the step journal's last event for it while
-the allocation lives (not started: queued; started: running; ended: settled from its
-exit code, a step stopped at its own limit as walltime); once the allocation has ended,
-a step it never ended (or never started) is `interrupted`, which the next `run` starts
-again in a new allocation: no run is lost, and none that ended is run twice.
+its job id is the allocation's. How its state is read back: execute.packing.steps.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TypedDict
 
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
-from scalestudy.core.states import Failure, JobStatus, RunState
-from scalestudy.execute import allocfile, commands
+from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.allocfile import AllocationSpec, AllocationStep
 from scalestudy.execute.images import digest_for
-from scalestudy.execute.journal import Intent, Job, Journal, now
-from scalestudy.execute.status import RunStatus, read_status, write_status
-from scalestudy.execute.steplog import Event, StepEvent, read_events
-from scalestudy.site.packing import Allocation
+from scalestudy.execute.journal import Journal
+from scalestudy.execute.packing import allocfile
+from scalestudy.execute.packing.allocfile import AllocationSpec, AllocationStep
+from scalestudy.execute.packing.engines import engine_for
+from scalestudy.execute.packing.plan import Allocation
+from scalestudy.execute.packing.scripts import can_pack, flux_steps, render_allocation
+from scalestudy.execute.submit import submit_recorded
 from scalestudy.site.plan import Plan
-from scalestudy.site.render import flux_steps, render, render_allocation
-from scalestudy.site.schedulers import JobState, SubmitError
+from scalestudy.site.render import render
+from scalestudy.site.schedulers import SubmitError
 
 SCHEMA = "scalestudy.allocation/1"
 
@@ -58,7 +52,8 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     alloc_dir = (root(plan) / name).resolve()
     alloc_dir.mkdir(parents=True, exist_ok=True)
     scheduler = plan.scheduler
-    engine = scheduler.pack_engine(plan.study.job.pack_engine)
+    packing = can_pack(scheduler)
+    engine = engine_for(packing, plan.study.job.pack_engine)
     # A nested Flux runs each step as the run's own Flux job script (and writes its log).
     study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
         plan.study, plan.system)
@@ -83,24 +78,13 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     spec: AllocationSpec = {
         "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine.name,
         "nodes": allocation.nodes,
-        "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
+        "walltime_s": allocation.walltime_s, "slots_lines": packing.slots_lines,
         "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps}
     ws.write_json_atomic(alloc_dir / allocfile.NAME, spec)
     script = alloc_dir / ws.SCRIPT
     ws.write_text_atomic(script, render_allocation(plan.study, plan.system, allocation, name,
                                                    alloc_dir, sys.executable), mode=0o755)
     return script
-
-
-class AllocationSummary(TypedDict):
-    """One allocation as `status` shows it and the report's cost reads it."""
-
-    name: str
-    job_id: str | None
-    nodes: int | None
-    walltime_s: int | None
-    steps: list[str]
-    events: list[StepEvent]
 
 
 @dataclass(frozen=True)
@@ -120,7 +104,6 @@ def queue_allocations(plan: Plan, allocations: Sequence[Allocation],
     run, and the allocations queued."""
     book = Journal(plan.directory / "jobs.jsonl")
     attempts = book.jobs_per_run()
-    scheduler = plan.scheduler
     done: list[tuple[Run, str]] = []
     placed: list[Queued] = []
     index = next_index(plan)
@@ -129,162 +112,40 @@ def queue_allocations(plan: Plan, allocations: Sequence[Allocation],
         index += 1
         script = write_allocation(plan, allocation, name)
         runs = [s.run for s in allocation.steps]
-        for run in runs:
-            book.record(Intent(run.run_id, attempts.get(run.run_id, 0) + 1, now(), name))
         try:
-            job_id = commands.submit(scheduler, script, runner,
-                                     plan.system.scheduler_options.submit_args)
+            job_id = submit_recorded(plan, book, runs, attempts, script, "pack", runner,
+                                     allocation=name, reason=f"a step of allocation {name}")
         except SubmitError as exc:
             raise SubmitError(
                 f"{exc}\n{len(done)} run(s) were submitted before this in earlier "
                 f"allocations, recorded in {book.path}; run the same command again to "
                 "submit the rest") from None
-        at = now()
-        for run in runs:
-            attempt = attempts.get(run.run_id, 0) + 1
-            book.record(Job(run.run_id, job_id, attempt, scheduler.name, "pack", at,
-                            allocation=name))
-            write_status(plan.run_dir(run), RunStatus(
-                RunState.QUEUED, job_id=job_id, submitted_at=at,
-                reason=f"a step of allocation {name}"))
-            attempts[run.run_id] = attempt
-            done.append((run, job_id))
+        done.extend((run, job_id) for run in runs)
         placed.append(Queued(name, job_id, allocation))
     return done, placed
 
 
-@dataclass(frozen=True)
-class StepState:
-    """A packed run as its allocation's step journal and job say: what to show now, or
-    the job state to settle it with (its step ended)."""
-
-    state: RunState
-    reason: str | None = None
-    ended: JobState | None = None
-
-
-def events_by_run(plan: Plan, name: str) -> dict[str, list[StepEvent]]:
-    """run id -> the step events of allocation `name` for it, oldest first."""
-    out: dict[str, list[StepEvent]] = {}
-    for event in read_events(root(plan) / name / "steps.jsonl"):
-        if event.run_id is not None:
-            out.setdefault(event.run_id, []).append(event)
-    return out
-
-
-def step_times(events: Sequence[StepEvent]) -> tuple[str | None, float | None]:
-    """(when the step last started, its seconds from then to its end) from its events."""
-    started = next((e for e in reversed(events) if e.event is Event.STARTED), None)
-    ended = events[-1] if events and events[-1].event is Event.ENDED else None
-    if started is None:
-        return None, None
-    if ended is None or started.at is None or ended.at is None:
-        return started.at, None
-    try:
-        seconds = (datetime.fromisoformat(ended.at)
-                   - datetime.fromisoformat(started.at)).total_seconds()
-    except ValueError:
-        return started.at, None
-    return started.at, seconds
-
-
-def step_state(run_dir: Path, entry: Job, job: JobState | None,
-               event: StepEvent | None, gone: str = "") -> StepState:
-    """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
-    last step event; `gone`: what the launcher prints when the allocation has ended
-    (Scheduler.allocation_gone)."""
-    name = entry.allocation
-    where = f"allocation {name} (job {entry.job_id})"
-    if event is not None and event.event is Event.ENDED:
-        said = _gone(run_dir, gone) if event.rc not in (None, 0) else None
-        if said is not None:  # the launcher found the allocation ended: the step never ran
-            return StepState(RunState.INTERRUPTED, f"{where} ended as this run's step was "
-                             f"to start ({said}): the next `run` starts it in a new "
-                             "allocation")
-        return StepState(RunState.COMPLETED, ended=_ended(entry.job_id, event))
-    if job is None or not job.done:  # alive
-        if event is not None and event.event is Event.STARTED:
-            return StepState(RunState.RUNNING, f"a step of {where} on "
-                             f"{','.join(event.hosts)}")
-        waiting = job.raw if job is not None else "submitted"
-        return StepState(RunState.QUEUED, f"waiting in {where}: {waiting}")
-    code = _exit_code(run_dir)
-    if event is not None and code is not None:  # ended; its line was cut off
-        return StepState(RunState.COMPLETED,
-                         ended=_ended(entry.job_id, StepEvent(Event.ENDED, rc=code)))
-    if event is not None and ws.record_problem(ws.read_record(run_dir / ws.METRICS)) is None:
-        # the workload wrote its whole record (its last act), then the allocation ended
-        # before the step's end was written: measured once, never to be run again
-        return StepState(RunState.COMPLETED, ended=JobState(
-            entry.job_id, JobStatus.COMPLETED, "step ended with the allocation; its metrics "
-            "record is complete"))
-    how = f"{job.raw}{': ' + job.reason if job.reason else ''}"
-    if event is None:
-        return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) before this run "
-                         "started: the next `run` starts it in a new allocation")
-    return StepState(RunState.INTERRUPTED, f"{where} ended ({how}) while this run ran: "
-                     "the next `run` starts it again in a new allocation")
-
-
-def _ended(job_id: str, event: StepEvent) -> JobState:
-    rc = event.rc
-    if event.timed_out:
-        return JobState(job_id, JobStatus.TIMEOUT, "step time limit", rc,
-                        reason="the step ran past its walltime inside the allocation and "
-                        "was stopped", failure=Failure.WALLTIME)
-    if event.why:
-        return JobState(job_id, JobStatus.FAILED, "step not started", rc,
-                        reason=event.why, failure=Failure.SCHEDULER)
-    return JobState(job_id, JobStatus.COMPLETED if rc == 0 else JobStatus.FAILED,
-                    f"step ended (exit {rc})", rc)
-
-
-def _gone(run_dir: Path, pattern: str) -> str | None:
-    """The launcher's line in the step's stderr that says its allocation had ended."""
-    if not pattern:
-        return None
-    found = re.search(pattern, ws.tail_text(run_dir / "stderr.log", 20))
-    return found.group(0) if found else None
-
-
-def _exit_code(run_dir: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        return int((run_dir / "exit_code").read_text().strip())
-    return None
-
-
-def add_times(run_dir: Path, times: tuple[str | None, float | None]) -> None:
-    """A settled step's start and elapsed seconds, from the step journal, into its
-    status.json (what `plan --pack` expects the next allocation's runs to take)."""
-    started, seconds = times
-    if started is None and seconds is None:
+def check_engine(plan: Plan) -> None:
+    """`run --pack`: the scheduler must be able to pack (and to exclude nodes where the
+    spec asks); `job.pack_engine: flux`: it must be able to start Flux in a job, and the
+    `flux` command must be there to be started (it travels into the job on PATH)."""
+    scheduler = plan.scheduler
+    if plan.study.job.exclude_nodes and scheduler.hosts_argv is not None:
+        raise ScalestudyError(
+            f"run --pack with job.exclude_nodes: a {scheduler.name} allocation cannot "
+            "exclude nodes yet (scalestudy names each unpacked job's hosts instead); run "
+            "without --pack, or without the exclude list")
+    packing = can_pack(scheduler)
+    engine = engine_for(packing, plan.study.job.pack_engine)
+    if not engine.flux_jobs or packing.job_is_flux_instance:
         return
-    status = read_status(run_dir)
-    write_status(run_dir, dataclasses.replace(
-        status, started_at=started, elapsed_s=None if seconds is None else round(seconds, 3)))
-
-
-def interrupt(run_dir: Path, entry: Job, reason: str | None) -> None:
-    """Record that a packed run's allocation ended before its step did."""
-    write_status(run_dir, RunStatus(RunState.INTERRUPTED, job_id=entry.job_id,
-                                    reason=reason, submitted_at=entry.submitted_at))
-
-
-def allocation_summary(plan: Plan) -> list[AllocationSummary]:
-    """Each allocation of the study: its job, nodes, walltime, when its runner started and
-    finished, and its steps' events (what `status` shows and the report's cost reads)."""
-    out: list[AllocationSummary] = []
-    book = {e.allocation: e.job_id for e in Journal(plan.directory / "jobs.jsonl").entries()
-            if e.allocation}
-    for alloc_dir in sorted(root(plan).glob("a*"), key=lambda p: int(p.name[1:] or 0)
-                            if p.name[1:].isdigit() else 0):
-        try:
-            spec = allocfile.read(alloc_dir)
-        except (OSError, ValueError):
-            continue
-        events = read_events(alloc_dir / "steps.jsonl")
-        out.append({"name": alloc_dir.name, "job_id": book.get(alloc_dir.name),
-                    "nodes": spec.get("nodes"), "walltime_s": spec.get("walltime_s"),
-                    "steps": [s["run_id"] for s in spec.get("steps", [])],
-                    "events": events})
-    return out
+    if packing.starts_flux is None:
+        raise ScalestudyError(
+            f"job.pack_engine: flux: scalestudy cannot start a Flux instance inside a "
+            f"{scheduler.name} job (it does so in Slurm jobs); set job.pack_engine: "
+            "steps, scalestudy's own step runner")
+    if shutil.which("flux") is None:
+        raise ScalestudyError(
+            "job.pack_engine: flux: no `flux` command on PATH; the allocation starts the "
+            "one on PATH when the study is submitted: load the site's flux module (or put "
+            "flux-core's bin directory on PATH) and run again")

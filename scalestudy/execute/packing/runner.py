@@ -3,10 +3,11 @@ its own as they free up, journals every step before it starts and when it ends, 
 step at its own time limit, and stops them all when the allocation is ending.
 
 Run by the allocation's job script as `python -m scalestudy.execute.allocation DIR
-JOB_ID`, on the allocation's first node, with the standard library alone. DIR (on the
-shared filesystem) holds `allocation.json` (written by execute.packing) and `nodefile`
-(the allocation's nodes, one line per node or per rank slot); the runner appends to
-DIR/steps.jsonl, one fsynced JSON line per event:
+JOB_ID` (engine "steps" of execute.packing.engines), on the allocation's first node, with
+the standard library alone. DIR (on the shared filesystem) holds `allocation.json`
+(written by execute.packing.allocations) and `nodefile` (the allocation's nodes, one
+line per node or per rank slot); the runner appends to DIR/steps.jsonl (steplog), one
+fsynced JSON line per event:
 
     {"event": "allocation", "at", "hosts", "job_id"}           the runner started
     {"event": "started", "run_id", "at", "hosts", "port"}      before a step starts
@@ -23,17 +24,14 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TextIO
 
-from scalestudy.execute import allocfile
-from scalestudy.execute.allocfile import AllocationStep
-from scalestudy.execute.nested import FluxEngine
-from scalestudy.execute.steplog import (
+from scalestudy.execute.packing import allocfile
+from scalestudy.execute.packing.allocfile import AllocationStep
+from scalestudy.execute.packing.steplog import (
     POLL_S,
     Event,
     StepEvent,
@@ -41,12 +39,8 @@ from scalestudy.execute.steplog import (
     ended_runs,
     hosts_of,
     now,
-    read_events,
 )
 from scalestudy.site import ports
-
-__all__ = ["ENGINES", "Event", "Runner", "StepEvent", "append", "hosts_of", "main", "now",
-           "read_events"]
 
 #: Seconds a step is given to end after SIGTERM before it is killed.
 GRACE_S = 10.0
@@ -183,37 +177,3 @@ class Runner:
 def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
-
-
-class Engine(Protocol):
-    """What runs an allocation's steps: `run()` to the end, its exit status."""
-
-    def run(self) -> int: ...
-
-
-#: The engines that can run an allocation's steps, by the name allocation.json gives
-#: (`engine`, default "steps"). An engine takes the allocation directory and the job id,
-#: runs the steps of allocation.json on the nodes of `nodefile`, and writes the events
-#: above to steps.jsonl: the submitting side reads nothing else. "flux": a Flux instance
-#: nested in the allocation runs each step as a Flux job (execute.nested).
-ENGINES: dict[str, Callable[[Path, str], Engine]] = {"steps": Runner, "flux": FluxEngine}
-
-
-def main(argv: list[str]) -> int:
-    """`python -m scalestudy.execute.allocation DIR JOB_ID`: the allocation's engine."""
-    if len(argv) != 2:
-        print("usage: python -m scalestudy.execute.allocation DIR JOB_ID", file=sys.stderr)
-        return 2
-    directory = Path(argv[0])
-    name = allocfile.read(directory).get("engine", "steps")
-    engine = ENGINES.get(name)
-    if engine is None:
-        print(f"allocation engine {name!r} is not known here (known: "
-              f"{', '.join(sorted(ENGINES))}): this scalestudy is older than the one that "
-              "wrote allocation.json", file=sys.stderr)
-        return 2
-    return int(engine(directory, argv[1]).run())
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
