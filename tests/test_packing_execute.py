@@ -130,3 +130,36 @@ def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it
                .read_text() for a in planned}
     for a in planned:
         assert f"#PBS -q {a.queue}" in scripts[a.index], scripts[a.index][:400]
+
+
+def test_an_allocation_is_queued_through_the_one_submit_loop(tmp_path: Path) -> None:
+    """Each run's intent (naming the allocation) before sbatch, its job line (the
+    allocation's id) and QUEUED status after; a refused submission leaves the intents
+    alone and says how many runs went before."""
+    import json
+
+    from scalestudy.core.errors import SubmitError
+    from scalestudy.execute.packing.allocations import queue_allocations
+    from scalestudy.execute.packing.plan import pack
+    from scalestudy.execute.status import read_status
+    from tests.test_tracking import FakeSlurm
+
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    planned = pack(plan.runs, lambda r: 60.0, 600)
+    fake = FakeSlurm()
+    done, placed = queue_allocations(plan, planned, fake)
+    assert fake.submitted() == 1 and [q.name for q in placed] == ["a1"]
+    assert sorted(r.run_id for r, _ in done) == sorted(r.run_id for r in plan.runs)
+    lines = [json.loads(ln) for ln in (plan.directory / "jobs.jsonl").read_text().splitlines()]
+    n = len(plan.runs)
+    assert all(ln.get("intent") and ln["allocation"] == "a1" for ln in lines[:n])
+    assert all(ln["job_id"] == "101" and ln["via"] == "pack" and ln["allocation"] == "a1"
+               for ln in lines[n:]) and len(lines) == 2 * n
+    status = read_status(plan.run_dir(plan.runs[0]))
+    assert status.state is RunState.QUEUED and status.reason == "a step of allocation a1"
+    with pytest.raises(SubmitError, match=r"0 run\(s\) were submitted before this"):
+        queue_allocations(plan, planned, FakeSlurm(fail_after=0))
+    after = (plan.directory / "jobs.jsonl").read_text().splitlines()
+    assert len(after) == 3 * n and all('"intent": true' in ln for ln in after[2 * n:])
