@@ -1,4 +1,5 @@
-"""The step runner inside a packed allocation (execute.allocation), run for real: steps
+"""The step runner inside a packed allocation (execute.packing.runner, started as the
+job script starts it: `python -m scalestudy.execute.allocation`), run for real: steps
 are processes on disjoint hosts, journaled before they start and when they end, stopped
 at their own limit, cut off (not ended) when the allocation ends, skipped once ended."""
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.execute.allocation import Event, StepEvent, read_events, step_hostfile
+from scalestudy.execute.packing.runner import step_hostfile
+from scalestudy.execute.packing.steplog import Event, StepEvent, read_events
 
 
 def make(tmp_path: Path, steps: list[tuple[str, int, str, int]], hosts: int = 4,

@@ -91,9 +91,10 @@ def names_compared(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
 
 
 def scheduler_and_engine_names() -> set[str]:
+    from scalestudy.execute.packing.engines import ENGINES
     from scalestudy.site import schedulers
 
-    return set(schedulers.names()) | set(schedulers.PACK_ENGINES)
+    return set(schedulers.names()) | set(ENGINES)
 
 
 def test_no_caller_compares_a_scheduler_or_engine_name() -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from scalestudy.execute.allocation import read_events
+from scalestudy.execute.packing.steplog import read_events
 from tests.conftest import run_cli
 from tests.test_e2e_pack_slurm import completions
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pytest
 
-from scalestudy.execute.allocation import read_events
+from scalestudy.execute.packing.steplog import read_events
 from tests.test_e2e_pbs import PROFILE, cli, write
 
 if TYPE_CHECKING:

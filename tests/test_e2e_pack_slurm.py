@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.allocation import read_events
+from scalestudy.execute.packing.steplog import read_events
 from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

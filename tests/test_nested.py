@@ -1,4 +1,4 @@
-"""The Flux engine of a packed allocation (execute.nested) and what a study with
+"""The Flux engine of a packed allocation (execute.packing.nested) and what a study with
 `pack_engine: flux` writes: Flux's host lists and outcomes in the step journal's words,
 each step the run's own Flux job script, the allocation starting Flux under srun, and
 the clear refusals. The engine against a real Flux nested in a real Slurm job is in
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.errors import ScalestudyError
-from scalestudy.execute.nested import FluxEngine, expand
+from scalestudy.execute.packing.allocations import check_engine
+from scalestudy.execute.packing.nested import FluxEngine, expand
 from scalestudy.study import RunRequest, make_plan, run
-from scalestudy.study.packing import check_engine
 from tests.test_packing_execute import Quiet
 from tests.test_tracking import PROFILE
 

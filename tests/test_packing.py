@@ -1,4 +1,4 @@
-"""Packing a study into allocations (site.packing): the order keeps repeats apart, small
+"""Packing a study into allocations (execute.packing.plan): the order keeps repeats apart, small
 runs share an allocation side by side, the walltime follows the schedule, and a queue's
 longest walltime or node limit splits the study."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run
-from scalestudy.site.packing import order, pack, schedule, walltime_for
+from scalestudy.execute.packing.plan import order, pack, schedule, walltime_for
 
 
 def run(run_id: str, nodes: int, repeat: int = 0) -> Run:

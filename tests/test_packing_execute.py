@@ -10,8 +10,8 @@ import pytest
 
 from scalestudy.core.states import JobStatus, RunState
 from scalestudy.execute.journal import Job
-from scalestudy.execute.packing import step_state, step_times
-from scalestudy.execute.steplog import Event, StepEvent
+from scalestudy.execute.packing.steplog import Event, StepEvent
+from scalestudy.execute.packing.steps import step_state, step_times
 from scalestudy.site.schedulers import JobState
 from scalestudy.study import RunRequest, make_plan, run
 from tests.test_tracking import PROFILE, SPEC
@@ -75,14 +75,16 @@ def test_a_step_whose_allocation_had_ended_is_interrupted_not_failed(tmp_path: P
     failed."""
     from scalestudy.site.schedulers.slurm import Slurm
 
+    assert Slurm.packing is not None
+    gone_said = Slurm.packing.allocation_gone
     over = JobState("77", JobStatus.CANCELLED, "CANCELLED by 0")
     failed = StepEvent(Event.ENDED, "2026-11-26T00:03:30+00:00", "r1", rc=1)
     (tmp_path / "stderr.log").write_text("Traceback (most recent call last):\n"
                                          "RuntimeError: the program's own failure\n")
-    own = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    own = step_state(tmp_path, ENTRY, over, failed, gone_said)
     assert own.ended is not None and own.ended.state is JobStatus.FAILED
     (tmp_path / "stderr.log").write_text("srun: error: Slurm job 101 has expired\n")
-    gone = step_state(tmp_path, ENTRY, over, failed, Slurm.allocation_gone)
+    gone = step_state(tmp_path, ENTRY, over, failed, gone_said)
     assert gone.state is RunState.INTERRUPTED and gone.ended is None
     assert "Slurm job 101 has expired" in (gone.reason or "")
     assert step_state(tmp_path, ENTRY, over, failed).ended is not None  # no pattern: failed
@@ -114,9 +116,10 @@ def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it
                     "grid: {nodes: [1, 2, 4, 8, 16], batch_size: [64]}\n"
                     "job: {account: A, walltime: '00:20:00', pack: true}\n")
     plan = make_plan(spec, tmp_path / "results")
-    from scalestudy.study.packing import allocations
+    from scalestudy.execute.packing.queues import allocations
+    from scalestudy.study.packing import expected_times
 
-    planned = allocations(plan, plan.runs)
+    planned = allocations(plan, plan.runs, expected_times(plan))
     by_queue = {a.queue: sorted({s.run.nodes for s in a.steps}) for a in planned}
     assert set(by_queue) == {"debug-scaling", "prod"}
     assert by_queue["prod"] == [16] and max(by_queue["debug-scaling"]) <= 10
@@ -127,3 +130,36 @@ def test_a_packed_study_across_queues_sends_each_allocation_to_one_that_takes_it
                .read_text() for a in planned}
     for a in planned:
         assert f"#PBS -q {a.queue}" in scripts[a.index], scripts[a.index][:400]
+
+
+def test_an_allocation_is_queued_through_the_one_submit_loop(tmp_path: Path) -> None:
+    """Each run's intent (naming the allocation) before sbatch, its job line (the
+    allocation's id) and QUEUED status after; a refused submission leaves the intents
+    alone and says how many runs went before."""
+    import json
+
+    from scalestudy.core.errors import SubmitError
+    from scalestudy.execute.packing.allocations import queue_allocations
+    from scalestudy.execute.packing.plan import pack
+    from scalestudy.execute.status import read_status
+    from tests.test_tracking import FakeSlurm
+
+    (tmp_path / "fake.yaml").write_text(PROFILE)
+    (tmp_path / "study.yaml").write_text(SPEC.format(profile=tmp_path / "fake.yaml"))
+    plan = make_plan(tmp_path / "study.yaml", tmp_path / "results")
+    planned = pack(plan.runs, lambda r: 60.0, 600)
+    fake = FakeSlurm()
+    done, placed = queue_allocations(plan, planned, fake)
+    assert fake.submitted() == 1 and [q.name for q in placed] == ["a1"]
+    assert sorted(r.run_id for r, _ in done) == sorted(r.run_id for r in plan.runs)
+    lines = [json.loads(ln) for ln in (plan.directory / "jobs.jsonl").read_text().splitlines()]
+    n = len(plan.runs)
+    assert all(ln.get("intent") and ln["allocation"] == "a1" for ln in lines[:n])
+    assert all(ln["job_id"] == "101" and ln["via"] == "pack" and ln["allocation"] == "a1"
+               for ln in lines[n:]) and len(lines) == 2 * n
+    status = read_status(plan.run_dir(plan.runs[0]))
+    assert status.state is RunState.QUEUED and status.reason == "a step of allocation a1"
+    with pytest.raises(SubmitError, match=r"0 run\(s\) were submitted before this"):
+        queue_allocations(plan, planned, FakeSlurm(fail_after=0))
+    after = (plan.directory / "jobs.jsonl").read_text().splitlines()
+    assert len(after) == 3 * n and all('"intent": true' in ln for ln in after[2 * n:])

@@ -76,7 +76,8 @@ def test_a_scheduler_is_found_by_its_name_and_says_what_it_can(cls: type[Schedul
     assert cls.template, "a job template: a file in templates/ or template_source"
     assert set(cls.job_options) <= set(Job.model_fields), "job: keys the spec has"
     assert cls.queue_key is None or cls.queue_key in cls.job_options
-    for pattern in (cls.transient, cls.not_queued, cls.log_noise, cls.allocation_gone,
+    for pattern in (cls.transient, cls.not_queued, cls.log_noise,
+                    cls.packing.allocation_gone if cls.packing else "",
                     *cls.log_patterns.values()):
         re.compile(pattern)
     needed = schedulers.get(cls.name).needed_commands()
@@ -94,6 +95,34 @@ def test_its_template_renders_a_job_of_one_and_of_two_nodes(
             assert cls.job_id_variable in text
     if cls.queued:
         assert scripts[0][2] != scripts[1][2], "the directives ask for the nodes"
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=_ids)
+def test_what_it_offers_a_packed_allocation_renders_one(cls: type[Scheduler],
+                                                        tmp_path: Path) -> None:
+    """`packing`: None (`run --pack` is refused in one line), or the node file, and an
+    allocation script of its 1- and 2-node runs that bash reads."""
+    from scalestudy.execute.packing.plan import pack
+    from scalestudy.execute.packing.scripts import can_pack, render_allocation
+
+    scheduler = schedulers.get(cls.name)
+    if cls.packing is None or not cls.queued:
+        with pytest.raises(ScalestudyError, match="cannot run steps here"):
+            can_pack(scheduler)
+        return
+    assert isinstance(cls.packing, schedulers.Packing) and cls.packing.nodes_command
+    assert not (cls.packing.job_is_flux_instance and cls.packing.starts_flux)
+    system = SystemProfile.model_validate({
+        "name": f"conform-{cls.name}", "scheduler": cls.name, "launcher": "mpirun",
+        "gpus_per_node": 4, "cores_per_node": 16, "max_nodes": 2})
+    study = parse_study(f"name: conform\nsystem: conform-{cls.name}\n"
+                        "grid: {nodes: [1, 2], ranks_per_node: [2]}\n"
+                        "job: {account: proj, walltime: '00:10:00', pack: true}\n",
+                        str(tmp_path / "conform.yaml"))
+    (allocation,) = pack(expand(study), lambda run: 60.0, 600)
+    text = render_allocation(study, system, allocation, "a1", tmp_path / "a1", "python3")
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert cls.packing.nodes_command in text and "scalestudy.execute.allocation" in text
 
 
 @pytest.mark.parametrize("cls", QUEUED, ids=_ids)

@@ -179,7 +179,6 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
     submission fails, what was submitted stays recorded and SubmitError says how many.
     """
     now_runs, later = with_room(plan, runs, active, max_jobs)
-    scheduler = plan.scheduler
     submitter = submitter_for(plan)
     book = journal(plan)
     attempts = book.jobs_per_run()  # read once for the whole batch
@@ -189,20 +188,38 @@ def queue_runs(plan: Plan, runs: Sequence[Run], active: Sequence[str],
     for run in now_runs:
         run_dir = plan.run_dir(run).resolve()
         ws.archive_attempt(run_dir, plan.campaign)
-        script = run_dir / ws.SCRIPT
-        attempt = attempts.get(run.run_id, 0) + 1
-        book.record(Intent(run.run_id, attempt, now()))
         try:
-            job_id = commands.submit(scheduler, script, runner,
-                                     plan.system.scheduler_options.submit_args,
-                                     placer.args(run))
+            job_id = submit_recorded(plan, book, [run], attempts, run_dir / ws.SCRIPT,
+                                     submitter.via, runner, placer.args(run))
         except SubmitError as exc:
             raise SubmitError(
                 f"{exc}\n{len(done)} job(s) were submitted before this and are recorded in "
                 f"{book.path}; run the same command again to submit the rest"
             ) from None
-        book.record(Job(run.run_id, job_id, attempt, scheduler.name, submitter.via, now()))
-        write_status(run_dir, RunStatus(RunState.QUEUED, job_id=job_id, submitted_at=now()))
-        attempts[run.run_id] = attempt
         done.append((run, job_id))
     return Submission(done, len(active) + len(done), later)
+
+
+def submit_recorded(plan: Plan, book: Journal, runs: Sequence[Run], attempts: dict[str, int],
+                    script: Path, via: str, runner: commands.CommandRunner,
+                    more: Sequence[str] = (), allocation: str | None = None,
+                    reason: str | None = None) -> str:
+    """Queue one job script for `runs` (one run, or the steps of a packed `allocation`)
+    with the journal's guarantees: each run's intent before the submit command, its job
+    line and QUEUED status (with `reason`) after; `attempts` (run id -> attempts so far)
+    counts them. Its job id; SubmitError as the command said it (nothing recorded after
+    the intents)."""
+    scheduler = plan.scheduler
+    attempt = {r.run_id: attempts.get(r.run_id, 0) + 1 for r in runs}
+    for run in runs:
+        book.record(Intent(run.run_id, attempt[run.run_id], now(), allocation))
+    job_id = commands.submit(scheduler, script, runner,
+                             plan.system.scheduler_options.submit_args, more)
+    at = now()
+    for run in runs:
+        book.record(Job(run.run_id, job_id, attempt[run.run_id], scheduler.name, via, at,
+                        allocation=allocation))
+        write_status(plan.run_dir(run), RunStatus(RunState.QUEUED, job_id=job_id,
+                                                  submitted_at=at, reason=reason))
+        attempts[run.run_id] = attempt[run.run_id]
+    return job_id

@@ -20,12 +20,13 @@ from typing import Any
 from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.grid import Run, job_name
 from scalestudy.core.states import JobStatus, RunState
-from scalestudy.execute import commands, packing
+from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.diagnose import diagnose
 from scalestudy.execute.journal import Intent, Job, Resolved, now
+from scalestudy.execute.packing import steps as packed
+from scalestudy.execute.packing.steplog import StepEvent
 from scalestudy.execute.status import RunStatus, read_status, write_status
-from scalestudy.execute.steplog import StepEvent
 from scalestudy.execute.submit import JobLimit, Submission, journal, queue_runs
 from scalestudy.site.plan import Plan
 from scalestudy.site.schedulers import JobState
@@ -100,7 +101,7 @@ class Tracker:
                 job = found.get(scheduler.short_id(entry.job_id))
                 if entry.allocation:
                     if entry.allocation not in steps:
-                        steps[entry.allocation] = packing.events_by_run(plan, entry.allocation)
+                        steps[entry.allocation] = packed.events_by_run(plan, entry.allocation)
                     view = self._step(run, entry, job,
                                       steps[entry.allocation].get(run.run_id, []))
                 else:
@@ -114,16 +115,18 @@ class Tracker:
               events: list[StepEvent]) -> RunView:
         """A packed run: its step's state inside its allocation."""
         run_dir = self.plan.run_dir(run)
+        packing = self.plan.scheduler.packing
+        gone = packing.allocation_gone if packing is not None else ""
         if job is None and _age_s(entry) >= GRACE_S:
             job = JobState(entry.job_id, JobStatus.LOST, "not listed")
-        found = packing.step_state(run_dir, entry, job, events[-1] if events else None,
-                                   self.plan.scheduler.allocation_gone)
+        found = packed.step_state(run_dir, entry, job, events[-1] if events else None,
+                                   gone)
         if found.ended is not None:
             view = self._update(run, entry, found.ended)
-            packing.add_times(run_dir, packing.step_times(events))
+            packed.add_times(run_dir, packed.step_times(events))
             return view
         if found.state is RunState.INTERRUPTED:
-            packing.interrupt(run_dir, entry, found.reason)
+            packed.interrupt(run_dir, entry, found.reason)
             return RunView(run, found.state, entry.job_id, found.reason)
         said = (found.state.value, job.raw if job else "", found.reason or "")
         if self.written.get(run.run_id) != said:

@@ -115,6 +115,10 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             "no allocation to pack into; remove `pack`" if not scheduler.queued else
             "packed runs are steps of scalestudy's own allocation script: use `submit: "
             "native` with `pack: true`")))
+    elif job.pack and scheduler.packing is None:
+        problems.append((("job", "pack"), (
+            f"system {system.name!r} uses {system.scheduler}, which cannot run runs as "
+            "steps of one allocation: remove `pack`")))
     if not scheduler.queued:
         problems += _local_backend_checks(study)
     problems += containers.checks(study, system)

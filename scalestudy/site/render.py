@@ -7,7 +7,6 @@ never run a command it does not spell out as a command (`job.setup`, `command`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex
@@ -27,10 +26,8 @@ from scalestudy.core.values import JSONObject
 from scalestudy.site import containers, envrecord, ports, schedulers
 from scalestudy.site.context import TemplateContext
 from scalestudy.site.launchers import Launch, Shell, launch_words
-from scalestudy.site.packing import Allocation
-from scalestudy.site.profiles import LauncherOptions, SchedulerOptions, SystemProfile
+from scalestudy.site.profiles import SystemProfile
 from scalestudy.site.program import program as make_program
-from scalestudy.site.queues import hms
 from scalestudy.site.routing import queue_for
 from scalestudy.site.schedulers import JobRequest
 
@@ -335,48 +332,3 @@ def _render(study: Study, system: SystemProfile, run: Run, run_dir: Path,
         raise ScalestudyError(
             f"{where}{':' + str(line) if line else ''}: job template error: {exc.message}"
         ) from None
-
-
-def flux_steps(study: Study, system: SystemProfile) -> tuple[Study, SystemProfile]:
-    """The study and profile a packed allocation's steps are rendered with when a nested
-    Flux instance runs them: each step is then the run's own Flux job script (`# flux:`
-    directives for its nodes, time limit and log; `flux run` starting its ranks, one
-    core set each, one GPU each where the nodes have GPUs). The site's queue, account
-    and directives are the allocation's business, not the nested instance's."""
-    job = study.job.model_copy(update={
-        "account": None, "queue": None, "partition": None, "qos": None, "constraint": None,
-        "filesystems": None, "extra_directives": []})
-    gpus = bool(system.gpus_per_node)
-    torchrun = system.launcher == "torchrun"
-    nested = system.model_copy(update={
-        "scheduler": "flux", "launcher": "torchrun" if torchrun else "flux",
-        "scheduler_options": SchedulerOptions(gpus_directive="none"),
-        "launcher_options": LauncherOptions(
-            cpu_bind="per-task", gpu_bind="per-task" if gpus else None,
-            gpus_per_task=1 if gpus else None, torchrun_via="flux" if torchrun else None)})
-    return study.model_copy(update={"job": job}), nested
-
-
-def render_allocation(study: Study, system: SystemProfile, allocation: Allocation, name: str,
-                      alloc_dir: Path, python: str) -> str:
-    """The job script of a packed allocation: the largest run's request on the
-    allocation's nodes for its walltime, then the step runner (`python`: one that imports
-    scalestudy, on a filesystem the nodes share)."""
-    scheduler = schedulers.get(system.scheduler)
-    largest = max((s.run for s in allocation.steps),
-                  key=lambda r: (r.nodes, r.ranks_per_node))
-    base = job_request(study, system, largest, alloc_dir)
-    request = dataclasses.replace(
-        base, name=job_name(study.name, f"pack-{name}"), nodes=allocation.nodes,
-        ranks_per_node=max(s.run.ranks_per_node for s in allocation.steps),
-        walltime=hms(allocation.walltime_s), stdout=str(alloc_dir / "allocation.log"),
-        stderr=str(alloc_dir / "allocation.log"))
-    template = environment(template_dir(study)).get_template("allocation.sh.j2")
-    flux_jobs = scheduler.pack_engine(study.job.pack_engine).flux_jobs
-    return template.render(
-        directives=scheduler.directives(request), version=__version__, study=study.name,
-        name=name, steps=len(allocation.steps), nodes=allocation.nodes,
-        alloc_dir=str(alloc_dir), nodes_command=scheduler.nodes_command,
-        job_id_variable=scheduler.job_id_variable, python=python,
-        flux_jobs=flux_jobs, nested_flux=None if scheduler.job_is_flux_instance
-        else scheduler.starts_flux)

@@ -16,9 +16,9 @@ from scalestudy.core.spec import walltime_seconds
 from scalestudy.core.states import RunState
 from scalestudy.execute import probe as batch_probe
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.packing import allocation_summary
+from scalestudy.execute.packing.steplog import Event
+from scalestudy.execute.packing.steps import allocation_summary
 from scalestudy.execute.status import read_state, read_status
-from scalestudy.execute.steplog import Event
 from scalestudy.execute.submit import journal
 from scalestudy.execute.tracking import cancel_runs, refresh
 from scalestudy.results.analysis import columns as col

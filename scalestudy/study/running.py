@@ -17,14 +17,19 @@ from scalestudy.core.grid import Run, select
 from scalestudy.core.states import Failure, RunState
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.local import execute_runs
-from scalestudy.execute.packing import queue_allocations, write_allocation
+from scalestudy.execute.packing.allocations import (
+    check_engine,
+    queue_allocations,
+    write_allocation,
+)
+from scalestudy.execute.packing.queues import allocations, check_packed_budget
 from scalestudy.execute.status import RunStatus, read_state, read_status
 from scalestudy.execute.submit import prepare
 from scalestudy.execute.tracking import Tracker, follow, recover, submit_runs
 from scalestudy.site.plan import Plan
 from scalestudy.study.history import check_store
 from scalestudy.study.outcomes import report
-from scalestudy.study.packing import allocations, check_engine, check_packed_budget
+from scalestudy.study.packing import expected_times
 from scalestudy.study.planning import (
     MAX_ATTEMPTS,
     check_budget,
@@ -36,7 +41,7 @@ from scalestudy.study.planning import (
 )
 
 if TYPE_CHECKING:
-    from scalestudy.execute.packing import Queued as QueuedAllocation
+    from scalestudy.execute.packing.allocations import Queued as QueuedAllocation
     from scalestudy.execute.submit import JobLimit
     from scalestudy.execute.tracking import RunView
     from scalestudy.report.build import Report
@@ -154,7 +159,8 @@ def submit_packed(plan: Plan, only: str | None, rerun: Rerun | None, max_attempt
     views = Tracker(plan).refresh()
     selection = choose_runs(plan, only, rerun, max_attempts,
                             {k: v.state for k, v in views.items()})
-    planned = allocations(plan, selection.todo, found) if selection.todo else []
+    planned = (allocations(plan, selection.todo, expected_times(plan), found)
+               if selection.todo else [])
     check_packed_budget(planned, budget)
     submitted, placed = queue_allocations(plan, planned)
     active = sum(1 for v in views.values() if v.state.active) + len(submitted)
@@ -381,7 +387,8 @@ def _dry_pack(plan: Plan, selection: Selection, request: RunRequest, screen: Scr
     """`run --pack --dry-run`: the steps' scripts and each allocation's script, written to
     allocations/dry-run-<n>/ (never a name a real allocation takes); those runs."""
 
-    planned = allocations(plan, selection.todo) if selection.todo else []
+    planned = (allocations(plan, selection.todo, expected_times(plan))
+               if selection.todo else [])
     check_packed_budget(planned, request.budget)
     for a in planned:
         script = write_allocation(plan, a, f"dry-run-{a.index}", archive=False)

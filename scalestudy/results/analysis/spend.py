@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scalestudy.execute.journal import Journal
-from scalestudy.execute.steplog import Event, StepEvent, read_events
+from scalestudy.execute.packing.steplog import Event, StepEvent, read_events
 from scalestudy.results.analysis import columns as col
 
 

@@ -28,26 +28,31 @@ from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
-__all__ = ["PACK_ENGINES", "Failure", "JobRequest", "JobState", "JobStatus", "PackEngine",
-           "Scheduler", "SubmitError", "check_token", "classes", "get", "names", "register",
+__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Packing", "Scheduler",
+           "SubmitError", "check_token", "classes", "get", "names", "register",
            "template_source"]
 
 
 @dataclass(frozen=True)
-class PackEngine:
-    """What runs a packed allocation's steps; callers ask it what it does, never its name."""
+class Packing:
+    """What a scheduler offers a packed allocation (`run --pack`: several runs as the
+    steps of one job; execute.packing). A scheduler that cannot pack has none."""
 
-    #: The name allocation.json records (`engine`); execute.allocation runs it by name.
-    name: str
-    #: Each step is a Flux job of an instance inside the allocation: the run's own Flux
-    #: job script, its output joined into flux.log. Else a step of scalestudy's runner on
-    #: its own hosts ($SCALESTUDY_STEP_HOSTFILE).
-    flux_jobs: bool
-
-
-#: The engines a spec may ask for (`job.pack_engine`), by name.
-PACK_ENGINES: dict[str, PackEngine] = {
-    e.name: e for e in (PackEngine("steps", flux_jobs=False), PackEngine("flux", flux_jobs=True))}
+    #: Shell that prints the allocation's nodes, one line per node or per rank slot, into
+    #: the node file the engine hands out.
+    nodes_command: str
+    #: `nodes_command` names each node once: a step's host file says `slots=N`.
+    slots_lines: bool = False
+    #: A job is a Flux instance of its own: the steps are Flux jobs in it, whatever
+    #: engine the spec asks for.
+    job_is_flux_instance: bool = False
+    #: Shell words that start a Flux instance over the whole job, one broker per node,
+    #: followed by its first program (the `flux` engine); None: the scheduler has no way
+    #: here to start one.
+    starts_flux: str | None = None
+    #: What a step's launcher prints when the allocation it was to start in has just
+    #: ended (a regex): the step never ran, so its run was interrupted, not failed.
+    allocation_gone: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,22 +150,15 @@ class Scheduler:
     hostfile: ClassVar[str | None] = None
     #: Whether submitit can submit to it (`job: {submit: submitit}`).
     submitit: ClassVar[bool] = False
-    #: Shell that prints a job's nodes (one line per node, or per rank slot): a packed
-    #: allocation's step runner hands them out (None: no packing on this scheduler).
+    #: Shell that prints the job's hosts, one line per node in rank order (the job
+    #: template's hosts block; None: the template lists them its own way).
     nodes_command: ClassVar[str | None] = None
     #: The variable holding the job's id inside the job.
     job_id_variable: ClassVar[str | None] = None
-    #: `nodes_command` names each node once: a step's host file says `slots=N`.
-    slots_lines: ClassVar[bool] = False
     #: The scheduler joins a job's stderr into its log (`log_name`).
     joins_output: ClassVar[bool] = False
-    #: A job is a Flux instance of its own: a packed allocation's steps are Flux jobs in
-    #: it, whatever engine the spec asks for.
-    job_is_flux_instance: ClassVar[bool] = False
-    #: Shell words that start a Flux instance over the whole job, one broker per node,
-    #: followed by its first program (a packed allocation's `flux` engine); None: the
-    #: scheduler has no way here to start one.
-    starts_flux: ClassVar[str | None] = None
+    #: What it offers a packed allocation (`run --pack`); None: it cannot pack.
+    packing: ClassVar[Packing | None] = None
     #: What its commands print when the controller is busy or restarting (a regex,
     #: matched ignoring case): such a failed query is tried again (execute.commands).
     transient: ClassVar[str] = ""
@@ -176,14 +174,6 @@ class Scheduler:
     #: Starts of the lines its commands write into a job's stderr, which are never the
     #: program's last words (a regex).
     log_noise: ClassVar[str] = ""
-    #: What a packed step's launcher prints when the allocation it was to start in has
-    #: just ended (a regex): the step never ran, so its run was interrupted, not failed.
-    allocation_gone: ClassVar[str] = ""
-
-    def pack_engine(self, asked: str) -> PackEngine:
-        """The engine of this scheduler's packed allocations, given the spec's (a job
-        that is a Flux instance already runs its steps as Flux jobs, whatever it asks)."""
-        return PACK_ENGINES["flux" if self.job_is_flux_instance else asked]
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

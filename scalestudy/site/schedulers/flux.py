@@ -28,6 +28,7 @@ from scalestudy.site.schedulers import (
     JobRequest,
     JobState,
     JobStatus,
+    Packing,
     Scheduler,
     SubmitError,
     check_token,
@@ -121,6 +122,10 @@ def job_state(job: Mapping[str, Any]) -> JobState:
     return JobState(job_id, FAILED, raw, code, reason, signalled=bool(code and code > 128))
 
 
+#: The job's hosts, one per line (the job script's, and a packed allocation's node file).
+_NODES = "flux hostlist --expand --delimiter='\\n' local"
+
+
 @register
 class Flux(Scheduler):
     """Flux (flux batch/jobs/cancel), as on LLNL's El Capitan."""
@@ -133,10 +138,10 @@ class Flux(Scheduler):
     log_name = "flux.log"
     job_id_variable = "FLUX_ENCLOSING_ID"
     joins_output = True
+    nodes_command = _NODES
     # A batch job is a Flux instance of its own: a packed allocation's steps are Flux
     # jobs in it (engine flux), no step runner handing out nodes.
-    nodes_command = "flux hostlist --expand --delimiter='\\n' local"
-    job_is_flux_instance = True
+    packing = Packing(nodes_command=_NODES, job_is_flux_instance=True)
     # The broker's socket is gone or refuses (its instance restarting).
     transient = not_queued = \
         r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)"

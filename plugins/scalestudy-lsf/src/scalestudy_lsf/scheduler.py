@@ -179,8 +179,9 @@ class LSF(Scheduler):
     log_name = "lsf.log"
     joins_output = True
     job_id_variable = "LSB_JOBID"
-    # No packing: jsrun places a job step by resource sets, never on named hosts.
-    nodes_command = None
+    # No packing (`run --pack`): jsrun places a job step by resource sets, never on
+    # named hosts.
+    packing = None
     # mbatchd busy, restarting or out of reach (bsub and bjobs say so, and wait).
     transient = (r"LSF is processing your request|Cannot connect to LSF|"
                  r"batch system daemon not responding|LSF is down|"

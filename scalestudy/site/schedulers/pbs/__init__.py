@@ -16,6 +16,7 @@ from scalestudy.site.schedulers import (
     JobRequest,
     JobState,
     JobStatus,
+    Packing,
     Scheduler,
     SubmitError,
     check_token,
@@ -189,8 +190,9 @@ class PBSPro(Scheduler):
     queue_key = "queue"
     log_name = "pbs.log"
     hostfile = '"$PBS_NODEFILE"'
-    nodes_command = 'cat "$PBS_NODEFILE"'
     job_id_variable = "PBS_JOBID"
+    # A packed allocation's node file: PBS_NODEFILE, one line per rank slot.
+    packing = Packing(nodes_command='cat "$PBS_NODEFILE"')
     joins_output = True
     # The server refused the connection or the request (pbs_iff: no credential; busy).
     transient = r"server is busy|cannot connect to server|pbs_iff|Server shutting down|" \

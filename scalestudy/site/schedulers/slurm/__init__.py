@@ -13,6 +13,7 @@ from scalestudy.site.schedulers import (
     JobRequest,
     JobState,
     JobStatus,
+    Packing,
     Scheduler,
     SubmitError,
     check_token,
@@ -128,6 +129,9 @@ def _clusters(job_ids: Sequence[str]) -> list[str]:
     names = sorted({i.partition(";")[2] for i in job_ids} - {""})
     return ["-M", ",".join(names)] if names else []
 
+#: The job's hosts, one per line (the job script's, and a packed allocation's node file).
+_NODES = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
+
 
 @register
 class Slurm(Scheduler):
@@ -139,13 +143,21 @@ class Slurm(Scheduler):
     job_options = frozenset({"partition", "qos", "constraint", "exclude_nodes"})
     queue_key = "partition"
     submitit = True
-    nodes_command = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
+    nodes_command = _NODES
     job_id_variable = "SLURM_JOB_ID"
-    slots_lines = True
-    # Flux's guide to running under Slurm: one broker per node, bootstrapped through
-    # Slurm's PMI-2; each broker gets its node's CPUs (a step otherwise gets one per
-    # task) and, as every step does, all of the job's GPUs. --ntasks: srun would take
-    # the job's SLURM_NTASKS (its ranks) otherwise.
+    packing = Packing(
+        nodes_command=_NODES, slots_lines=True,
+        # srun started as the allocation was cancelled or ran out (seen on the testbed:
+        # "srun: error: Slurm job 101 has expired")
+        allocation_gone=(r"srun: error: (?:Slurm job \d+ has expired|Unable to create step "
+                         r"for job \d+: Job/step already completing or completed)"),
+        # Flux's guide to running under Slurm: one broker per node, bootstrapped through
+        # Slurm's PMI-2; each broker gets its node's CPUs (a step otherwise gets one per
+        # task) and, as every step does, all of the job's GPUs. --ntasks: srun would take
+        # the job's SLURM_NTASKS (its ranks) otherwise.
+        starts_flux=('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
+                     '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
+                     'flux start'))
     transient = r"slurm_load_jobs error"
     log_patterns: ClassVar[dict[Failure, str]] = {
         Failure.NODE_FAILURE: r"NODE[ _]FAIL|DUE TO NODE FAILURE",
@@ -161,13 +173,6 @@ class Slurm(Scheduler):
         Failure.NOT_FOUND: r"execve\(\).*No such file",  # slurmstepd
     }
     log_noise = r"srun|slurmstepd|salloc|sbatch"
-    # srun started as the allocation was cancelled or ran out (seen on the testbed:
-    # "srun: error: Slurm job 101 has expired")
-    allocation_gone = (r"srun: error: (?:Slurm job \d+ has expired|Unable to create step for "
-                       r"job \d+: Job/step already completing or completed)")
-    starts_flux = ('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
-                  '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
-                  'flux start')
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#SBATCH` lines, short options where Slurm users write them."""

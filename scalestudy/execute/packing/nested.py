@@ -3,16 +3,17 @@ each step as a Flux job, and Flux schedules them onto the nodes that are free.
 
 The allocation's job script starts one Flux broker per node (`srun ... flux start`) with
 this engine as the instance's first program: `python -m scalestudy.execute.allocation
-DIR JOB_ID` with `"engine": "flux"` in DIR/allocation.json. Each step's script is the
-run's own Flux job script (templates/flux.sh.j2: `# flux:` directives for its nodes, its
-time limit and its log, `flux run` to start its ranks). The engine submits them all, in
-the allocation's order, with `flux batch`; Flux starts each as soon as its nodes are
-free (first come, first served), kills one at its own time limit, and says how each
-ended. The engine writes what Flux reports to DIR/steps.jsonl, as the step runner does
-(execute.allocation): `started` once Flux says the job runs (with its nodes and the
-time Flux started it), `ended` once it is inactive (its return code; `timed_out` when
-Flux's time limit took it; `why` when Flux could never start it). The submitting side
-reads nothing else. The standard library alone, like the step runner.
+DIR JOB_ID` with `"engine": "flux"` in DIR/allocation.json (execute.packing.engines).
+Each step's script is the run's own Flux job script (templates/flux.sh.j2: `# flux:`
+directives for its nodes, its time limit and its log, `flux run` to start its ranks).
+The engine submits them all, in the allocation's order, with `flux batch`; Flux starts
+each as soon as its nodes are free (first come, first served), kills one at its own
+time limit, and says how each ended. The engine writes what Flux reports to
+DIR/steps.jsonl, as the step runner does (execute.packing.runner): `started` once Flux
+says the job runs (with its nodes and the time Flux started it), `ended` once it is
+inactive (its return code; `timed_out` when Flux's time limit took it; `why` when Flux
+could never start it). The submitting side reads nothing else. The standard library
+alone, like the step runner.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scalestudy.core.values import JSONObject, member
-from scalestudy.execute import allocfile
-from scalestudy.execute.allocfile import AllocationStep
-from scalestudy.execute.steplog import POLL_S, Event, StepEvent, append, ended_runs, now
+from scalestudy.execute.packing import allocfile
+from scalestudy.execute.packing.allocfile import AllocationStep
+from scalestudy.execute.packing.steplog import POLL_S, Event, StepEvent, append, ended_runs, now
 from scalestudy.workload.env import expand_hostlist
 
 #: Seconds a step cancelled by nobody here waits before it counts as ended: the

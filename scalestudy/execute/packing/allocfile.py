@@ -1,6 +1,6 @@
-"""allocation.json, the packing hand-off, as typed records: execute.packing writes it on
-the submitting side; the engine inside the allocation (execute.allocation's Runner,
-execute.nested's FluxEngine) and `status` read it. It crosses a process boundary (and
+"""allocation.json, the packing hand-off, as typed records: execute.packing.allocations
+writes it on the submitting side; the engine inside the allocation (runner's Runner,
+nested's FluxEngine) and `status` read it. It crosses a process boundary (and
 a release, for a requeued allocation), so its keys are declared here once."""
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""Packed runs, the submitting side: write each run's step script and the allocation's
-job script, queue the allocation with the journal's guarantees, and read a packed run's
-state from its allocation's job and the step journal the allocation keeps.
+"""A packed run's state, read back from its allocation: the allocation's job and the step
+journal its engine keeps (execute.packing.steplog), and each allocation as `status` shows
+it.
 
-A packed run's journal line names its allocation (results/<study>/allocations/<name>);
-its job id is the allocation's. Its state: the step journal's last event for it while
-the allocation lives (not started: queued; started: running; ended: settled from its
-exit code, a step stopped at its own limit as walltime); once the allocation has ended,
-a step it never ended (or never started) is `interrupted`, which the next `run` starts
-again in a new allocation: no run is lost, and none that ended is run twice.
+While the allocation lives, a packed run's state is its step's last event (not started:
+queued; started: running; ended: settled from its exit code, a step stopped at its own
+limit as walltime); once the allocation has ended, a step it never ended (or never
+started) is `interrupted`, which the next `run` starts again in a new allocation: no run
+is lost, and none that ended is run twice.
 """
 
 from __future__ import annotations
@@ -15,81 +14,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TypedDict
 
-from scalestudy.core.grid import Run
 from scalestudy.core.states import Failure, JobStatus, RunState
-from scalestudy.execute import allocfile, commands
 from scalestudy.execute import workspace as ws
-from scalestudy.execute.allocfile import AllocationSpec, AllocationStep
-from scalestudy.execute.images import digest_for
-from scalestudy.execute.journal import Intent, Job, Journal, now
+from scalestudy.execute.journal import Job, Journal
+from scalestudy.execute.packing import allocfile
+from scalestudy.execute.packing.allocations import root
+from scalestudy.execute.packing.steplog import Event, StepEvent, read_events
 from scalestudy.execute.status import RunStatus, read_status, write_status
-from scalestudy.execute.steplog import Event, StepEvent, read_events
-from scalestudy.site.packing import Allocation
 from scalestudy.site.plan import Plan
-from scalestudy.site.render import flux_steps, render, render_allocation
-from scalestudy.site.schedulers import JobState, SubmitError
-
-SCHEMA = "scalestudy.allocation/1"
-
-
-def root(plan: Plan) -> Path:
-    """results/<study>/allocations."""
-    return plan.directory / "allocations"
-
-
-def next_index(plan: Plan) -> int:
-    """The number the next allocation of the study takes (a1, a2, ...; never reused)."""
-    taken = [int(p.name[1:]) for p in root(plan).glob("a*") if p.name[1:].isdigit()]
-    return max(taken, default=0) + 1
-
-
-def write_allocation(plan: Plan, allocation: Allocation, name: str,
-                     archive: bool = True) -> Path:
-    """Write the steps' scripts (runs/<id>/job.sh, each run's files of an earlier attempt
-    kept in attempts/<n>/ unless `archive` is false: a dry run), allocation.json and the
-    allocation's job script; its path."""
-    alloc_dir = (root(plan) / name).resolve()
-    alloc_dir.mkdir(parents=True, exist_ok=True)
-    scheduler = plan.scheduler
-    engine = scheduler.pack_engine(plan.study.job.pack_engine)
-    # A nested Flux runs each step as the run's own Flux job script (and writes its log).
-    study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
-        plan.study, plan.system)
-    step_log = "flux.log" if engine.flux_jobs else scheduler.log_name
-    steps: list[AllocationStep] = []
-    for step in allocation.steps:
-        run = step.run
-        run_dir = plan.run_dir(run).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if archive:
-            ws.archive_attempt(run_dir, plan.campaign)
-        ws.write_run(run_dir, run.params())
-        script = run_dir / ws.SCRIPT
-        ws.write_text_atomic(script, render(
-            study, system, run, run_dir, step=not engine.flux_jobs,
-            digest=digest_for(study.container_named(run.container))), mode=0o755)
-        joined = engine.flux_jobs or scheduler.joins_output
-        steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
-                      "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
-                      "limit_s": step.limit_s, "expected_s": step.expected_s,
-                      "log": step_log, "err": step_log if joined else "stderr.log"})
-    spec: AllocationSpec = {
-        "schema": SCHEMA, "study": plan.study.name, "name": name, "engine": engine.name,
-        "nodes": allocation.nodes,
-        "walltime_s": allocation.walltime_s, "slots_lines": scheduler.slots_lines,
-        "expected_idle_node_s": round(allocation.idle_node_s, 1), "steps": steps}
-    ws.write_json_atomic(alloc_dir / allocfile.NAME, spec)
-    script = alloc_dir / ws.SCRIPT
-    ws.write_text_atomic(script, render_allocation(plan.study, plan.system, allocation, name,
-                                                   alloc_dir, sys.executable), mode=0o755)
-    return script
+from scalestudy.site.schedulers import JobState
 
 
 class AllocationSummary(TypedDict):
@@ -101,56 +40,6 @@ class AllocationSummary(TypedDict):
     walltime_s: int | None
     steps: list[str]
     events: list[StepEvent]
-
-
-@dataclass(frozen=True)
-class Queued:
-    """One allocation queued: its name (allocations/<name>), job id and plan."""
-
-    name: str
-    job_id: str
-    allocation: Allocation
-
-
-def queue_allocations(plan: Plan, allocations: Sequence[Allocation],
-                      runner: commands.CommandRunner = commands.run_command
-                      ) -> tuple[list[tuple[Run, str]], list[Queued]]:
-    """Write and submit each allocation: an intent for each of its runs before the
-    submit command, their job lines (the allocation's id) after; (run, job id) of each
-    run, and the allocations queued."""
-    book = Journal(plan.directory / "jobs.jsonl")
-    attempts = book.jobs_per_run()
-    scheduler = plan.scheduler
-    done: list[tuple[Run, str]] = []
-    placed: list[Queued] = []
-    index = next_index(plan)
-    for allocation in allocations:
-        name = f"a{index}"
-        index += 1
-        script = write_allocation(plan, allocation, name)
-        runs = [s.run for s in allocation.steps]
-        for run in runs:
-            book.record(Intent(run.run_id, attempts.get(run.run_id, 0) + 1, now(), name))
-        try:
-            job_id = commands.submit(scheduler, script, runner,
-                                     plan.system.scheduler_options.submit_args)
-        except SubmitError as exc:
-            raise SubmitError(
-                f"{exc}\n{len(done)} run(s) were submitted before this in earlier "
-                f"allocations, recorded in {book.path}; run the same command again to "
-                "submit the rest") from None
-        at = now()
-        for run in runs:
-            attempt = attempts.get(run.run_id, 0) + 1
-            book.record(Job(run.run_id, job_id, attempt, scheduler.name, "pack", at,
-                            allocation=name))
-            write_status(plan.run_dir(run), RunStatus(
-                RunState.QUEUED, job_id=job_id, submitted_at=at,
-                reason=f"a step of allocation {name}"))
-            attempts[run.run_id] = attempt
-            done.append((run, job_id))
-        placed.append(Queued(name, job_id, allocation))
-    return done, placed
 
 
 @dataclass(frozen=True)
@@ -192,7 +81,7 @@ def step_state(run_dir: Path, entry: Job, job: JobState | None,
                event: StepEvent | None, gone: str = "") -> StepState:
     """A packed run's state from its allocation's job (`job`, None: not listed yet) and its
     last step event; `gone`: what the launcher prints when the allocation has ended
-    (Scheduler.allocation_gone)."""
+    (Packing.allocation_gone)."""
     name = entry.allocation
     where = f"allocation {name} (job {entry.job_id})"
     if event is not None and event.event is Event.ENDED:
