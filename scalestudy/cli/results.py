@@ -104,9 +104,12 @@ def report(
     max_nodes: Annotated[int, typer.Option(min=1, help="predict up to this many nodes")] = 1024,
     deadline: Annotated[str | None, typer.Option(
         "--deadline", callback=_duration, help="name the cheapest point (node-hours) that "
-        "trains within this time, e.g. 6h, 90min, 2d")] = None,
+        "trains within this time, e.g. 6h, 90min, 2d; with a target, the time to the "
+        "target, among measured and forecast points, its interval's long end included")
+    ] = None,
     budget: Annotated[float | None, typer.Option(
-        "--budget", min=0.0, help="name the fastest point within this many node-hours")
+        "--budget", min=0.0, help="name the fastest point within this many node-hours; "
+        "with a target, node-hours to the target, among measured and forecast points")
     ] = None,
 ) -> None:
     """Analyse the runs and write the report (tables, plots, model, references).

@@ -202,9 +202,12 @@ def _blocks(a: Analysis, description: str, files: set[str]) -> list[Block]:
     if not table.empty:
         b += _model_blocks(a)
     b += parallelism_blocks(table)
-    b += to_target_blocks(a.to_target)
+    # with a measured target the picks are on its front: said in its section, not Cost's
+    trained = len(a.to_target) > 0
+    b += to_target_blocks(a.to_target, a.front.points if a.front is not None else None,
+                          a.picks if trained else ())
     b += hours_blocks(a.hours, a.failure_rate)
-    b += cost_blocks(a.costs, runs, a.target, a.picks, a.waits)
+    b += cost_blocks(a.costs, runs, a.target, () if trained else a.picks, a.waits)
     if a.spend is not None:
         b += [Heading("What the study used", 3), Items(a.spend.sentences())]
     b += not_measured_blocks(a.not_measured)
@@ -281,6 +284,8 @@ DATA_FILES: tuple[tuple[str, str], ...] = (
     ("failures.csv", "the failed runs"),
     ("cost.csv", "time to solution, node-hours, GPU-hours, energy and the Pareto front"),
     ("to_target.csv", "time, node-hours and samples to the measured target per point"),
+    ("target_front.csv", "time and node-hours to the target of measured and forecast "
+     "points, with intervals, and the front"),
     ("hours.csv", "where each point's wall clock went, and the expected failures"),
     ("summary.json", "the summary `scalestudy report --json` prints"),
 )
@@ -324,6 +329,8 @@ def _data(a: Analysis, plots: list[Plot]) -> dict[str, pd.DataFrame]:
         csvs["references.csv"] = a.checks
     if len(a.to_target):
         csvs["to_target.csv"] = a.to_target
+    if a.front is not None and len(a.front.points):
+        csvs["target_front.csv"] = a.front.points
     if len(a.hours):
         csvs["hours.csv"] = a.hours
     return csvs

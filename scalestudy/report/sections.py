@@ -264,8 +264,11 @@ def container_blocks(costs: pd.DataFrame, unit: str) -> list[Block]:
                   rows)]
 
 
-def to_target_blocks(points: pd.DataFrame) -> list[Block]:
-    """The section "Time and node-hours to the target" (nothing when no run measured one)."""
+def to_target_blocks(points: pd.DataFrame, front: pd.DataFrame | None = None,
+                     picks: Sequence[str] = ()) -> list[Block]:
+    """The section "Time and node-hours to the target" (nothing when no run measured one):
+    the measured points, what --deadline/--budget pick (`picks`) and the forecast points
+    of the front (`front`: target_front's points)."""
     if points.empty:
         return []
     from scalestudy.results.analysis.totarget import INTERVAL_TEXT, sentence
@@ -303,7 +306,46 @@ def to_target_blocks(points: pd.DataFrame) -> list[Block]:
                  "value it got), never averaged in. " + INTERVAL_TEXT + " A point is on the "
                  "front when no other point reached the target both faster and with fewer "
                  "node-hours."),
-            Items([sentence(points)]),
+            Items([sentence(points), *picks]),
             Table(["group", "nodes", "GPUs", "global batch", "reached", "not reached",
                    "time [interval]", "node-hours [interval]", "samples (median)",
-                   "front"], rows)]
+                   "front"], rows),
+            *forecast_front_blocks(front)]
+
+
+def _level(level: float) -> str:
+    """An interval's level: `90 %`, "not stated" (0), "—" (no interval: NaN)."""
+    return "—" if math.isnan(level) else f"{level * 100:.0f} %" if level > 0 else "not stated"
+
+
+def forecast_front_blocks(front: pd.DataFrame | None) -> list[Block]:
+    """The front's forecast points: time and node-hours to the target, each interval with
+    its level, and whether the point is on the front of measured and forecast points."""
+    if front is None or not (front["kind"] == "forecast").any():
+        return []
+
+    def band(value: float, low: float, high: float, say: Callable[[float], str]) -> str:
+        return say(value) + ("" if math.isclose(low, high) else f" [{say(low)}–{say(high)}]")
+
+    rows = [[str(r["group"]), str(int(r["nodes"])), str(int(r["world_size"])),
+             format_value(r["global_batch"]), str(r["basis"]),
+             band(float(r["samples"]), float(r["samples_low"]), float(r["samples_high"]), num),
+             band(float(r["time_to_target_s"]), float(r["time_low"]), float(r["time_high"]),
+                  hours),
+             band(float(r["node_hours"]), float(r["node_hours_low"]),
+                  float(r["node_hours_high"]), lambda v: f"{v:,.3g}"),
+             _level(float(r["level"])),
+             "on the front" if r["pareto"] else "dominated"]
+            for _, r in front[front["kind"] == "forecast"].iterrows()]
+    return [Heading("Forecast points to the target", 3),
+            Note("Points not trained to the target: a throughput (the forecast's, or a "
+                 "measured one whose runs did not reach the target) times the samples to "
+                 "the target (the forecast from the runs that reached it, or the target's "
+                 "rule). Both intervals are carried end to end: the short end is the fewest "
+                 "samples at the fastest throughput, the long end the most at the slowest; "
+                 "the level is the smaller of the two. \"front\": against the measured "
+                 "and the forecast points together. --deadline and --budget choose among "
+                 "all of them; a point whose interval only partly meets a limit \"likely "
+                 "meets\" it."),
+            Table(["group", "nodes", "GPUs", "global batch", "from", "samples [interval]",
+                   "time [interval]", "node-hours [interval]", "level", "front"], rows)]

@@ -38,7 +38,9 @@ from scalestudy.results.analysis.quality import Thresholds, flagged_runs, host_v
 from scalestudy.results.analysis.references import Locate, check_references
 from scalestudy.results.analysis.spend import Spend
 from scalestudy.results.analysis.summary import POINT_KEYS, headline, records
-from scalestudy.results.analysis.totarget import INTERVAL_TEXT, sentence, to_target
+from scalestudy.results.analysis.target_front import TargetFront, target_front
+from scalestudy.results.analysis.target_picks import Pick, target_picks
+from scalestudy.results.analysis.totarget import INTERVAL_TEXT, reached_runs, sentence, to_target
 from scalestudy.results.analysis.variants import variant_outcomes
 from scalestudy.results.analysis.waits import Wait
 
@@ -92,7 +94,7 @@ class Analysis:
     costs: pd.DataFrame
     found: Findings
     headline: list[str]
-    picks: list[str]  # what --deadline and --budget pick
+    picks: list[str]  # what --deadline and --budget pick (on the target's front if any)
     spend: Spend | None = None  # packed: what its allocations held and used
     #: earlier forecasts of this system that this study's scales score (ledger lines)
     scored: tuple[str, ...] = ()
@@ -110,6 +112,11 @@ class Analysis:
     hours: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: the failure rate the expected failures used, in words ("": none known)
     failure_rate: str = ""
+    #: time and node-hours to the target of measured and forecast points (target_front;
+    #: None: the study has no target, priced or measured)
+    front: TargetFront | None = None
+    #: what --deadline and --budget pick on that front (their sentences are `picks`)
+    target_picks: tuple[Pick, ...] = ()
 
     @property
     def unit(self) -> str:
@@ -169,6 +176,10 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
     boxes = container_costs(table, scaling)
     found_all = findings(table, runs, scaling, fits, points, bounds, found, outcomes)
     found_all.items.extend(container_finding(boxes))
+    trained = to_target(runs, table, scaling)
+    front = _front(table, costs, trained, runs, scaling, target, preds, waits)
+    chosen = () if front is None else tuple(target_picks(
+        front.points, options.deadline_s, options.budget_node_hours))
     return Analysis(
         name=name, scaling=scaling, options=options, where=where, target=target,
         generated=generated or datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"
@@ -178,13 +189,30 @@ def analyse(name: str, scaling: str, runs: pd.DataFrame, *,
         flagged=flagged_runs(completed_runs(runs), options.thresholds), costs=costs,
         found=found_all,
         headline=headline(table, scaling, fits, points, preds, found, outcomes),
-        picks=pick_sentences(costs, options.deadline_s, options.budget_node_hours),
+        picks=[p.sentence for p in chosen] if front is not None else pick_sentences(
+            costs, options.deadline_s, options.budget_node_hours),
         spend=spend, scored=tuple(scored), not_measured=tuple(not_measured),
         waits=tuple(waits), stragglers=dict(stragglers or {}), containers=boxes,
-        to_target=to_target(runs, table, scaling),
+        to_target=trained, front=front, target_picks=chosen,
         hours=where_hours_go(runs, table, scaling, failure_rate,
                              {w.nodes: w.seconds for w in waits if w.seconds is not None}),
         failure_rate=failure_rate.said if failure_rate is not None else "")
+
+
+def _front(table: pd.DataFrame, costs: pd.DataFrame, trained: pd.DataFrame,
+           runs: pd.DataFrame, scaling: str, target: Target | None, preds: pd.DataFrame,
+           waits: Sequence[Wait]) -> TargetFront | None:
+    """The front to the target of a study with one (priced, or measured by its runs)."""
+    if (target is None or not target.priced) and trained.empty:
+        return None
+    key = [col.GROUP, col.NODES, col.WORLD_SIZE]
+    repeats = {(str(g), int(n), int(w)): int(r) for g, n, w, r in table[
+        [*key, col.N_REPEATS]].itertuples(index=False)} if col.N_REPEATS in table else {}
+    levels = {(str(g), int(n), int(w)): float(v) for g, n, w, v in preds[
+        [*key, "level"]].itertuples(index=False)} if "level" in preds and len(preds) else {}
+    return target_front(costs, trained, reached_runs(runs, table, scaling), target,
+                        repeats=repeats, levels=levels,
+                        waits={w.nodes: w.seconds for w in waits if w.seconds is not None})
 
 
 def check_all(references: Sequence[RefSet], table: pd.DataFrame, system: str
@@ -239,6 +267,8 @@ def _summary(a: Analysis) -> dict[str, Any]:
         "headline": list(a.headline),
         "findings": a.findings,
         "cost": {"per": per, "picks": list(a.picks), "points": records(a.costs),
+                 **({"target_picks": [p.as_dict() for p in a.target_picks],
+                     "target_front": a.front.as_dict()} if a.front is not None else {}),
                  **({"queue_waits": [w.as_dict() for w in a.waits]} if a.waits else {})},
         **({"spend": a.spend.to_json()} if a.spend is not None else {}),
         **({"earlier_forecasts": list(a.scored)} if a.scored else {}),

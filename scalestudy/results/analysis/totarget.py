@@ -138,6 +138,25 @@ def to_target(runs: pd.DataFrame, table: pd.DataFrame, scaling: str) -> pd.DataF
     return _marked(out.reset_index(drop=True))
 
 
+def reached_runs(runs: pd.DataFrame, table: pd.DataFrame, scaling: str) -> pd.DataFrame:
+    """One row per completed run that reached a measured target: its point's group label
+    (the scaling table's), global batch and samples to the target (what the samples
+    forecast of the target front is fitted on; empty when none reached one)."""
+    out = pd.DataFrame(columns=["group", "global_batch", "samples_to_target"])
+    if not measured(runs) or SAMPLES not in runs.columns:
+        return out
+    done = completed_runs(runs)
+    done = done[done[REACHED].map(lambda v: _flag(v) is True).astype(bool)]
+    keys = group_keys(runs, scaling)
+    labels = _labels(table, keys)
+    got = pd.DataFrame({
+        "group": [labels.get(_key(r, keys), "") for _, r in done.iterrows()],
+        "global_batch": pd.to_numeric(done[col.GLOBAL_BATCH], errors="coerce").to_numpy(),
+        "samples_to_target": pd.to_numeric(done[SAMPLES], errors="coerce").to_numpy()})
+    ok = (got["global_batch"] > 0) & (got["samples_to_target"] > 0)
+    return got[ok].reset_index(drop=True) if len(got) else out
+
+
 def _median(rows: pd.DataFrame, column: str) -> float:
     if column not in rows.columns:
         return math.nan
