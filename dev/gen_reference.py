@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def _default(param: click.Parameter) -> str:
     flag_off = getattr(param, "is_flag", False) and value is False
     if value is None or value == () or callable(value) or flag_off:
         return ""
-    return f"`{value}`"
+    return f"`{value.value if isinstance(value, Enum) else value}`"  # what a user types
 
 
 def _type(param: click.Parameter) -> str:
@@ -68,15 +69,21 @@ def _type(param: click.Parameter) -> str:
     kind = param.type
     if isinstance(kind, click.Choice):
         return " \\| ".join(f"`{c}`" for c in kind.choices)
-    name = getattr(kind, "name", str(kind)).lower()
-    return {"text": "text", "integer": "integer", "float": "number", "path": "path",
-            "boolean": "flag"}.get(name, name)
+    if isinstance(kind, click.types.FuncParamType) and param.metavar:  # a parser of its own
+        return " \\| ".join(f"`{c}`" for c in param.metavar.split("|"))
+    name = {"integer range": "integer", "float range": "number"}.get(kind.name, kind.name)
+    name = {"float": "number", "boolean": "flag"}.get(name, name)
+    if isinstance(kind, click.IntRange | click.FloatRange):
+        low = "" if kind.min is None else f"{kind.min} {'<' if kind.min_open else '≤'} "
+        high = "" if kind.max is None else f" {'<' if kind.max_open else '≤'} {kind.max}"
+        return f"{name}, {low}x{high}"
+    return name
 
 
 def cli_page() -> str:
     lines = [GENERATED, "# CLI reference\n\n",
              "Every command and option of `scalestudy`, as `scalestudy COMMAND --help` "
-             "prints them. What each does, in words: [Commands](../commands.md).\n"]
+             "prints them. Which command for which job: [Commands](../commands.md).\n"]
     for path, command in commands():
         ctx = click.Context(command, info_name=" ".join(("scalestudy", *path)))
         lines.append(f"\n## `scalestudy {' '.join(path)}`\n\n")

@@ -1,11 +1,13 @@
 """The docs say what the code does: the reference pages are what dev/gen_reference.py
 makes of the CLI and the spec's schema today, and every `scalestudy` command and option
-that README.md or a page under docs/ names exists. The site renders as written: no list
+that README.md or a page under docs/ names exists; docs/commands.md has a line for every
+command and no option list of its own. The site renders as written: no list
 shows as a paragraph with literal markers, every page's table of contents lists its
 sections, and no page outside the generated reference runs past 300 lines."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
 import re
@@ -20,9 +22,9 @@ from types import ModuleType
 import click
 import pytest
 
+from tests.docblocks import blocks
+
 ROOT = Path(__file__).resolve().parents[1]
-TOP = ("validate", "plan", "run", "status", "cancel", "collect", "report", "predict",
-       "compare", "probe", "history", "schema", "systems")
 
 
 @cache
@@ -66,7 +68,7 @@ def mentions(text: str) -> list[str]:
                 found.append(" ".join(words[1:]))
             elif inline and "scalestudy" in words:
                 found.append(" ".join(words[words.index("scalestudy") + 1:]))
-            elif inline and words and words[0] in TOP and any(w.startswith("--") for w in words):
+            elif inline and words and words[0] in top() and any(w.startswith("--") for w in words):
                 found.append(" ".join(words))
     return found
 
@@ -80,6 +82,11 @@ def tree() -> click.Group:
     group = typer.main.get_command(app)
     assert isinstance(group, click.Group)
     return group
+
+
+def top() -> list[str]:
+    """The names of the top-level commands."""
+    return tree().list_commands(click.Context(tree()))
 
 
 def resolve(words: list[str]) -> tuple[click.Command, list[str]]:
@@ -128,6 +135,37 @@ def test_the_check_finds_a_command_or_an_option_that_does_not_exist() -> None:
     assert rest == ["--write-exclude", "x"] and command.name == "nodes"
     assert "--write-exclude" in options(command)
     assert "--fast" not in options(resolve(["run"])[0])
+
+
+#: A line of docs/commands.md: a link to a command's section of the CLI reference.
+OVERVIEW_LINK = re.compile(r"\]\(reference/cli\.md#scalestudy-([a-z0-9-]+)\)")
+
+
+def overview_gaps(text: str, paths: list[tuple[str, ...]]) -> list[str]:
+    """What docs/commands.md gets wrong about the commands at `paths`: a command without
+    its line (a link to its reference section), a link to a command that does not exist,
+    and options or usage of its own, which belong to the generated reference."""
+    anchors = {"-".join(path): " ".join(path) for path in paths}
+    linked = set(OVERVIEW_LINK.findall(text))
+    wrong = [f"no line for `scalestudy {name}`" for anchor, name in anchors.items()
+             if anchor not in linked]
+    wrong += [f"a line for `scalestudy {a.replace('-', ' ')}`, which does not exist"
+              for a in sorted(linked - set(anchors))]
+    if re.search(r"^\|.*\|$|^ {4}scalestudy ", text, flags=re.M):
+        wrong.append("an option table or a usage line: those are the CLI reference's")
+    return wrong
+
+
+def test_the_commands_page_has_a_line_for_every_command_and_no_other() -> None:
+    paths = [path for path, command in generator().commands()
+             if not isinstance(command, click.Group) or command.invoke_without_command]
+    assert ("history", "check") in paths and ("dataset",) not in paths  # a group of commands
+    text = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    assert overview_gaps(text, paths) == []
+    gone = text.replace("(reference/cli.md#scalestudy-history-check)", "(gate.md)")
+    assert overview_gaps(gone + "[`x`](reference/cli.md#scalestudy-frob)\n", paths) == [
+        "no line for `scalestudy history check`", "a line for `scalestudy frob`, which "
+        "does not exist"]
 
 
 MAX_LINES = 300
@@ -238,6 +276,27 @@ def test_the_render_check_finds_a_literal_list_and_a_hidden_section() -> None:
         "table of contents lacks 1 of 2 sections (first: #b); is there a second H1?"]
 
 
+def unrendered_blocks(page: Path, text: str, rendered: str) -> list[str]:
+    """The fenced blocks of a page's Markdown that its HTML does not show as code blocks
+    (a fence inside a list item, without superfences, becomes inline code in a
+    paragraph): each block's first line must be in one of the page's <pre>s."""
+    pres = [html.unescape(re.sub(r"<[^>]+>", "", pre))
+            for pre in re.findall(r"<pre\b.*?</pre>", rendered, flags=re.S)]
+    return [f"{block.where()}: a ```{block.lang} block is not rendered as a block"
+            for block in blocks(page, text) if block.body.strip()
+            and not any(block.body.strip().splitlines()[0] in pre for pre in pres)]
+
+
+def test_the_render_check_finds_a_fence_rendered_inline() -> None:
+    text = "1. Step:\n\n    ```sh\n    scalestudy plan s.yaml\n    ```\n"
+    inline = "<ol><li><p>Step:</p><p><code>sh\nscalestudy plan s.yaml</code></p></li></ol>"
+    block = ('<div class="highlight"><pre><span></span><code>scalestudy<span> </span>'
+             "plan s.yaml\n</code></pre></div>")
+    assert unrendered_blocks(Path("p.md"), text, block) == []
+    assert unrendered_blocks(Path("p.md"), text, inline) == [
+        "p.md:3: a ```sh block is not rendered as a block"]
+
+
 @pytest.mark.slow
 def test_the_site_builds_and_renders_lists_and_tables_of_contents(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
@@ -251,4 +310,9 @@ def test_the_site_builds_and_renders_lists_and_tables_of_contents(tmp_path: Path
     wrong = [f"{page.relative_to(site)}: {p}" for page in sorted(site.rglob("*.html"))
              if page.name == "index.html" and page.parent != site / "search"
              for p in problems(page.read_text(encoding="utf-8"))]
+    for source in sorted((ROOT / "docs").rglob("*.md")):
+        name = source.relative_to(ROOT / "docs").with_suffix("")
+        built = site / ("index.html" if name.name == "index" else name / "index.html")
+        wrong += unrendered_blocks(source, source.read_text(encoding="utf-8"),
+                                   built.read_text(encoding="utf-8"))
     assert not wrong, "\n".join(wrong)

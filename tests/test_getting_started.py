@@ -3,7 +3,6 @@ shipped `slurm-testbed` profile, studies/testbed.yaml, then the campaign in hist
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.docblocks import blocks, commands
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = "## The same study on a real Slurm, here"
@@ -18,11 +18,10 @@ HEADING = "## The same study on a real Slurm, here"
 
 def step_commands() -> list[list[str]]:
     """The words of each command of the page's Slurm step (its first sh block)."""
-    text = (ROOT / "docs" / "getting-started.md").read_text()
-    section = text[text.index(HEADING):]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block is not None, f"no sh block under {HEADING!r}"
-    return [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
+    step = [b for b in blocks(ROOT / "docs" / "getting-started.md")
+            if b.heading == HEADING and b.lang == "sh"]
+    assert step, f"no sh block under {HEADING!r}"
+    return [shlex.split(command.text) for command in commands(step[0])]
 
 
 def test_the_step_starts_the_shipped_testbed_then_runs_scalestudy_only() -> None:

@@ -374,7 +374,7 @@ def import_(
         help="when it ran (YYYY-MM-DD[THH:MM], UTC), for a log that has no date "
         "[default: the log's own, else the file's modification time]")] = None,
     results: Annotated[Path, typer.Option(
-        help="the results directory that keeps a copy (results/history/imports/), so `history "
+        help="the results directory that keeps a copy (results/imports/), so `history "
         "ingest` brings it back")] = Path("results"),
     store: StoreOpt = None,
 ) -> None:

@@ -77,7 +77,7 @@ class Ingested:
 
 def ingest(directories: list[Path], url: str | None = None) -> list[Ingested]:
     """Index study directories (results/<study>), or every study under a results
-    directory and the imports it keeps (results/history/imports/); idempotent."""
+    directory and the imports it keeps (results/imports/); idempotent."""
     from scalestudy.results.history.store import study_dirs
 
     store = open_store(url, verify=True)

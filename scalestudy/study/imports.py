@@ -1,6 +1,6 @@
 """`history import`: results measured by other tools go into the store beside scalestudy's
 runs, all files or none, and a copy of each file with how it was imported is kept under
-results/history/imports/, so `history ingest results/` brings the imports back with the studies."""
+results/imports/, so `history ingest results/` brings the imports back with the studies."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def _same_measurement(row: AttemptRow) -> tuple[object, ...]:
 
 
 def kept(results: Path) -> list[Path]:
-    """The import folders a results directory keeps (results/history/imports/<hash>/)."""
+    """The import folders a results directory keeps (results/imports/<hash>/)."""
     return sorted(p.parent for p in (Path(results) / IMPORTS).glob("*/import.json"))
 
 
@@ -196,7 +196,7 @@ def _read(path: Path, options: Options) -> _Read:
 def _stage(read: list[_Read], options: Options,
            results: Path) -> list[tuple[Path, Path]]:
     """A copy of each file and its import.json in a folder beside its final place
-    (results/history/imports/<hash>), to be moved there once the store has them."""
+    (results/imports/<hash>), to be moved there once the store has them."""
     base = Path(results) / IMPORTS
     try:
         base.mkdir(parents=True, exist_ok=True)
