@@ -42,7 +42,7 @@ from scalestudy.results.analysis.forecast_limits import MAX_FACTOR
 from scalestudy.results.analysis.forecast_records import TargetFittedPoint, TargetModel
 
 #: How fast the log-log slope grows per e-fold of the batch (the RCP backtest's choice).
-DEFAULT_BEND = 0.025
+DEFAULT_BEND = 0.0125
 #: Distinct batches a per-series hold-out needs (4 left to fit once the largest is out).
 HOLDOUT_BATCHES = 5
 #: Relative (log) spread of a forecast per doubling beyond the largest measured batch.
