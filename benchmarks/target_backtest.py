@@ -9,9 +9,11 @@ mean). Printed: median |error| up to 4× and beyond, the share within 10 %, and 
 the 90 % interval held the truth, for
 
 - McCandlish's S_min (1 + B/B_crit) through the 3 smallest (the plain baseline),
-- the forecast as shipped (DEFAULT_CURVATURE, SPREAD_PER_DOUBLING: chosen on this data),
-- leave-one-benchmark-out: each benchmark scored with the curvature and spread that the
-  other benchmarks choose (an honest figure for data the constants never saw).
+- the forecast as shipped (DEFAULT_BEND, SPREAD_PER_DOUBLING: chosen on this data),
+- leave-one-benchmark-out: each benchmark scored with the bend and spread that the
+  other benchmarks choose (an honest figure for data the constants never saw): the bend
+  with the most points within 10 % up to 4× (then the least median |error|), the spread
+  the least whose 90 % intervals hold at least 90 %.
 
 Series whose runs are the same as another's (ssd = retinanet, gnn = rgat) are scored once,
 under the newer name.
@@ -39,8 +41,8 @@ from scalestudy.results.analysis import target_forecast as tf  # noqa: E402
 DATA = ROOT / "benchmarks" / "data" / "target_rcps.csv"
 FIT = 3
 LEVEL = 0.9
-#: The curvatures and spreads the leave-one-out chooses among.
-CURVATURE_GRID = tuple(round(x, 2) for x in np.arange(0.3, 1.01, 0.05))
+#: The bends and spreads the leave-one-out chooses among.
+BEND_GRID = tuple(round(x, 4) for x in np.arange(0.0, 0.2001, 0.0125))
 SPREAD_GRID = tuple(round(x, 3) for x in np.arange(0.02, 0.301, 0.005))
 
 Series = dict[str, tuple[np.ndarray, np.ndarray]]
@@ -70,7 +72,7 @@ def _version(source: str) -> tuple[int, ...]:
     return tuple(int(x) for x in source.split("training_")[1].split("/")[0].split("."))
 
 
-def score(series: Series, curvature: float | None = None,
+def score(series: Series, law: str | None = None,
           spread: float = tf.SPREAD_PER_DOUBLING, baseline: bool = False,
           past: bool = False) -> list[dict[str, float | str]]:
     """One row per scored point: benchmark, factor (batch / largest fitted), error
@@ -87,7 +89,7 @@ def score(series: Series, curvature: float | None = None,
         if not asked:
             continue
         got = tf.forecast_to_target(b[fit], v[fit], asked, level=LEVEL,
-                                    curvature=1.0 if baseline else curvature, spread=spread,
+                                    law="knee a=1" if baseline else law, spread=spread,
                                     beyond=past)
         for p in got.predictions:
             truth = tf.centre(v[b == p.global_batch])
@@ -116,18 +118,23 @@ def summary(rows: list[dict[str, float | str]]) -> dict[str, float]:
 
 
 def leave_one_out(series: Series) -> list[dict[str, float | str]]:
-    """Each benchmark scored with the curvature (least median |error|) and then the spread
-    (the least whose 90 % intervals hold at least 90 %) the other benchmarks choose."""
-    by_a = {a: score(series, curvature=a) for a in CURVATURE_GRID}
+    """Each benchmark scored with the bend (the most points within 10 % up to 4×, then
+    the least median |error|) and then the spread (the least whose 90 % intervals hold at
+    least 90 %) the other benchmarks choose."""
+    by_g = {g: score(series, law=f"bend g={g:g}") for g in BEND_GRID}
     out: list[dict[str, float | str]] = []
     for name in series:
         rest = {n: s for n, s in series.items() if n != name}
-        a = min(CURVATURE_GRID, key=lambda x: (np.median(
-            [abs(float(r["error"])) for r in by_a[x] if r["benchmark"] != name]), x))
+
+        def miss(g: float, name: str = name) -> tuple[float, float, float]:
+            got = summary([r for r in by_g[g] if r["benchmark"] != name])
+            return -got["within10_near"], got["median_near"], g
+
+        law = f"bend g={min(BEND_GRID, key=miss):g}"
         k = next((x for x in SPREAD_GRID
-                  if summary(score(rest, curvature=a, spread=x))["coverage"] >= LEVEL),
+                  if summary(score(rest, law=law, spread=x))["coverage"] >= LEVEL),
                  SPREAD_GRID[-1])
-        out += score({name: series[name]}, curvature=a, spread=k)
+        out += score({name: series[name]}, law=law, spread=k)
     return out
 
 
@@ -150,7 +157,7 @@ def main() -> int:
     print(f"{'forecast':<28}{'points':>7}{'<=4x':>6}{'med|err|<=4x':>14}"
           f"{'within10%':>11}{'med|err|>4x':>13}{'90% held':>10}{'<=4x':>7}")
     names = {"mccandlish": "McCandlish a=1 (baseline)",
-             "shipped": f"shipped a={tf.DEFAULT_CURVATURE:g} "
+             "shipped": f"shipped g={tf.DEFAULT_BEND:g} "
                         f"K={tf.SPREAD_PER_DOUBLING:g}",
              "leave_one_out": "leave-one-benchmark-out"}
     for key, s in results.items():

@@ -24,16 +24,34 @@ def seeded_runs(batches: list[float], law: np.ndarray, seeds: int, noise: float,
     return b, np.repeat(law, seeds) * np.exp(rng.normal(0, noise, len(b)))
 
 
+def bent(batch: np.ndarray, s0: float, b0: float, slope: float, g: float) -> np.ndarray:
+    x = np.log(np.asarray(batch, float) / b0)
+    return s0 * np.exp(slope * x + g * x * x / 2)
+
+
 def test_a_series_that_follows_the_default_law_is_recovered() -> None:
-    batches = [64, 128, 256]
-    truth = knee(np.array(batches), 1e6, 500.0, tf.DEFAULT_CURVATURE)
-    got = tf.forecast_to_target(np.array(batches, float), truth, [512, 1024, 2048])
-    assert got.model["b_crit"] == pytest.approx(500, rel=0.01)
-    assert got.model["s_min"] == pytest.approx(1e6, rel=0.01)
-    for p, want in zip(got.predictions, knee(np.array([512, 1024, 2048]), 1e6, 500.0,
-                                             tf.DEFAULT_CURVATURE), strict=True):
-        assert p.value == pytest.approx(want, rel=0.005)
+    batches = np.array([64, 128, 256], float)
+    truth = bent(batches, 1e6, 256.0, 0.3, tf.DEFAULT_BEND)
+    got = tf.forecast_to_target(batches, truth, [512, 1024, 2048])
+    assert got.model["name"] == f"bend g={tf.DEFAULT_BEND:g}"
+    # McCandlish's S_min (1 + B/B_crit) with the same slope (0.3) at the largest batch
+    assert got.model["b_crit"] == pytest.approx(256 * 0.7 / 0.3, rel=1e-6)
+    assert got.model["s_min"] == pytest.approx(0.7e6, rel=1e-6)
+    assert "s = 0.300" in got.model["law"] and "S_min" in got.model["law"]
+    for p, want in zip(got.predictions, bent(np.array([512, 1024, 2048]), 1e6, 256.0, 0.3,
+                                             tf.DEFAULT_BEND), strict=True):
+        assert p.value == pytest.approx(want, rel=1e-6)
         assert p.low < want < p.high
+
+
+@pytest.mark.parametrize("g", [0.0, 0.2])
+def test_the_slope_of_a_bent_law_is_recovered_whatever_the_bend(g: float) -> None:
+    batches = np.array([10, 30, 50, 90], float)
+    law = tf.fit_bend(batches, bent(batches, 400.0, 90.0, -0.1, g), g)
+    assert (law.slope, law.bend, math.exp(law.log_knee)) == pytest.approx((-0.1, g, 90))
+    assert law(np.array([360.0]))[0] == pytest.approx(bent(np.array([360.0]), 400.0, 90.0,
+                                                           -0.1, g)[0])
+    assert law.mccandlish() is None  # no B_crit where the samples fall with the batch
 
 
 def test_with_five_batches_the_hold_out_picks_mccandlish_where_the_runs_follow_it() -> None:
