@@ -184,7 +184,7 @@ def _messages(exc: ValidationError, study: Study, scheduler: Scheduler) -> list[
     named (the old flat keys were checked as the spec loaded: errors are the section's)."""
     section: type[BaseModel] = create_model(  # type: ignore[call-overload]
         "Job", **{scheduler.name: (scheduler.options, None)})
-    root: type[BaseModel] = create_model("Study", job=(section, None))  # type: ignore[call-overload]
+    root: type[BaseModel] = create_model("Study", job=(section, None))
     errors: list[ErrorDetails] = [{**e, "loc": ("job", scheduler.name, *e["loc"])}
                                   for e in exc.errors(include_url=False)]
     return validation_messages(errors, root, study.source or "<study>", study.lines)
