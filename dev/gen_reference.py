@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from scalestudy.cli import app  # noqa: E402
 from scalestudy.core.spec import Study  # noqa: E402
+from scalestudy.site import schedulers  # noqa: E402
 
 PAGES = {"cli": ROOT / "docs" / "reference" / "cli.md",
          "spec": ROOT / "docs" / "reference" / "spec.md"}
@@ -155,6 +156,17 @@ def spec_page() -> str:
     for name in sorted(defs):
         if "properties" in defs[name]:
             lines += _table(name, defs[name], defs)
+    lines.append("\n## Scheduler options\n\nEach scheduler's own options go under `job:` in "
+                 "a section named after it (`job: {slurm: {qos: high}}`); a study may carry "
+                 "several, and its system's scheduler reads its own. The keys of earlier "
+                 "releases (`job.qos`, `job.partition`, `job.constraint`, `job.queue`, "
+                 "`job.filesystems`) are still read as the section of each scheduler that "
+                 "has that option, with a note. The profile's `scheduler_options` of the "
+                 "same names (`queue` for the queue) are the defaults.\n")
+    for cls in schedulers.classes():
+        options = cls.options.model_json_schema()
+        if options.get("properties"):
+            lines += _table(f"job.{cls.name}", options, options.get("$defs", {}))
     return "".join(lines)
 
 

@@ -121,22 +121,22 @@ def test_plan_says_where_each_value_comes_from(tmp_path: Path) -> None:
         "job.walltime": {"value": "00:30:00", "from": "default",
                          "where": "scalestudy's default"},
         "job.account": {"value": "A", "from": "spec", "where": f"{path}:4: job.account"},
-        "job.queue": {"value": "debug-scaling", "from": "profile",
+        "job.pbs.queue": {"value": "debug-scaling", "from": "profile",
                       "where": "profile polaris: scheduler_options.queue"},
     }
     text = run_cli("plan", str(path), cwd=tmp_path, env_extra={"COLUMNS": "200"}).stdout
     assert "where the values come from:" in text
     assert "  grid.ranks_per_node 4: profile polaris: gpus_per_node" in text
-    assert "  job.queue debug-scaling: profile polaris: scheduler_options.queue" in text
+    assert "  job.pbs.queue debug-scaling: profile polaris: scheduler_options.queue" in text
     slurm = tmp_path / "slurm.yaml"
     slurm.write_text("name: d\nsystem: perlmutter\nscaling: strong\n"
                      "grid: {global_batch: [64]}\njob: {account: A, qos: debug}\n")
     values = json.loads(run_cli("plan", str(slurm), "--json", cwd=tmp_path).stdout)["values"]
     assert values["grid.global_batch"]["from"] == "spec"
-    assert values["job.partition"] == {"value": None, "from": "unset",
-                                       "where": "not set: the scheduler's default"}
-    assert values["job.qos"] == {"value": "debug", "from": "spec",
-                                 "where": f"{slurm}:5: job.qos"}
+    assert values["job.slurm.partition"] == {"value": None, "from": "unset",
+                                             "where": "not set: the scheduler's default"}
+    assert values["job.slurm.qos"] == {"value": "debug", "from": "spec",  # the old form
+                                       "where": f"{slurm}:5: job.qos"}
 
 
 @pytest.mark.parametrize(("text", "ids"), [

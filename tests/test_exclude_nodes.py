@@ -12,6 +12,7 @@ from scalestudy.core.errors import ScalestudyError, SpecError, SubmitError
 from scalestudy.site import schedulers
 from scalestudy.site.plan import make_plan
 from scalestudy.site.schedulers import JobRequest
+from scalestudy.site.schedulers.pbs import PBSOptions
 from scalestudy.study.planning import read_exclude_list, with_excluded
 
 JOB = JobRequest(name="s-1", nodes=2, ranks_per_node=1, walltime="00:10:00",
@@ -65,7 +66,8 @@ def test_pbs_names_the_hosts_outside_the_list_at_submission() -> None:
     pbs = schedulers.get("pbs")
     assert pbs.parse_hosts(PBSNODES) == ["n0", "n3", "n2"]  # free first, down never
     job = JobRequest(name="s-1", nodes=2, ranks_per_node=4, walltime="00:10:00",
-                     gpus_per_node=4, cores_per_node=32, select_terms={"system": "polaris"},
+                     gpus_per_node=4, cores_per_node=32,
+                     options=PBSOptions(select_terms={"system": "polaris"}),
                      exclude_nodes=("n1",))
     assert pbs.on_hosts(job, ["n0", "n3"]) == [
         "-l", "select=1:ncpus=32:ngpus=4:mpiprocs=4:system=polaris:host=n0"

@@ -74,8 +74,15 @@ def _scripts(cls: type[Scheduler], tmp_path: Path) -> list[tuple[Path, str, list
 def test_a_scheduler_is_found_by_its_name_and_says_what_it_can(cls: type[Scheduler]) -> None:
     assert cls.name and isinstance(schedulers.get(cls.name), cls)
     assert cls.template, "a job template: a file in templates/ or template_source"
-    assert set(cls.job_options) <= set(Job.model_fields), "job: keys the spec has"
-    assert cls.queue_key is None or cls.queue_key in cls.job_options
+    options = cls.options  # the spec's job.<name>: section
+    assert issubclass(options, schedulers.Options) and options.model_config.get("strict")
+    assert options.model_config.get("extra") == "forbid", "a misspelt key is an error"
+    assert all(f.description for f in options.model_fields.values()), "each says what it asks"
+    assert cls.name not in Job.model_fields, "its section cannot hide a key of job:"
+    assert cls.queue_key is None or cls.queue_key in options.model_fields
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in cls.env_prefixes)
+    if schedulers.get(cls.name).accounts_argv("u") is not None:
+        assert cls.accounts_source, "preflight names the command that lists the accounts"
     for pattern in (cls.transient, cls.not_queued, cls.log_noise,
                     cls.packing.allocation_gone if cls.packing else "",
                     *cls.log_patterns.values()):

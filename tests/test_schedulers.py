@@ -14,6 +14,8 @@ from scalestudy.execute import commands
 from scalestudy.execute.tracking import settle
 from scalestudy.site import schedulers
 from scalestudy.site.schedulers import JobRequest, SubmitError
+from scalestudy.site.schedulers.pbs import PBSOptions
+from scalestudy.site.schedulers.slurm import SlurmOptions
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
@@ -49,7 +51,7 @@ def test_directives_reject_values_that_could_break_the_header(name: str) -> None
 
 def test_slurm_header() -> None:
     lines = schedulers.get("slurm").directives(
-        JobRequest(**{**JOB.__dict__, "qos": "regular", "constraint": "gpu",
+        JobRequest(**{**JOB.__dict__, "options": SlurmOptions(qos="regular", constraint="gpu"),
                       "extra": ("--mail-type=END",)}))
     assert lines == [
         "#SBATCH --job-name=study-abc123", "#SBATCH -N 2", "#SBATCH --ntasks-per-node=4",
@@ -62,14 +64,14 @@ def test_slurm_header() -> None:
 
 def test_slurm_gres_form() -> None:
     lines = schedulers.get("slurm").directives(
-        JobRequest(**{**JOB.__dict__, "gpus_directive": "gres"}))
+        JobRequest(**{**JOB.__dict__, "options": SlurmOptions(gpus_directive="gres")}))
     assert "#SBATCH --gres=gpu:4" in lines
 
 
 def test_pbs_header() -> None:
     lines = schedulers.get("pbs").directives(JobRequest(
-        **{**JOB.__dict__, "select_terms": {"system": "polaris"}, "place": "scatter",
-           "filesystems": "home:eagle"}))
+        **{**JOB.__dict__, "options": PBSOptions(select_terms={"system": "polaris"},
+                                                 place="scatter", filesystems="home:eagle")}))
     assert lines == [
         "#PBS -N study-abc123", "#PBS -l select=2:ncpus=64:ngpus=4:mpiprocs=4:system=polaris",
         "#PBS -l place=scatter", "#PBS -l walltime=00:30:00", "#PBS -l filesystems=home:eagle",

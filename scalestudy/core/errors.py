@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 Loc = tuple[str | int, ...]
 
@@ -169,11 +170,14 @@ def _strip_union_tag(root: type[BaseModel], loc: Loc) -> Loc:
 
 
 def validation_messages(
-    err: ValidationError, root: type[BaseModel], source: str | Path, lines: Mapping[Loc, int]
+    err: ValidationError | Sequence[ErrorDetails], root: type[BaseModel], source: str | Path,
+    lines: Mapping[Loc, int]
 ) -> list[str]:
-    """One line per problem: `file:line: key.path: what is wrong (how to fix)`."""
+    """One line per problem: `file:line: key.path: what is wrong (how to fix)` (`err`: a
+    ValidationError, or its errors with their locations moved under `root`)."""
     messages = []
-    for e in err.errors(include_url=False):
+    errors = err.errors(include_url=False) if isinstance(err, ValidationError) else err
+    for e in errors:
         loc: Loc = tuple(e["loc"])
         shown = _strip_union_tag(root, loc)
         msg = e["msg"]

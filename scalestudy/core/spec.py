@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
+    ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     create_model,
     field_validator,
+    model_serializer,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from scalestudy.core import containers
 from scalestudy.core.errors import Loc, where
@@ -30,6 +34,8 @@ from scalestudy.core.specbase import (
     OptionOverrides,
     PosInt,
     as_list,
+    sections_apart,
+    sections_inline,
     unique,
 )
 from scalestudy.core.target import Target
@@ -134,21 +140,32 @@ DirectiveLine = Annotated[
 ]
 
 
+#: The flat `job:` keys of earlier releases, now options of one scheduler's own section
+#: (`job.qos` -> `job.slurm.qos`): still read, mapped by site.joboptions.
+LEGACY_KEYS = ("partition", "qos", "constraint", "queue", "filesystems")
+_OLD = "old form of job.<scheduler>.{}, still read: "
+
+
 class Job(Model):
-    """How each run's job is queued and run (values a site profile may default)."""
+    """How each run's job is queued and run (values a site profile may default). Each
+    scheduler's own options go in a section named after it: `slurm: {qos: high}`."""
 
     account: Token | None = Field(default=None, description="project to charge (-A)")
+    sections: SkipJsonSchema[dict[str, dict[str, Any]]] = Field(
+        default_factory=dict, description="the schedulers' own options by scheduler "
+        "(`slurm: {partition: gpu, qos: high}`, `pbs: {queue: prod}`), written as keys of "
+        "job: each is checked by its scheduler when the study is planned")
     queue: Token | list[Token] | None = Field(
-        default=None, description="PBS (or Flux) queue (-q), e.g. debug or prod; several: each "
-        "run goes to the first whose documented limits take its node count and walltime")
+        default=None, description=_OLD.format("queue") + "PBS (or Flux) queue (-q); "
+        "several: each run goes to the first whose documented limits take it")
     partition: Token | list[Token] | None = Field(
-        default=None, description="Slurm partition (-p); several: each run goes to the first whose "
-        "documented limits take it")
-    qos: Token | None = Field(default=None, description="Slurm quality of service (-q)")
-    constraint: Token | None = Field(default=None, description="Slurm node constraint (-C)")
+        default=None, description=_OLD.format("partition") + "Slurm partition (-p)")
+    qos: Token | None = Field(default=None, description=_OLD.format("qos") +
+                              "Slurm quality of service (-q)")
+    constraint: Token | None = Field(default=None, description=_OLD.format("constraint") +
+                                     "Slurm node constraint (-C)")
     filesystems: Token | None = Field(
-        default=None, description="PBS -l filesystems (mandatory at ALCF), e.g. home:eagle"
-    )
+        default=None, description=_OLD.format("filesystems") + "PBS -l filesystems")
     extra_directives: list[DirectiveLine] = Field(
         default_factory=list, description="more directive lines, written after the prefix"
     )
@@ -196,6 +213,20 @@ class Job(Model):
     share_gpus: bool = Field(
         default=False, description="allow more ranks per node than the system has GPUs: ranks "
         "share GPUs (e.g. under MPS); without it such a grid is an error")
+
+    # Editors (the JSON Schema) take a scheduler's section as any other mapping key.
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={
+        "additionalProperties": {"type": "object", "description": "a scheduler's own "
+                                 "options, e.g. slurm: {qos: high}"}})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduler_sections(cls, data: Any) -> Any:
+        return sections_apart(data, cls.model_fields)
+
+    @model_serializer(mode="wrap")
+    def _sections_as_written(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return sections_inline(handler(self))
 
     @field_validator("walltime")
     @classmethod
@@ -379,6 +410,11 @@ class Study(Model):
     def source(self) -> Path | None:
         """The file the study was loaded from."""
         return self._source
+
+    @property
+    def lines(self) -> dict[Loc, int]:
+        """The line of each key path in the file it was loaded from (for messages)."""
+        return self._lines
 
     def located(self, source: str | Path, lines: dict[Loc, int]) -> Study:
         """This study, told the file it came from and the line of each key (for messages)."""

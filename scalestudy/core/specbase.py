@@ -7,6 +7,7 @@ imports the other's half.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -35,6 +36,29 @@ def unique(values: list[Any]) -> list[Any]:
     if dupes:
         raise ValueError(f"repeated value(s) {', '.join(dupes)}: list each value once")
     return values
+
+
+def sections_apart(data: Any, keys: Collection[str]) -> Any:
+    """`job:`'s mappings under names that are not its `keys` (`slurm: {qos: high}`) are
+    scheduler sections: moved into `sections`, raw (site.joboptions checks each with its
+    scheduler's options); anything else stays, for extra="forbid" to judge."""
+    if not isinstance(data, dict):
+        return data
+    loose = {k: v for k, v in data.items()
+             if isinstance(k, str) and k not in keys and isinstance(v, dict)}
+    if not loose:
+        return data
+    kept = {k: v for k, v in data.items() if k not in loose}
+    given = kept.get("sections")
+    return {**kept, "sections": {**(given if isinstance(given, dict) else {}), **loose}}
+
+
+def sections_inline(data: Any) -> Any:
+    """A dump with its sections as a spec writes them (`slurm: {...}` beside the other
+    keys): it reads back, and settings compare by the names a user knows."""
+    if isinstance(data, dict) and "sections" in data:
+        return {**{k: v for k, v in data.items() if k != "sections"}, **data["sections"]}
+    return data
 
 
 class Model(BaseModel):

@@ -23,6 +23,8 @@ from scalestudy.execute.submitit_task import WorkloadTask
 from scalestudy.site.plan import Plan
 from scalestudy.site.program import Program
 from scalestudy.site.render import context, environment, job_request, quote
+from scalestudy.site.schedulers import options_of
+from scalestudy.site.schedulers.slurm import SlurmOptions
 
 TASK = "task.pkl"
 
@@ -50,11 +52,12 @@ class SubmititScript:
         link = (f"ln -sfn {quote(str(folder / TASK))} "
                 f"{quote(str(folder))}/\"${{SLURM_JOB_ID}}_submitted.pkl\"")
         executor = submitit.SlurmExecutor(folder=folder, python=quote(ctx["python"]))
+        slurm = options_of(job, SlurmOptions)  # submitit submits to Slurm alone
         launched = 'export SCALESTUDY_LAUNCHED_AT="$(date +%s.%N)"'  # the record's start-up
         executor.update_parameters(
             job_name=job.name, nodes=run.nodes, ntasks_per_node=run.ranks_per_node,
             cpus_per_task=ctx["threads"], gpus_per_node=job.gpus_per_node or None,
-            time=minutes, partition=job.queue, qos=job.qos, constraint=job.constraint,
+            time=minutes, partition=job.queue, qos=slurm.qos, constraint=slurm.constraint,
             account=job.account, setup=[*ctx["setup"], *exports, *record, link, launched],
             stderr_to_stdout=False,
         )

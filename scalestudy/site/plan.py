@@ -12,7 +12,7 @@ from scalestudy.core.errors import Loc, SpecError
 from scalestudy.core.grid import Run, expand, run_options
 from scalestudy.core.load import load_study
 from scalestudy.core.spec import Study, walltime_seconds
-from scalestudy.site import containers, resolve, schedulers
+from scalestudy.site import containers, joboptions, resolve, schedulers
 from scalestudy.site.profiles import SystemProfile, load_system
 from scalestudy.site.routing import named_queues
 from scalestudy.site.schedulers import Scheduler
@@ -60,15 +60,17 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
     study = study.on_system(system.name, Path(name).resolve()
                             if name.endswith((".yaml", ".yml")) else None)
     runs = expand(study, resolve.ranks_per_node(study, system)[0])
-    problems = [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
+    problems = joboptions.problems(study, system)
+    try:
+        problems += [f"{study.line_of(loc)}: {msg}" for loc, msg in system_checks(study, system)]
+    except SpecError:  # a scheduler's options it could not read: `problems` says why
+        if not problems:
+            raise
     problems += _xpu_precision(study, system, runs)
     if problems:
         raise SpecError("\n".join(problems))
+    joboptions.note_legacy(study)
     return Plan(study, system, runs, results)
-
-
-#: `job:` keys that only some schedulers can express.
-_SCHEDULER_OPTIONS = ("partition", "qos", "constraint", "queue", "filesystems", "exclude_nodes")
 
 
 def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
@@ -84,18 +86,18 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
     if system.gpus_per_node and system.gpu_api == "xpu" and study.workload.bundled:
         problems += _xpu_checks(study, system)
     job = study.job
-    for key in _SCHEDULER_OPTIONS:
-        if getattr(job, key) and key not in scheduler.job_options:
-            others = [s for s in schedulers.names()
-                      if key in schedulers.get(s).job_options]
-            problems.append((("job", key), (
-                f"system {system.name!r} uses {system.scheduler}, which has no {key}; "
-                f"{key} is a {' or '.join(others)} option: remove it")))
-    for partition in named_queues(job, "partition"):
-        if partition in system.scheduler_options.qos_names:
-            problems.append((("job", "partition"), (
-                f"on system {system.name!r}, {partition} is a QOS, not a partition: write "
-                f"`qos: {partition}` under job instead of `partition: {partition}`")))
+    if job.exclude_nodes and not scheduler.excludes_nodes:
+        others = [c.name for c in schedulers.classes() if c.excludes_nodes]
+        problems.append((("job", "exclude_nodes"), (
+            f"system {system.name!r} uses {system.scheduler}, which has no exclude_nodes; "
+            f"exclude_nodes is a {' or '.join(others)} option: remove it")))
+    key = scheduler.queue_key
+    for queue in named_queues(study, scheduler) if key else []:
+        if queue in system.scheduler_options.qos_names:
+            written = joboptions.written(study, scheduler, str(key)) or ("job",)
+            problems.append((written, (
+                f"on system {system.name!r}, {queue} is a QOS, not a {key}: write "
+                f"`qos: {queue}` instead of `{key}: {queue}`")))
     if scheduler.queued and system.scheduler_options.account_required and not job.account:
         problems.append((("job",), (
             f"system {system.name!r} requires an account: add `account: <project>` under job")))
@@ -106,9 +108,10 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             f"longest of its documented queues): the jobs would be refused; lower "
             f"job.walltime to {limit} or less")))
     if job.submit == "submitit" and not scheduler.submitit:
+        able = " or ".join(c.name for c in schedulers.classes() if c.submitit)
         problems.append((("job", "submit"), (
-            f"submitit submits to Slurm only; system {system.name!r} uses {system.scheduler}: "
-            "use `submit: native`")))
+            f"submitit submits to {able} only; system {system.name!r} uses "
+            f"{system.scheduler}: use `submit: native`")))
     if job.pack and (not scheduler.queued or job.submit == "submitit"):
         problems.append((("job", "pack"), (
             f"system {system.name!r} runs jobs on this host, one after the other: there is "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from scalestudy.site import needs, queue_check
+from scalestudy.site import joboptions, needs, queue_check
 from scalestudy.site.plan import Plan, backend_module
 from scalestudy.site.queue_check import (
     offline,
@@ -117,20 +117,23 @@ def _account(plan: Plan, facts: Facts, out: Preflight) -> None:
         out.add(NOTE, f"account {account} not checked: {facts.accounts_note or 'no answer'}")
         return
     line = plan.study.line_of(("job", "account"))
-    partitions = facts.accounts.get(account.lower())
-    if partitions is None:
+    sched = plan.scheduler
+    queues = facts.accounts.get(account.lower())
+    if queues is None:
         known = ", ".join(sorted(facts.accounts)) or "none"
+        source = sched.accounts_source or f"{plan.system.scheduler}'s account list"
         out.add(ERROR, f"{line}: account {account} is not one that user {facts.user} may "
-                f"charge (sacctmgr show assoc lists: {known}): set job.account to one of "
-                f"them, or ask your centre to add {facts.user} to {account}; Slurm refuses "
-                "such jobs where it enforces associations and charges your default account "
-                "elsewhere")
+                f"charge ({source} lists: {known}): set job.account to one of "
+                f"them, or ask your centre to add {facts.user} to {account}; "
+                f"{sched.unknown_account}")
         return
+    kind = sched.queue_key or "queue"
     for queue, _, _ in queue_check.routed(plan, facts):
-        if "" not in partitions and queue and queue not in partitions:
-            out.add(ERROR, f"{line}: account {account} may charge jobs in partition(s) "
-                    f"{', '.join(sorted(partitions))} only, not {queue}: set job.partition "
-                    "to one of them, or job.account to an account of that partition")
+        if "" not in queues and queue and queue not in queues:
+            out.add(ERROR, f"{line}: account {account} may charge jobs in {kind}(s) "
+                    f"{', '.join(sorted(queues))} only, not {queue}: set "
+                    f"{joboptions.label(plan.study, sched, kind)} to one of them, or "
+                    f"job.account to an account of that {kind}")
             return
     out.checked.append(f"account {account} known")
 
@@ -159,7 +162,7 @@ def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
                 listed = ", ".join(sorted(answered))
                 out.add(ERROR, f"{where}: {kind} {name} does not exist "
                         f"({queue_check.answer_source(facts, kind)} lists {listed}): set "
-                        f"job.{key} to one of them")
+                        f"{joboptions.label(plan.study, plan.scheduler, key)} to one of them")
             else:
                 out.queue_limits = out.queue_limits or limits
                 queue_check.check_limits(plan, facts, out, kind, key, where, limits,

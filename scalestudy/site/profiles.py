@@ -100,9 +100,9 @@ class SchedulerOptions(_Data):
         default_factory=dict, description="limits of each queue, partition or QOS by name, "
         "from the site's docs (preflight asks the scheduler first)")
     qos_names: list[str] = Field(
-        default_factory=list, description="Slurm: names that are a QOS (job.qos, -q) at "
-        "this site, not a partition (e.g. Frontier's debug): job.partition naming one is "
-        "an error that says so")
+        default_factory=list, description="Slurm: names that are a QOS (job.slurm.qos, -q) "
+        "at this site, not a partition (e.g. Frontier's debug): job.slurm.partition naming "
+        "one is an error that says so")
 
 
 class LauncherOptions(_Data):

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from scalestudy.core.grid import Run
 from scalestudy.core.spec import walltime_seconds
+from scalestudy.site import joboptions
 from scalestudy.site.plan import Plan
 from scalestudy.site.queues import QueueLimits, hms
 from scalestudy.site.routing import documented, named_queues, queue_for
@@ -49,7 +50,7 @@ def profile_queues(plan: Plan, facts: Facts, out: Preflight) -> None:
         if close:
             out.add(ERROR, f"{where}: {key} {name} is not one of profile "
                     f"{plan.system.name}'s {key}s ({listed}): did you mean {close[0]}? "
-                    f"set job.{key}: {close[0]}")
+                    f"set {joboptions.label(plan.study, plan.scheduler, key)}: {close[0]}")
         else:
             out.add(WARNING, f"{where}: {key} {name} is not among profile "
                     f"{plan.system.name}'s {key}s ({listed}), so its limits are not "
@@ -66,7 +67,7 @@ def routed(plan: Plan, facts: Facts) -> list[tuple[str | None, str, list[Run]]]:
     groups: dict[str | None, list[Run]] = {}
     for run in plan.runs:
         groups.setdefault(queue_for(plan.study, plan.system, run), []).append(run)
-    named = named_queues(plan.study.job, key)
+    named = named_queues(plan.study, plan.scheduler)
     default = plan.system.scheduler_options.queue
     out = []
     for name, runs in groups.items():
@@ -74,7 +75,7 @@ def routed(plan: Plan, facts: Facts) -> list[tuple[str | None, str, list[Run]]]:
             out.append((facts.queues.default, f"the default {key} of {plan.system.scheduler}",
                         runs))
         elif named:
-            out.append((name, plan.study.line_of(("job", key)), runs))
+            out.append((name, joboptions.where(plan.study, plan.scheduler, key), runs))
         elif name == default:
             out.append((name, f"profile {plan.system.name}: scheduler_options.queue", runs))
         else:
@@ -85,16 +86,21 @@ def routed(plan: Plan, facts: Facts) -> list[tuple[str | None, str, list[Run]]]:
 
 def check_qos(plan: Plan, facts: Facts, out: Preflight) -> None:
     """The study's QOS against sacctmgr's answer, else the profile's limits."""
-    qos = plan.study.job.qos or plan.system.scheduler_options.qos
-    if not (qos and "qos" in plan.scheduler.job_options):
+    if "qos" not in plan.scheduler.options.model_fields:
         return
-    where = (plan.study.line_of(("job", "qos")) if plan.study.job.qos
+    given = joboptions.spec_value(plan.study, plan.scheduler, "qos")
+    qos = given or plan.system.scheduler_options.qos
+    if not qos:
+        return
+    where = (joboptions.where(plan.study, plan.scheduler, "qos") if given
              else f"profile {plan.system.name}: scheduler_options.qos")
     if facts.queues.qos and not facts.missing:
         limits = facts.queues.qos.get(qos.lower())
         if limits is None:
-            out.add(ERROR, f"{where}: QOS {qos} does not exist (sacctmgr show qos lists "
-                    f"{', '.join(sorted(facts.queues.qos))}): set job.qos to one of them")
+            source = next(iter(facts.queues.qos.values())).source
+            out.add(ERROR, f"{where}: QOS {qos} does not exist ({source} lists "
+                    f"{', '.join(sorted(facts.queues.qos))}): set "
+                    f"{joboptions.label(plan.study, plan.scheduler, 'qos')} to one of them")
             return
     else:
         limits = profile_limits(plan, qos)
@@ -129,7 +135,8 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
             return f"{suggest(plan, key, cover)}, or {packs}"
         if not fits:
             return ""
-        return (f"run those node counts as a study of their own with job.{key}: "
+        return (f"run those node counts as a study of their own with "
+                f"{joboptions.label(study, plan.scheduler, key)}: "
                 f"{' or '.join(fits)} ({verb} {n}-node jobs of {study.job.walltime}), or "
                 f"{packs}")
 
@@ -161,7 +168,8 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
                 f"shorter than {kind} {name} accepts ({hms(limits.min_walltime_s)}, {src}): "
                 f"raise job.walltime to {hms(limits.min_walltime_s)}")
     for what, allowed, value in (("account", limits.allow_accounts, study.job.account),
-                                 ("QOS", limits.allow_qos, study.job.qos)):
+                                 ("QOS", limits.allow_qos,
+                                  joboptions.spec_value(study, plan.scheduler, "qos"))):
         if allowed is not None and value and value.lower() not in allowed:
             out.add(ERROR, f"{where}: {kind} {name} admits the {what}s "
                     f"{', '.join(sorted(allowed))} only, not {value} ({src}): use one of "
@@ -193,7 +201,7 @@ def covering(plan: Plan, known: dict[str, QueueLimits]) -> list[str] | None:
         return None
     wall = walltime_seconds(plan.study.job.walltime)
     counts = sorted({r.nodes for r in plan.runs})
-    named = named_queues(plan.study.job, key)
+    named = named_queues(plan.study, plan.scheduler)
     order = [q for q in named if q in known] + [q for q in known if q not in named]
     for size in range(1, min(len(order), 5) + 1):
         sets = [c for c in itertools.combinations(order, size)
@@ -205,11 +213,10 @@ def covering(plan: Plan, known: dict[str, QueueLimits]) -> list[str] | None:
 
 
 def _routes_all(plan: Plan, key: str, names: list[str]) -> bool:
-    """Whether, with job.<key> set to `names`, every run goes to a queue whose
+    """Whether, with the queue option set to `names`, every run goes to a queue whose
     documented limits take it (the check each suggestion passes before it is offered)."""
     value: str | list[str] = names[0] if len(names) == 1 else names
-    study = plan.study.model_copy(update={"job": plan.study.job.model_copy(
-        update={key: value})})
+    study = joboptions.with_value(plan.study, plan.scheduler, key, value)
     wall = walltime_seconds(study.job.walltime)
     by_size = {run.nodes: run for run in plan.runs}  # routing reads the node count alone
     for run in by_size.values():
@@ -222,7 +229,7 @@ def _routes_all(plan: Plan, key: str, names: list[str]) -> bool:
 
 def suggest(plan: Plan, key: str, cover: list[str]) -> str:
     """The words of a suggestion to name `cover` (see `covering`)."""
-    named = named_queues(plan.study.job, key)
+    named = named_queues(plan.study, plan.scheduler)
     counts = sorted({r.nodes for r in plan.runs})
     sizes = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
     value = cover[0] if len(cover) == 1 else f"[{', '.join(cover)}]"
@@ -235,7 +242,8 @@ def suggest(plan: Plan, key: str, cover: list[str]) -> str:
     else:
         verb = "name " + " and ".join(added) + " instead of " + " and ".join(dropped)
     takes = "it takes" if len(cover) == 1 else "together they take"
-    return (f"{verb}, e.g. job.{key}: {value} ({takes} every run of the study, {sizes}-node "
+    option = joboptions.label(plan.study, plan.scheduler, key)
+    return (f"{verb}, e.g. {option}: {value} ({takes} every run of the study, {sizes}-node "
             f"jobs of {plan.study.job.walltime}; each run goes to the first that takes it)")
 
 
@@ -274,7 +282,7 @@ def profile_queue_limits(plan: Plan) -> QueueLimits | None:
     """The limits of the study's queue as its profile documents them (None: unknown);
     of several, the first named (or the profile's default)."""
     key = plan.scheduler.queue_key
-    names = named_queues(plan.study.job, key) or [plan.system.scheduler_options.queue or ""]
+    names = named_queues(plan.study, plan.scheduler) or [plan.system.scheduler_options.queue or ""]
     return documented(plan.system, names[0]) if key and names[0] else None
 
 

@@ -23,7 +23,7 @@ from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import Run, describe_run, job_name
 from scalestudy.core.spec import Study
 from scalestudy.core.values import JSONObject
-from scalestudy.site import containers, envrecord, ports, schedulers
+from scalestudy.site import containers, envrecord, joboptions, ports, schedulers
 from scalestudy.site.context import TemplateContext
 from scalestudy.site.launchers import Launch, Shell, launch_words
 from scalestudy.site.profiles import SystemProfile
@@ -140,16 +140,11 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         cores_per_node=system.cores_per_node,
         account=job.account,
         queue=queue_for(study, system, run),
-        qos=job.qos or opts.qos,
-        constraint=job.constraint or opts.constraint,
         # PBS joins both streams into its own log (the script then writes stdout.log and
         # stderr.log itself: Torque-style qsub wrappers override -o).
         stdout=str(run_dir / scheduler.log_name),
         stderr=str(run_dir / "stderr.log"),
-        gpus_directive=opts.gpus_directive,
-        select_terms=dict(opts.select_terms),
-        place=opts.place,
-        filesystems=job.filesystems or opts.filesystems,
+        options=joboptions.request_options(study, system),
         extra=(*opts.extra, *job.extra_directives),
         exclude_nodes=tuple(job.exclude_nodes),
     )

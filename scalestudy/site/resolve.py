@@ -9,7 +9,7 @@ from typing import Any
 
 from scalestudy.core.grid import DEFAULT_BATCH, Run
 from scalestudy.core.spec import Job, Study, walltime_seconds
-from scalestudy.site import schedulers
+from scalestudy.site import joboptions, schedulers
 from scalestudy.site.profiles import SystemProfile
 
 SPEC, PROFILE, DEFAULT, UNSET = "spec", "profile", "default", "unset"
@@ -73,14 +73,18 @@ def values(study: Study, system: SystemProfile) -> list[Value]:
     out.append(_job(study, "account", None, UNSET,
                     "not set: the scheduler charges your default account"))
     for key, profiled in ((scheduler.queue_key, opts.queue), ("qos", opts.qos)):
-        if key is None or key not in scheduler.job_options:
+        if key is None or key not in scheduler.options.model_fields:
             continue
+        name = f"job.{scheduler.name}.{key}"
+        given = joboptions.spec_value(study, scheduler, key)
         label = "queue" if key == scheduler.queue_key else key
-        if profiled:
-            out.append(_job(study, key, profiled, PROFILE,
-                            f"profile {system.name}: scheduler_options.{label}"))
+        if given is not None:
+            out.append(Value(name, given, SPEC, joboptions.where(study, scheduler, key)))
+        elif profiled:
+            out.append(Value(name, profiled, PROFILE,
+                             f"profile {system.name}: scheduler_options.{label}"))
         else:
-            out.append(_job(study, key, None, UNSET, "not set: the scheduler's default"))
+            out.append(Value(name, None, UNSET, "not set: the scheduler's default"))
     return out
 
 

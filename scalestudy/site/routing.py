@@ -7,15 +7,18 @@ runs in debug-scaling, the 16-node runs in prod, one spec)."""
 from __future__ import annotations
 
 from scalestudy.core.grid import Run
-from scalestudy.core.spec import Job, Study, walltime_seconds
-from scalestudy.site import schedulers
+from scalestudy.core.spec import Study, walltime_seconds
+from scalestudy.site import joboptions, schedulers
 from scalestudy.site.profiles import SystemProfile
 from scalestudy.site.queues import QueueLimits
+from scalestudy.site.schedulers import Scheduler
 
 
-def named_queues(job: Job, key: str | None) -> list[str]:
-    """The queues `job.<key>` names: none, one, or several in the order to try them."""
-    value = getattr(job, key) if key else None
+def named_queues(study: Study, scheduler: Scheduler) -> list[str]:
+    """The queues the spec names (`job.slurm.partition`, `job.pbs.queue`, ...: the
+    scheduler's `queue_key` option): none, one, or several in the order to try them."""
+    key = scheduler.queue_key
+    value = joboptions.spec_value(study, scheduler, key) if key else None
     if not value:
         return []
     return list(value) if isinstance(value, list) else [value]
@@ -40,10 +43,10 @@ def documented(system: SystemProfile, name: str) -> QueueLimits | None:
 
 def queue_for(study: Study, system: SystemProfile, run: Run) -> str | None:
     """The queue `run`'s job goes to (None: the scheduler's default)."""
-    key = schedulers.get(system.scheduler).queue_key
-    if key is None:
+    scheduler = schedulers.get(system.scheduler)
+    if scheduler.queue_key is None:
         return None
-    names, opts = named_queues(study.job, key), system.scheduler_options
+    names, opts = named_queues(study, scheduler), system.scheduler_options
     if len(names) == 1:
         return names[0]
     if not names:  # the profile's default, unless its documented limits refuse the run

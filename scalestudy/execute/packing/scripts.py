@@ -36,7 +36,7 @@ def flux_steps(study: Study, system: SystemProfile) -> tuple[Study, SystemProfil
     and directives are the allocation's business, not the nested instance's."""
     job = study.job.model_copy(update={
         "account": None, "queue": None, "partition": None, "qos": None, "constraint": None,
-        "filesystems": None, "extra_directives": []})
+        "filesystems": None, "sections": {}, "extra_directives": []})
     gpus = bool(system.gpus_per_node)
     torchrun = system.launcher == "torchrun"
     nested = system.model_copy(update={

@@ -1,9 +1,10 @@
 """Schedulers: how a job is queued, as one protocol; pure functions over strings.
 
-A scheduler renders its directive header, names its job template, says which `job:`
-options it can express, builds the argv to submit, query and cancel, and parses what
-those commands print. It never runs a process (scalestudy.execute.commands does). How
-ranks start is the launcher's business (site.launchers); the two meet in the template.
+A scheduler renders its directive header, names its job template, declares its own
+`job:` options (`options`, a model: the spec's `job.<name>:` section), builds the argv
+to submit, query and cancel, and parses what those commands print. It never runs a
+process (scalestudy.execute.commands does). How ranks start is the launcher's business
+(site.launchers); the two meet in the template.
 
 To add a scheduler: one module with a `Scheduler` subclass, named in the entry-point
 group `scalestudy.schedulers` of its package (or decorated `@register`), and its job
@@ -19,8 +20,10 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from scalestudy.core import plugins
 from scalestudy.core.errors import ScalestudyError, SubmitError
@@ -28,9 +31,9 @@ from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
 
-__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Packing", "Scheduler",
-           "SubmitError", "check_token", "classes", "get", "names", "register",
-           "template_source"]
+__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Options", "Packing", "Scheduler",
+           "SubmitError", "check_token", "classes", "env_prefixes", "get", "names",
+           "options_of", "register", "template_source"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,17 @@ class Packing:
     allocation_gone: str = ""
 
 
+class Options(BaseModel):
+    """Base of a scheduler's own `job:` options (the spec's `job.<scheduler>:` section,
+    over the profile's `scheduler_options` of the same names): strict, unknown keys are
+    errors, every field says what it asks in its description. This one has none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
 @dataclass(frozen=True)
 class JobRequest:
     """What one run asks of the scheduler (already merged: profile defaults + spec)."""
@@ -67,15 +81,13 @@ class JobRequest:
     cpus_per_task: int | None = None
     cores_per_node: int | None = None
     account: str | None = None
-    queue: str | None = None  # PBS -q / Slurm -p (partition)
-    qos: str | None = None
-    constraint: str | None = None
+    #: The queue (or partition) this run goes to, routed (site.routing) from the one or
+    #: several its options name.
+    queue: str | None = None
     stdout: str | None = None
     stderr: str | None = None
-    gpus_directive: str = "gpus-per-node"
-    select_terms: dict[str, str] = field(default_factory=dict)
-    place: str | None = None
-    filesystems: str | None = None
+    #: The scheduler's own options (an instance of its `options`; None: all defaults).
+    options: Options | None = None
     extra: tuple[str, ...] = ()
     exclude_nodes: tuple[str, ...] = ()  # nodes the job must not run on
 
@@ -140,10 +152,20 @@ class Scheduler:
     template: ClassVar[str] = ""
     #: The job template's text (its blocks, extending "_job.sh.j2"); None: the file.
     template_source: ClassVar[str | None] = None
-    #: `job:` keys this scheduler can express (the others are errors in a study).
-    job_options: ClassVar[frozenset[str]] = frozenset()
-    #: The `job:` key that names the queue (`partition` on Slurm, `queue` on PBS).
+    #: Its own `job:` options: the model of the spec's `job.<name>:` section (strict,
+    #: extra="forbid", a description on each field). A field named as one of the old
+    #: flat keys (core.spec.LEGACY_KEYS: job.qos, ...) also reads that key.
+    options: ClassVar[type[Options]] = Options
+    #: The field of `options` that names the queue (`partition` on Slurm, `queue` on PBS).
     queue_key: ClassVar[str | None] = None
+    #: It can keep a job off named nodes (`job.exclude_nodes`).
+    excludes_nodes: ClassVar[bool] = False
+    #: Prefixes of the variables it sets in a job: each run's env.txt records them.
+    env_prefixes: ClassVar[tuple[str, ...]] = ()
+    #: The command whose answer `parse_accounts` reads, as preflight names it.
+    accounts_source: ClassVar[str] = ""
+    #: What the scheduler does with a job charged to an account the user may not charge.
+    unknown_account: ClassVar[str] = "the scheduler may refuse such jobs"
     #: Where the scheduler writes the job script's own output, in the run directory.
     log_name: ClassVar[str] = "stdout.log"
     #: The file listing the job's hosts, as a shell expression (MPI launchers read it).
@@ -318,6 +340,16 @@ def template_source(template: str) -> str | None:
     _load_backends()
     return next((cls.template_source for cls in _REGISTRY.values()
                  if cls.template == template and cls.template_source), None)
+
+
+def env_prefixes() -> tuple[str, ...]:
+    """The variable prefixes of every registered scheduler, by scheduler name."""
+    return tuple(p for cls in classes() for p in cls.env_prefixes)
+
+
+def options_of(job: JobRequest, model: type[OptionsT]) -> OptionsT:
+    """A request's options as `model` (its defaults where the request carries none)."""
+    return job.options if isinstance(job.options, model) else model()
 
 
 def classes() -> list[type[Scheduler]]:

@@ -21,13 +21,16 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
-from scalestudy.core.spec import walltime_seconds
+from pydantic import Field
+
+from scalestudy.core.spec import Token, walltime_seconds
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     Failure,
     JobRequest,
     JobState,
     JobStatus,
+    Options,
     Packing,
     Scheduler,
     SubmitError,
@@ -122,6 +125,14 @@ def job_state(job: Mapping[str, Any]) -> JobState:
     return JobState(job_id, FAILED, raw, code, reason, signalled=bool(code and code > 128))
 
 
+class FluxOptions(Options):
+    """`job.flux:` (over the profile's `scheduler_options.queue`)."""
+
+    queue: Token | list[Token] | None = Field(
+        default=None, description="queue (--queue); several: each run goes to the first "
+        "whose documented limits take its node count and walltime")
+
+
 #: The job's hosts, one per line (the job script's, and a packed allocation's node file).
 _NODES = "flux hostlist --expand --delimiter='\\n' local"
 
@@ -133,8 +144,10 @@ class Flux(Scheduler):
     name = "flux"
     prefix = "# flux:"
     template = "flux.sh.j2"
-    job_options = frozenset({"queue", "exclude_nodes"})
+    options = FluxOptions
     queue_key = "queue"
+    excludes_nodes = True
+    env_prefixes = ("FLUX_",)
     log_name = "flux.log"
     job_id_variable = "FLUX_ENCLOSING_ID"
     joins_output = True

@@ -19,12 +19,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from scalestudy.core.spec import walltime_seconds
+from pydantic import Field
+
+from scalestudy.core.spec import Token, walltime_seconds
 from scalestudy.site.schedulers import (
     Failure,
     JobRequest,
     JobState,
     JobStatus,
+    Options,
     Scheduler,
     SubmitError,
     check_token,
@@ -165,6 +168,14 @@ def _records(data: Any) -> Iterator[Mapping[str, Any]]:
             yield record
 
 
+class LSFOptions(Options):
+    """`job.lsf:` (over the profile's `scheduler_options.queue`)."""
+
+    queue: Token | list[Token] | None = Field(
+        default=None, description="queue (-q), e.g. pbatch or pdebug; several: each run goes "
+        "to the first whose documented limits take its node count and walltime")
+
+
 class LSF(Scheduler):
     """IBM Spectrum LSF with CSM (bsub -nnodes, bjobs, bkill), jobs started with jsrun."""
 
@@ -172,8 +183,9 @@ class LSF(Scheduler):
     prefix = "#BSUB"
     template = "lsf.sh.j2"
     template_source = TEMPLATE
-    job_options = frozenset({"queue"})
+    options = LSFOptions
     queue_key = "queue"
+    env_prefixes = ("LSB_",)
     # LSF's own report of the job (its state, TERM_* reason, resource usage) and anything
     # before the script's own redirection land here (-oo: each attempt writes it anew).
     log_name = "lsf.log"

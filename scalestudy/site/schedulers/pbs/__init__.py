@@ -8,18 +8,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
+from scalestudy.core.spec import Token
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     Failure,
     JobRequest,
     JobState,
     JobStatus,
+    Options,
     Packing,
     Scheduler,
     SubmitError,
     check_token,
+    options_of,
     register,
 )
 from scalestudy.site.schedulers.pbs import codes, limits
@@ -179,6 +184,18 @@ def _unwrap(text: str) -> str:
     return text.replace("\n\t", "") if re.search(r"^    \S", text, re.M) else text
 
 
+class PBSOptions(Options):
+    """`job.pbs:` (over the profile's `scheduler_options` of the same names)."""
+
+    queue: Token | list[Token] | None = Field(None, description="queue (-q); several: each "
+                                              "run to the first whose limits take it")
+    filesystems: Token | None = Field(None, description="-l filesystems, e.g. home:eagle")
+    place: Token | None = Field(None, description="-l place, e.g. scatter")
+    select_terms: dict[Token, Token] = Field({}, description="more terms of -l select")
+    gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
+        "gpus-per-node", description="none: -l select asks whole nodes, else ngpus too")
+
+
 @register
 class PBSPro(Scheduler):
     """PBS Pro (qsub/qstat/qdel), as at ALCF."""
@@ -186,8 +203,10 @@ class PBSPro(Scheduler):
     name = "pbs"
     prefix = "#PBS"
     template = "pbs.sh.j2"
-    job_options = frozenset({"queue", "filesystems", "exclude_nodes"})
+    options = PBSOptions
     queue_key = "queue"
+    excludes_nodes = True  # by naming the hosts instead (hosts_argv)
+    env_prefixes = ("PBS_",)
     log_name = "pbs.log"
     hostfile = '"$PBS_NODEFILE"'
     job_id_variable = "PBS_JOBID"
@@ -227,13 +246,13 @@ class PBSPro(Scheduler):
     @staticmethod
     def _terms(job: JobRequest) -> list[str]:
         """A chunk's resources (after its count): ncpus, ngpus, mpiprocs, the profile's."""
-        terms = []
-        if job.gpus_directive != "none":  # sites that schedule below whole nodes
+        terms, opts = [], options_of(job, PBSOptions)
+        if opts.gpus_directive != "none":  # sites that schedule below whole nodes
             terms.append(f"ncpus={job.cores_per_node or job.ranks_per_node}")
             if job.gpus_per_node:
                 terms.append(f"ngpus={job.gpus_per_node}")
             terms.append(f"mpiprocs={job.ranks_per_node}")
-        for key, value in job.select_terms.items():
+        for key, value in opts.select_terms.items():
             terms.append(f"{check_token('select term', key)}={check_token('select term', value)}")
         return terms
 
@@ -241,11 +260,12 @@ class PBSPro(Scheduler):
         """`#PBS` lines: name, select chunk, place, walltime, filesystems, account, queue."""
         chunk = [str(job.nodes), *self._terms(job)]
         d = [f"-N {check_token('job name', job.name)[:236]}", f"-l select={':'.join(chunk)}"]
-        if job.place:
-            d.append(f"-l place={check_token('place', job.place)}")
+        opts = options_of(job, PBSOptions)
+        if opts.place:
+            d.append(f"-l place={check_token('place', opts.place)}")
         d.append(f"-l walltime={check_token('walltime', job.walltime)}")
-        if job.filesystems:
-            d.append(f"-l filesystems={check_token('filesystems', job.filesystems)}")
+        if opts.filesystems:
+            d.append(f"-l filesystems={check_token('filesystems', opts.filesystems)}")
         if job.account:
             d.append(f"-A {check_token('account', job.account)}")
         if job.queue:

@@ -5,18 +5,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import ClassVar
+from typing import ClassVar, Literal
 
+from pydantic import Field
+
+from scalestudy.core.spec import Token
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     Failure,
     JobRequest,
     JobState,
     JobStatus,
+    Options,
     Packing,
     Scheduler,
     SubmitError,
     check_token,
+    options_of,
     register,
 )
 from scalestudy.site.schedulers.slurm import limits
@@ -133,6 +138,19 @@ def _clusters(job_ids: Sequence[str]) -> list[str]:
 _NODES = 'scontrol show hostnames "$SLURM_JOB_NODELIST"'
 
 
+class SlurmOptions(Options):
+    """`job.slurm:` (over the profile's `scheduler_options` of the same names)."""
+
+    partition: Token | list[Token] | None = Field(
+        default=None, description="partition (-p); several: each run goes to the first "
+        "whose documented limits take its node count and walltime")
+    qos: Token | None = Field(default=None, description="quality of service (-q)")
+    constraint: Token | None = Field(default=None, description="node features (-C), e.g. gpu")
+    gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
+        default="gpus-per-node", description="how the GPUs are asked: --gpus-per-node=N, "
+        "--gres=gpu:N, or not at all")
+
+
 @register
 class Slurm(Scheduler):
     """Slurm (sbatch/sacct/squeue/scontrol/scancel)."""
@@ -140,8 +158,13 @@ class Slurm(Scheduler):
     name = "slurm"
     prefix = "#SBATCH"
     template = "slurm.sh.j2"
-    job_options = frozenset({"partition", "qos", "constraint", "exclude_nodes"})
+    options = SlurmOptions
     queue_key = "partition"
+    excludes_nodes = True
+    env_prefixes = ("SLURM_", "SRUN_")
+    accounts_source = "sacctmgr show assoc"
+    unknown_account = ("Slurm refuses such jobs where it enforces associations and charges "
+                       "your default account elsewhere")
     submitit = True
     nodes_command = _NODES
     job_id_variable = "SLURM_JOB_ID"
@@ -178,16 +201,17 @@ class Slurm(Scheduler):
         """`#SBATCH` lines, short options where Slurm users write them."""
         d = [f"--job-name={check_token('job name', job.name)}", f"-N {job.nodes}",
              f"--ntasks-per-node={job.ranks_per_node}"]
+        opts = options_of(job, SlurmOptions)
         if job.gpus_per_node:
-            if job.gpus_directive == "gpus-per-node":
+            if opts.gpus_directive == "gpus-per-node":
                 d.append(f"--gpus-per-node={job.gpus_per_node}")
-            elif job.gpus_directive == "gres":
+            elif opts.gpus_directive == "gres":
                 d.append(f"--gres=gpu:{job.gpus_per_node}")
         if job.cpus_per_task:
             d.append(f"--cpus-per-task={job.cpus_per_task}")
         d.append(f"-t {check_token('walltime', job.walltime)}")
         for flag, what, value in (("-A", "account", job.account), ("-p", "partition", job.queue),
-                                  ("-q", "qos", job.qos), ("-C", "constraint", job.constraint)):
+                                  ("-q", "qos", opts.qos), ("-C", "constraint", opts.constraint)):
             if value:
                 d.append(f"{flag} {check_token(what, value)}")
         if job.exclude_nodes:
