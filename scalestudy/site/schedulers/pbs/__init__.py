@@ -8,18 +8,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import Field
-
-from scalestudy.core.spec import Token
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
     Failure,
     JobRequest,
     JobState,
     JobStatus,
-    Options,
     Packing,
     Scheduler,
     SubmitError,
@@ -28,6 +24,7 @@ from scalestudy.site.schedulers import (
     register,
 )
 from scalestudy.site.schedulers.pbs import codes, limits
+from scalestudy.site.schedulers.pbs.options import PBSOptions
 
 PENDING, RUNNING, COMPLETED, FAILED = (JobStatus.QUEUED, JobStatus.RUNNING,
                                        JobStatus.COMPLETED, JobStatus.FAILED)
@@ -182,18 +179,6 @@ def _unwrap(text: str) -> str:
     Its attributes are indented with 4 spaces; Slurm's Torque-style qstat indents them
     with a TAB and does not wrap."""
     return text.replace("\n\t", "") if re.search(r"^    \S", text, re.M) else text
-
-
-class PBSOptions(Options):
-    """`job.pbs:` (over the profile's `scheduler_options` of the same names)."""
-
-    queue: Token | list[Token] | None = Field(None, description="queue (-q); several: each "
-                                              "run to the first whose limits take it")
-    filesystems: Token | None = Field(None, description="-l filesystems, e.g. home:eagle")
-    place: Token | None = Field(None, description="-l place, e.g. scatter")
-    select_terms: dict[Token, Token] = Field({}, description="more terms of -l select")
-    gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
-        "gpus-per-node", description="none: -l select asks whole nodes, else ngpus too")
 
 
 @register
