@@ -51,6 +51,17 @@ def test_pals_mpiexec_as_alcf_documents_it() -> None:
                     'python3 -m scalestudy.workload --model resnet50')
 
 
+def test_mpiexec_takes_its_host_file_from_the_scheduler_and_never_guesses_one() -> None:
+    launch = Launch(run=RUN, system=system("mpiexec", "pbs"), program=prog(), threads=1,
+                    hostfile='"$SCALESTUDY_STEP_HOSTFILE"')  # a packed step's own hosts
+    assert '--hostfile "$SCALESTUDY_STEP_HOSTFILE"' in shell_words(launch_words(launch))
+    # No host file given (profiles refuse mpiexec under a scheduler that writes none,
+    # when they load): an error, never a guess at some scheduler's variable.
+    bare = Launch(run=RUN, system=system("mpiexec", "pbs"), program=prog(), threads=1)
+    with pytest.raises(ScalestudyError, match="writes none"):
+        launch_words(bare)
+
+
 def test_open_mpi_mpirun_passes_variables_and_maps_per_node() -> None:
     text = line(system("mpirun", gpus=0), threads=1)
     assert text.startswith("mpirun -np 8 --map-by ppr:4:node --bind-to core ")

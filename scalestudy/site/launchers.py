@@ -1,8 +1,8 @@
 """Launchers: how ranks start (srun, PALS mpiexec, Open MPI mpirun, flux run, torchrun, local).
 
 Pure: each builds the launch command of one run as a list of words. A plain `str`
-word is shell-quoted by the template; a `Shell` word (a variable such as
-"$PBS_NODEFILE") is written as is. Nothing from a spec ever becomes a `Shell` word.
+word is shell-quoted by the template; a `Shell` word (a variable such as the
+scheduler's host file) is written as is. Nothing from a spec ever becomes a `Shell` word.
 
 Launchers compose, like ReFrame's LauncherWrapper: a starter (srun, mpiexec, mpirun;
 on this host the job script's agents or horovodrun) puts processes on the nodes, and
@@ -38,7 +38,6 @@ class Shell(str):
 
 Word = str  # str or Shell
 RDZV_ENDPOINT = Shell('--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"')
-NODEFILE = Shell('"$PBS_NODEFILE"')
 #: A packed step's nodes (srun), set by the step runner inside the allocation.
 STEP_NODES = Shell('--nodelist="$SCALESTUDY_STEP_HOSTS"')
 #: The local job script's function that starts one torchrun agent per "node" on this host.
@@ -171,8 +170,11 @@ def mpiexec(launch: Launch, slots: Slots) -> list[Word]:
         words += ["--depth", str(opts.depth)]
     if opts.cpu_bind:
         words += ["--cpu-bind", opts.cpu_bind]
-    hostfile = Shell(launch.hostfile) if launch.hostfile else NODEFILE
-    return [*words, "--hostfile", hostfile, "--envall", *opts.extra_args]
+    if not launch.hostfile:  # profiles refuse it when they load (site.profiles)
+        raise ScalestudyError(
+            f"mpiexec needs the host file of the job, and {launch.system.scheduler} writes "
+            "none: use its own launcher (srun, flux) or a scheduler that writes one")
+    return [*words, "--hostfile", Shell(launch.hostfile), "--envall", *opts.extra_args]
 
 
 def mpirun(launch: Launch, slots: Slots) -> list[Word]:
@@ -183,7 +185,7 @@ def mpirun(launch: Launch, slots: Slots) -> list[Word]:
         mapping += f":PE={launch.threads}"
     words: list[Word] = ["mpirun", "-np", str(slots.nodes * slots.per_node), "--map-by", mapping,
                          "--bind-to", opts.cpu_bind or ("core" if slots.ranks else "none")]
-    if launch.hostfile:  # PBS: $PBS_NODEFILE (Slurm: Open MPI asks Slurm itself)
+    if launch.hostfile:  # the scheduler's (Slurm: Open MPI asks Slurm itself)
         words += ["--hostfile", Shell(launch.hostfile)]
     for name in ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", *launch.env_names):
         words += ["-x", name]
