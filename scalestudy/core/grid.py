@@ -170,23 +170,30 @@ def lr_values(study: Study, run: Run) -> dict[str, float | None]:
             "lr_warmup_iters": policy.warmup_iters}
 
 
-def _run_id(study: Study, point: dict[str, Value], repeat: int) -> str:
-    tuning = study.tuning.get(str(point["tuning"]))
-    identity: dict[str, object] = {
+def _run_ids(study: Study) -> Callable[[dict[str, Value], int], str]:
+    """A run's id from its point and repeat: a hash of what the run measures. The parts
+    every run of the study shares are dumped once (a 10,000-run grid dumps its workload
+    once, not 10,000 times); the ids are those of earlier releases."""
+    # Defaults left out: an option added later does not change existing runs' ids.
+    shared: dict[str, object] = {
         "system": study.system_identity,
-        # Defaults left out: an option added later does not change existing runs' ids.
-        "workload": study.workload.model_dump(mode="json", exclude_defaults=True),
-        "tuning_settings": (
-            tuning.model_dump(mode="json", exclude={"description"}, exclude_defaults=True)
-            if tuning else {}
-        ),
-        "repeat": repeat,
-        **point,
-    }
-    if study.target is not None and study.target.measured:  # what the run trains to
-        identity["target"] = study.target.workload_args()
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        "workload": study.workload.model_dump(mode="json", exclude_defaults=True)}
+    tunings = {name: t.model_dump(mode="json", exclude={"description"}, exclude_defaults=True)
+               for name, t in study.tuning.items()}
+    # what a run trains to (after the point's keys, as it always was)
+    target = (study.target.workload_args()
+              if study.target is not None and study.target.measured else None)
+
+    def run_id(point: dict[str, Value], repeat: int) -> str:
+        identity: dict[str, object] = {
+            **shared, "tuning_settings": tunings.get(str(point["tuning"]), {}),
+            "repeat": repeat, **point}
+        if target is not None:
+            identity["target"] = target
+        blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    return run_id
 
 
 def _excluded(study: Study, point: dict[str, Value], used: set[int] | None = None) -> bool:
@@ -235,6 +242,7 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
     strong = study.scaling == "strong"
     batches = (g.global_batch if strong else g.batch_size) or [DEFAULT_BATCH]
     boxes = [label(e) for e in study.container_entries()]
+    run_id = _run_ids(study)
     for nodes, rpn, batch, backend, tuning, box, *axis_values in itertools.product(
         g.nodes, rpns, batches, g.backend, g.tuning, boxes, *axes.values()
     ):
@@ -278,7 +286,7 @@ def expand(study: Study, ranks_per_node: Sequence[int] | None = None) -> list[Ru
         precision = str(asked) if asked else _base_precision(study, tuning)
         for repeat in range(study.repeats):
             runs.append(Run(
-                run_id=_run_id(study, point, repeat),
+                run_id=run_id(point, repeat),
                 study=study.name,
                 system=study.system,
                 scaling=study.scaling,
