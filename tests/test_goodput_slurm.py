@@ -72,3 +72,13 @@ def test_without_failures_the_conditional_model_is_the_measured_goodput() -> Non
                                              "every_steps": 100, "model": "gpt-tiny",
                                              "ranks": 2, "nodes": 1})())
     assert summary["trials"] == 2 and summary["within_3_points_conditional"] >= 0.5
+
+
+def test_trials_simulated_under_the_models_assumptions_average_its_wall_clock() -> None:
+    b = bench()
+    row = b.analyse([killed_once(b)], 120.0, 100)[0]
+    within, mean = b.ceiling(row, 120.0, seed=3, n=4000)
+    assert mean == pytest.approx(row["model_wall_s"], rel=0.02)
+    assert 0 < within < 1  # Poisson luck alone moves a short run's goodput by points
+    calm = b.analyse([killed_once(b)], 1e9, 100)[0]
+    assert b.ceiling(calm, 1e9, seed=3, n=10) == (1.0, pytest.approx(calm["model_wall_s"]))
