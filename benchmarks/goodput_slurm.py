@@ -12,7 +12,8 @@ What is measured, exactly:
   is nothing to kill. A kill SIGKILLs one rank chosen at random (`srun
   --kill-on-bad-exit=1`, in the profile, then ends the step: without it a rank waiting
   for a dead rank 0 at the rendezvous waits out its 300 s timeout), or cancels the job
-  when no rank has started yet. Seeded
+  when no rank has started yet. The clock stops once the run's record is written: the
+  work is done and the wall clock ends there (the job's teardown is not struck). Seeded
   exponential gaps: trial i's kill times are the same in every repetition.
 - **W, the useful time**: the finished record's `train_s`, the training time of the
   steps the run kept (a resumed run adds the checkpoint's to its own): the model's W,
@@ -215,7 +216,9 @@ def trial(index: int, work: Path, data: Path, args: argparse.Namespace) -> Trial
                 alive = ranks(job)
                 if attempt.launched is None and alive:
                     attempt.launched = min((t for t in alive.values() if t), default=None)
-                if clock >= gap:
+                # the record written, the work is done: the wall clock ends there, so
+                # the job's teardown is never struck (else `run` would train it again)
+                if clock >= gap and not any(study.glob("runs/*/metrics.jsonl")):
                     attempt.killed = time.time()
                     if alive:
                         os.kill(pick.choice(sorted(alive)), signal.SIGKILL)
@@ -380,8 +383,8 @@ def table(rows: list[dict[str, float]]) -> str:
         f"| {r['trial']} | {r['failures']} ({r['expected_failures']:.2f}) | "
         f"{r['work_s']:.0f} | {r['wall_s']:.0f} | {r['goodput']:.1%} | "
         f"{r['model_goodput']:.1%} | {r['conditional_goodput']:.1%} | {r['save_s']:.2f} | "
-        f"{r['tau_s']:.1f} | {r['restart_in_s']:.1f} | {r['restart_out_s']:.1f} |"
-        for r in rows]
+        f"{r['tau_s']:.1f} | {r['restart_in_s']:.1f} | {r['restart_out_s']:.1f} | "
+        f"{r['ceiling_within']:.0%} |" for r in rows]
     return "\n".join(lines)
 
 
