@@ -18,7 +18,7 @@ largest batch and asked for it, and the closest wins. With fewer, one held-out b
 leaves two to fit and the choice follows the noise, so the bent law is used. On the RCP
 backtest (benchmarks/target_backtest.py: fitted on the 3 smallest batches of every
 series, scored up to 4× the largest fitted) it puts the most points within 10 % of the
-laws tried (docs/evidence.md), also when each benchmark is scored with the g the other
+laws tried (docs/evidence-training.md), also when each benchmark is scored with the g the other
 benchmarks choose (docs/forecast.md).
 
 The interval, at `level`, is symmetric in log space: z · sqrt(s² + (K · d)²), with s the
