@@ -60,9 +60,16 @@ def test_a_profile_default_sits_below_the_spec(tmp_path: Path) -> None:
     assert "#SBATCH -C cpu" in directives(plan) and "#SBATCH -C gpu" not in directives(plan)
 
 
-def test_one_study_carries_the_sections_of_several_schedulers(tmp_path: Path) -> None:
+def test_one_study_carries_the_sections_of_several_schedulers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = "job: {account: A, slurm: {qos: debug}, pbs: {queue: prod, filesystems: 'home:eagle'}}\n"
     on_slurm, on_pbs = plan_of(tmp_path, job), plan_of(tmp_path, job, system="polaris")
+    # each system's plan says once which section its runs do not read
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: {tmp_path / 's.yaml'}:4: job.pbs not used: system 'perlmutter' uses slurm "
+        "(its options go under job.slurm)",
+        f"note: {tmp_path / 's.yaml'}:4: job.slurm not used: system 'polaris' uses pbs "
+        "(its options go under job.pbs)"]
     assert "#SBATCH -q debug" in directives(on_slurm)
     assert not any("filesystems" in line for line in directives(on_slurm))
     assert {"#PBS -q prod", "#PBS -l filesystems=home:eagle"} <= set(directives(on_pbs))

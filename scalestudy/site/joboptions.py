@@ -171,12 +171,24 @@ def legacy_note(study: Study) -> str | None:
             f"{'; '.join(moved)}; the old form is still read")
 
 
-def note_legacy(study: Study) -> None:
-    """Print `legacy_note` on stderr, once per spec file in this process."""
-    note = legacy_note(study)
-    if note is not None and note not in _NOTED:
-        _NOTED.add(note)
-        print(note, file=sys.stderr)
+def unused_note(study: Study, system: SystemProfile) -> str | None:
+    """One line naming the sections of other schedulers than the system's, which this
+    system's runs do not read (None: none)."""
+    others = [name for name in study.job.sections if name != system.scheduler]
+    if not others:
+        return None
+    return (f"note: {study.line_of(('job', others[0])).rsplit(': ', 1)[0]}: "
+            f"{', '.join(f'job.{n}' for n in others)} not used: system {system.name!r} uses "
+            f"{system.scheduler} (its options go under job.{system.scheduler})")
+
+
+def note_legacy(study: Study, system: SystemProfile | None = None) -> None:
+    """Print `legacy_note` (and, given the system, `unused_note`) on stderr, each once
+    per spec file in this process."""
+    for note in (legacy_note(study), unused_note(study, system) if system else None):
+        if note is not None and note not in _NOTED:
+            _NOTED.add(note)
+            print(note, file=sys.stderr)
 
 
 def _messages(exc: ValidationError, study: Study, scheduler: Scheduler) -> list[str]:

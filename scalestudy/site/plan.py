@@ -69,7 +69,7 @@ def make_plan(path: str | Path, results: Path = Path("results")) -> Plan:
     problems += _xpu_precision(study, system, runs)
     if problems:
         raise SpecError("\n".join(problems))
-    joboptions.note_legacy(study)
+    joboptions.note_legacy(study, system)
     return Plan(study, system, runs, results)
 
 
