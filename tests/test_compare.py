@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy.core.errors import ScalestudyError
+from scalestudy.results.history.compare import spec_settings
 from scalestudy.study import compare
 from tests.conftest import run_cli
 from tests.test_report import finished_study
@@ -111,3 +112,15 @@ def test_each_container_image_of_a_side_is_a_setting_with_its_digest(tmp_path) -
                  *([f"SCALESTUDY_CONTAINER_DIGEST={digest}"] if digest else [])]
         (tmp_path / "runs" / run / "env.txt").write_text("\n".join(lines) + "\n")
     assert image_digests(tmp_path) == {"image charliecloud:/img": "sha256:1/sha256:2"}
+
+
+def test_a_spec_moved_to_the_new_job_options_form_compares_equal_to_its_old_self(
+        tmp_path: Path) -> None:
+    head = "name: o\nsystem: perlmutter\ngrid: {nodes: [1]}\n"
+    specs = {name: tmp_path / f"{name}.yaml" for name in ("old", "new", "other")}
+    specs["old"].write_text(head + "job: {account: A, qos: debug, constraint: gpu}\n")
+    specs["new"].write_text(head + "job: {account: A, slurm: {qos: debug, constraint: gpu}}\n")
+    specs["other"].write_text(head + "job: {account: A, slurm: {qos: regular, constraint: gpu}}\n")
+    old, new, other = (spec_settings(p) for p in specs.values())
+    assert old == new and old["job.qos"] == "debug"
+    assert {k for k in new if new[k] != other.get(k)} == {"job.qos"}

@@ -18,6 +18,7 @@ import pandas as pd
 
 from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.load import load_study
+from scalestudy.core.spec import LEGACY_KEYS
 from scalestudy.results.analysis import columns as col
 from scalestudy.results.analysis.collect import read_runs
 from scalestudy.results.analysis.efficiency import format_value, scaling_table, unit_of
@@ -71,7 +72,22 @@ def spec_settings(spec: Path) -> dict[str, str]:
     except (ScalestudyError, OSError):
         return {}
     data = study.model_dump(mode="json", exclude={"source"})
-    return _flatten({k: v for k, v in data.items() if k not in NOT_SETTINGS})
+    return _one_form(_flatten({k: v for k, v in data.items() if k not in NOT_SETTINGS}))
+
+
+def _one_form(settings: dict[str, str]) -> dict[str, str]:
+    """Settings with a scheduler's option written the old way (`job.qos`) and the new
+    (`job.slurm.qos`) under one name, the old one, so that a spec moved to the new form
+    compares equal to its old self; an option whose sections disagree stays apart."""
+    out = dict(settings)
+    for key in LEGACY_KEYS:
+        found = {k: v for k, v in settings.items()
+                 if k.startswith("job.") and k.count(".") == 2 and k.endswith(f".{key}")}
+        if len(set(found.values())) == 1 and settings.get(f"job.{key}") in (None, "none"):
+            for k in found:
+                del out[k]
+            out[f"job.{key}"] = next(iter(found.values()))
+    return out
 
 
 def load_side(arg: Path | str, results: Path) -> Side:
