@@ -43,6 +43,15 @@ grid: {{nodes: {nodes}, ranks_per_node: [{rpn}], batch_size: [4]}}
 job: {{account: {account}, {queue_key}: {queue}, walltime: "{walltime}"}}
 """
 SYNTHETIC = "{model: small_cnn, image_size: 16, num_classes: 10, iters: 1}"
+#: The specs here name the queue the old way (`job.partition`, `job.queue`), which is still
+#: read, with one note first; the new form (`job.slurm.partition`) is tests/test_joboptions.
+OLD_FORM = {"partition": "job.partition is now job.slurm.partition",
+            "queue": "job.queue is now job.pbs.queue (or job.flux.queue)"}
+
+
+def note(spec: Path, key: str) -> str:
+    """The note `validate` and `run` print first for the old form of `key`."""
+    return f"note: {spec}:6: {OLD_FORM[key]}; the old form is still read"
 
 
 def write(directory: Path, profile: str, queue_key: str, nodes: str = "[1, 2]",
@@ -96,6 +105,7 @@ def test_slurm_clean_study_passes_with_one_line(slurm_cluster, tmp_path: Path) -
     done = run_cli("validate", "--preflight", str(spec), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
+        note(spec, "partition"),
         "preflight: ok: slurm answers; account scalestudy known; partition short takes 1-2 "
         "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; srun on PATH; "
         f"{sys.executable} imports torch {_torch()} (CPU-only) on this host, "
@@ -111,6 +121,7 @@ def test_slurm_problem_is_caught_with_its_fix(problem: str, slurm_cluster,
     done = run_cli("validate", "--preflight", str(spec), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
+        note(spec, "partition"),
         "preflight: error: " + message.format(spec=spec, host=socket.gethostname()),
         "error: preflight: 1 problem(s) above would make jobs of study pf fail or wait for "
         "ever: fix them"]
@@ -130,9 +141,9 @@ def test_slurm_run_stops_before_submitting_and_runs_when_clean(slurm_cluster,
                  workload="{kind: command, command: [echo, 'Total img/sec on 2 GPU(s): 1.5']}")
     done = run_cli("run", str(spec), "--wait", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stderr.splitlines()[0] == (
+    assert done.stderr.splitlines()[:2] == [note(spec, "partition"), (
         "preflight: ok: slurm answers; account scalestudy known; partition short takes 1-2 "
-        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; srun on PATH")
+        "nodes and 00:10:00; at most 2 rank(s) on a testbed node's 2 cores; srun on PATH")]
     assert "2 job(s) submitted" in done.stdout
 
 
@@ -183,6 +194,7 @@ def test_pbs_clean_study_passes_with_one_line(pbs_cluster, pbs_tmp_path: Path) -
     done = pbs_cluster.scalestudy("validate", "--preflight", str(spec), cwd=pbs_tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
+        note(spec, "queue"),
         "preflight: ok: pbs answers; account SomeAccount not checked (pbs keeps no list of "
         "accounts to ask); queue debug-scaling takes 1-2 nodes and 01:00:00; at most 1 "
         f"rank(s) on a pbslab node's 2 cores; mpirun on PATH; {pbs_cluster.python} imports "
@@ -198,6 +210,7 @@ def test_pbs_problem_is_caught_with_its_fix(problem: str, pbs_cluster,
     done = pbs_cluster.scalestudy("validate", "--preflight", str(spec), cwd=pbs_tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
+        note(spec, "queue"),
         "preflight: error: " + message.format(spec=spec),
         "error: preflight: 1 problem(s) above would make jobs of study pf fail or wait for "
         "ever: fix them"]

@@ -156,12 +156,14 @@ def problems(study: Study, system: SystemProfile) -> list[str]:
     return out
 
 
-def legacy_note(study: Study) -> str | None:
-    """One line naming the old flat keys the spec uses and their new place (None: none)."""
+def legacy_note(study: Study, system: SystemProfile | None = None) -> str | None:
+    """One line naming the old flat keys the spec uses and their new place, the system's
+    scheduler's first (None: none)."""
     moved = []
     for key in LEGACY_KEYS:
         if getattr(study.job, key) is not None:
-            first, *rest = [f"job.{name}.{key}" for name in owners(key)] or [f"job.{key}"]
+            names = sorted(owners(key), key=lambda n: system is None or n != system.scheduler)
+            first, *rest = [f"job.{name}.{key}" for name in names] or [f"job.{key}"]
             moved.append(f"job.{key} is now {first}"
                          + (f" (or {', '.join(rest)})" if rest else ""))
     if not moved:
@@ -185,7 +187,7 @@ def unused_note(study: Study, system: SystemProfile) -> str | None:
 def note_legacy(study: Study, system: SystemProfile | None = None) -> None:
     """Print `legacy_note` (and, given the system, `unused_note`) on stderr, each once
     per spec file in this process."""
-    for note in (legacy_note(study), unused_note(study, system) if system else None):
+    for note in (legacy_note(study, system), unused_note(study, system) if system else None):
         if note is not None and note not in _NOTED:
             _NOTED.add(note)
             print(note, file=sys.stderr)
