@@ -218,7 +218,7 @@ def test_preflight_reads_the_queues_and_flux_refuses_what_they_do_not_take(
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert ("queue debug takes at most 2 nodes (flux queue list), so 1 run(s) would be "
             "refused or wait for ever; run those node counts as a study of their own with "
-            "job.queue: batch") in checked.stderr
+            "job.flux.queue: batch") in checked.stderr
     stopped = cli(flux_cluster, work, "run", spec)
     assert stopped.returncode == 2 and "takes at most 2 nodes" in stopped.stderr, \
         stopped.stdout + stopped.stderr

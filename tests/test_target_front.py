@@ -19,7 +19,7 @@ from scalestudy.results.analysis.cost import costs_of
 from scalestudy.results.analysis.efficiency import scaling_table
 from scalestudy.results.analysis.study import AnalysisOptions, analyse
 from scalestudy.results.analysis.target_forecast import forecast_to_target
-from scalestudy.results.analysis.target_front import target_front
+from scalestudy.results.analysis.target_front import FRONT_COLUMNS, _finished, target_front
 from scalestudy.results.analysis.totarget import reached_runs, to_target
 
 SECTION = "## Time and node-hours to the target"
@@ -212,3 +212,12 @@ def test_report_deadline_picks_among_measured_and_forecast_points(tmp_path: Path
     assert summary["cost"]["target_picks"][0]["point"]["kind"] == "measured"
     md = (tmp_path / "results/tf/report/index.md").read_text()
     assert "### Forecast points to the target" in md.split(SECTION)[1]
+
+
+def test_a_front_without_points_is_empty_with_its_columns() -> None:
+    # no point reached the target and none could be forecast: nothing to pick from, and
+    # the report still builds (an empty mask once picked columns instead of rows)
+    empty = pd.DataFrame(columns=[c for c in FRONT_COLUMNS if c not in (
+        "queue_wait_s", "finish_s", "finish_high_s", "pareto")])
+    got = _finished(empty, {})
+    assert got.empty and list(got.columns) == list(FRONT_COLUMNS)

@@ -255,7 +255,9 @@ def _finished(front: pd.DataFrame, waits: Mapping[int, float]) -> pd.DataFrame:
     wait = front["queue_wait_s"].fillna(0.0)
     front["finish_s"] = front["time_to_target_s"] + wait
     front["finish_high_s"] = front["time_high"] + wait
-    ok = front[~front["doubt"].map(lambda d: any(c in str(d) for c in IMPLAUSIBLE))]
+    # .loc and a bool mask: an empty object-typed mask would pick columns, not rows
+    doubtful = front["doubt"].map(lambda d: any(c in str(d) for c in IMPLAUSIBLE))
+    ok = front.loc[~doubtful.astype(bool)]
     for _, idx in ok.groupby("work", sort=False).groups.items():
         sub = front.loc[idx]
         keep = pareto_front(sub["time_to_target_s"].to_numpy(float),
