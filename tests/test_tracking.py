@@ -171,6 +171,21 @@ def test_ended_jobs_are_settled_with_their_reasons(plan) -> None:
     assert (plan.directory / "runs" / run_102 / "attempts" / "1" / "status.json").is_file()
 
 
+def test_a_job_cut_off_after_its_whole_record_is_a_measured_run(plan) -> None:
+    # killed or cancelled after the workload wrote its record (its last act): measured,
+    # not failed, so that a rerun does not train it again; without a record it failed
+    fake = FakeSlurm()
+    submit_runs(plan, plan.runs, runner=fake)
+    finish(plan, fake, "101", "CANCELLED by 0|0:9", 50.0)
+    finish(plan, fake, "102", "TIMEOUT|0:15", 50.0)
+    finish(plan, fake, "103", "CANCELLED by 0|0:9", None)
+    finish(plan, fake, "104", "FAILED|0:9", 50.0)  # a rank SIGKILLed as it exited
+    views = {v.job_id: v for v in refresh(plan, fake).values()}
+    assert {views[i].state for i in ("101", "102", "104")} == {"completed"}
+    assert views["103"].state == "failed" and "cancelled" in views["103"].reason
+    assert len(submit_runs(plan, plan.runs, runner=fake).submitted) == 1  # 103 only
+
+
 def test_a_job_the_scheduler_forgot_is_lost_after_a_grace_period(plan, monkeypatch) -> None:
     fake = FakeSlurm()
     submit_runs(plan, plan.runs[:1], runner=fake)

@@ -181,6 +181,12 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
         with contextlib.suppress(OSError, ValueError):
             exit_code = int((run_dir / "exit_code").read_text().strip())
     reason = _reason(job, problem, exit_code)
+    killed = job.state is JobStatus.FAILED and (job.signalled or (exit_code or 0) > 128)
+    if problem is None and (job.state in _CUT_OFF or killed):
+        # The workload wrote its whole record, its last act, before the job was cut off
+        # (cancelled, killed, out of time while exiting): the run was measured and a rerun
+        # would only train it again, as a packed step cut off there is counted.
+        reason = None
     # Where the scheduler decided the class, its own explanation is the line's words.
     said = job.reason if job.failure is not None and job.reason else reason
     failure = None if reason is None else diagnose(
@@ -199,6 +205,10 @@ def settle(run_dir: Path, job: JobState, params: dict[str, Any],
                      if job.energy_j and job.elapsed_s else None))
     write_status(run_dir, status)
     return status
+
+
+#: How a job can end after its workload finished: killed or stopped from outside.
+_CUT_OFF = (JobStatus.CANCELLED, JobStatus.TIMEOUT, JobStatus.PREEMPTED)
 
 
 def _reason(job: JobState, problem: str | None, exit_code: int | None) -> str | None:
