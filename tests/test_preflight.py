@@ -74,7 +74,7 @@ def test_scontrol_partitions_recorded_from_the_testbed() -> None:
     debug, short = answer.queues["debug"], answer.queues["short"]
     assert (debug.max_nodes, debug.max_walltime_s, debug.total_nodes) == (None, None, 4)
     assert (short.min_nodes, short.max_nodes, short.max_walltime_s) == (1, 2, 600)
-    assert short.closed is None and short.allow_accounts is None and short.allow_qos is None
+    assert short.closed is None and short.allow_accounts is None and short.allow_pools is None
     assert short.describe() == "1-2 nodes and 00:10:00"
     assert debug.describe() == "1-4 nodes"
 
@@ -115,7 +115,7 @@ def test_sacctmgr_assoc_and_qos() -> None:
     assert slurm_limits.parse_sacctmgr_accounts("Proj|gpu|normal\nproj|cpu|normal\n") == {
         "proj": {"gpu", "cpu"}}
     qos = slurm_limits.parse_sacctmgr_qos(
-        read("slurm-sacctmgr-show-qos.txt") + "debug|00:30:00|cpu=256,node=8|node=1\n").qos
+        read("slurm-sacctmgr-show-qos.txt") + "debug|00:30:00|cpu=256,node=8|node=1\n").pools
     assert qos["normal"].max_nodes is None and qos["normal"].max_walltime_s is None
     assert (qos["debug"].min_nodes, qos["debug"].max_nodes, qos["debug"].max_walltime_s) \
         == (1, 8, 1800)

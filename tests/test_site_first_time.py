@@ -145,7 +145,8 @@ def test_job_limits_the_scheduler_states() -> None:
     assert (got["debug-scaling"].max_jobs, got["debug-scaling"].max_running) == (1, 1)
     assert got["workq"].max_jobs is None
     # Slurm: MaxJobsPU (running) and MaxSubmitPU (queued + running) of each QOS
-    qos = slurm_limits.parse_sacctmgr_qos("debug|00:30:00|node=8||2|5\nregular|2-00:00:00|||\n").qos
+    qos = slurm_limits.parse_sacctmgr_qos(
+        "debug|00:30:00|node=8||2|5\nregular|2-00:00:00|||\n").pools
     assert (qos["debug"].max_running, qos["debug"].max_jobs) == (2, 5)
     assert qos["regular"].max_jobs is None
 

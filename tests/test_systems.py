@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from scalestudy.core.errors import SpecError
-from scalestudy.site.profiles import SystemProfile, available, load_system
+from scalestudy.site.joboptions import profile_defaults as own
+from scalestudy.site.profiles import SystemProfile, available, load_system, unused_keys
 from tests.conftest import ROOT, run_cli
 
 SHIPPED = ["aurora", "el-capitan", "frontier", "generic-flux", "generic-pbs", "generic-slurm",
@@ -108,11 +109,12 @@ def test_cluster_profile_shape(name: str) -> None:
     s = p.scheduler_options
     if s.max_walltime is not None:
         assert WALLTIME.match(s.max_walltime), s.max_walltime
-    if p.scheduler == "pbs":  # Slurm-only settings stay empty on PBS sites, and vice versa
-        assert s.constraint is None and s.qos is None and s.gpus_directive == "none"
+    # every key is the profile's own scheduler's (another's would load with a note)
+    assert unused_keys(s, p.scheduler) == {}
+    if p.scheduler == "pbs":
+        assert own(p).gpus_directive == "none"
         assert p.launcher_options.gpu_bind is None and p.launcher_options.gpus_per_task is None
     else:
-        assert not s.select_terms and s.place is None and s.filesystems is None
         assert p.launcher_options.depth is None
 
 
@@ -127,10 +129,11 @@ def test_quoted_values_need_no_shell_expansion(name: str) -> None:
 
 def test_alcf_mandatory_pbs_terms() -> None:
     for name in ("polaris", "aurora"):
-        s = load_system(name).scheduler_options
-        assert s.account_required and s.filesystems and s.place == "scatter"
+        p = load_system(name)
+        s, pbs = p.scheduler_options, own(p)
+        assert s.account_required and pbs.filesystems and pbs.place == "scatter"
         assert s.max_walltime is not None
-    assert load_system("polaris").scheduler_options.select_terms == {"system": "polaris"}
+    assert own(load_system("polaris")).select_terms == {"system": "polaris"}
 
 
 def test_aurora_cpu_list_fits_twelve_ranks_and_skips_reserved_cores() -> None:
@@ -150,10 +153,10 @@ def test_aurora_cpu_list_fits_twelve_ranks_and_skips_reserved_cores() -> None:
 
 def test_slurm_site_directives() -> None:
     perlmutter = load_system("perlmutter")
-    assert perlmutter.scheduler_options.constraint == "gpu"
-    juwels = load_system("juwels-booster").scheduler_options
-    assert (juwels.queue, juwels.gpus_directive, juwels.account_required) == ("booster", "gres",
-                                                                               True)
+    assert own(perlmutter).constraint == "gpu"
+    juwels = load_system("juwels-booster")
+    assert (juwels.scheduler_options.queue, own(juwels).gpus_directive,
+            juwels.scheduler_options.account_required) == ("booster", "gres", True)
     frontier = load_system("frontier")
     assert frontier.scheduler_options.account_required
     assert (frontier.launcher_options.gpus_per_task,
@@ -164,8 +167,9 @@ def test_generic_profiles_carry_no_site_terms() -> None:
     for name in ("generic-slurm", "generic-pbs"):
         p = load_system(name)
         s = p.scheduler_options
-        assert not s.account_required and s.queue is None and s.constraint is None
-        assert not s.select_terms and s.filesystems is None and not s.extra
+        assert not s.account_required and s.queue is None and not s.extra
+        assert own(p).model_dump(exclude_defaults=True) == (
+            {"place": "scatter:excl", "gpus_directive": "none"} if p.scheduler == "pbs" else {})
         assert not p.setup and not p.env
         assert p.max_nodes >= 1024
 
@@ -198,7 +202,7 @@ def test_user_profile_loads_by_path(tmp_path: Path) -> None:
     )
     profile = load_system(str(path))
     assert (profile.name, profile.gpus_per_node, profile.max_nodes) == ("mysite", 8, 64)
-    assert profile.scheduler_options.gpus_directive == "gres"
+    assert own(profile).gpus_directive == "gres"
     assert profile.launcher_options.gpu_bind == "closest"
     assert profile.env == {"NCCL_DEBUG": "WARN"}
 
@@ -221,6 +225,38 @@ def test_unknown_key_is_one_clean_spec_error(tmp_path: Path, text: str, key: str
     message = str(caught.value)
     assert key in message and str(path) in message
     assert "Traceback" not in message and "pydantic" not in message.lower()
+
+
+def test_a_schedulers_own_keys_are_checked_by_it(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # A key of the profile's scheduler is checked by its model; one of another scheduler
+    # loads (a profile moved from Slurm to Flux) with one note; one of none is refused.
+    head = "name: s\nscheduler: flux\nlauncher: flux\nscheduler_options: "
+    path = tmp_path / "moved.yaml"
+    path.write_text(head + "{queue: batch, gpus_directive: gres, constraint: gpu}\n",
+                    encoding="utf-8")
+    profile = load_system(str(path))
+    assert profile.scheduler_options.queue == "batch"
+    note = capsys.readouterr().err.strip().splitlines()
+    assert note == [
+        f"note: {path}: scheduler_options.gpus_directive is not used by scheduler flux (it "
+        "is pbs and slurm's): remove it",
+        f"note: {path}: scheduler_options.constraint is not used by scheduler flux (it is "
+        "slurm's): remove it"]
+    for text, words in (
+            ("{quue: batch}", ["scheduler_options", "quue", "did you mean `queue`?"]),
+            ("{partition: batch}", ["partition", "`queue:`"]),
+    ):
+        path.write_text(head.replace("flux\nlauncher: flux", "slurm\nlauncher: srun") + text
+                        + "\n", encoding="utf-8")
+        with pytest.raises(SpecError) as caught:
+            load_system(str(path))
+        assert all(w in str(caught.value) for w in words), str(caught.value)
+        assert len(str(caught.value).splitlines()) == 1
+    path.write_text("name: s\nscheduler: slurm\nlauncher: srun\nscheduler_options: "
+                    "{gpus_directive: gpu, qos_names: [debug]}\n", encoding="utf-8")
+    with pytest.raises(SpecError, match=r"scheduler_options.*gpus_directive.*gpus-per-node"):
+        load_system(str(path))
 
 
 def test_unknown_system_name_lists_the_valid_ones() -> None:

@@ -19,7 +19,7 @@ from pydantic_core import ErrorDetails
 from scalestudy.core.errors import Loc, SpecError, validation_messages
 from scalestudy.core.spec import LEGACY_KEYS, Job, Study
 from scalestudy.site import schedulers
-from scalestudy.site.profiles import SchedulerOptions, SystemProfile
+from scalestudy.site.profiles import SystemProfile, scheduler_own
 from scalestudy.site.schedulers import Options, Scheduler
 
 # Validated options, by the job (and system) they came from: a study renders thousands
@@ -93,26 +93,27 @@ def request_options(study: Study, system: SystemProfile) -> Options:
         return held[2]
     scheduler = schedulers.get(system.scheduler)
     spec = spec_options(study, scheduler)
-    profile = system.scheduler_options
-    data: dict[str, Any] = {}
-    for name in scheduler.options.model_fields:
-        source = "queue" if name == scheduler.queue_key else name
-        value = getattr(profile, source) if source in SchedulerOptions.model_fields else None
-        if name not in spec.model_fields_set and value not in (None, {}, []):
-            data[name] = value
+    data = profile_defaults(system).model_dump(exclude_unset=True)
+    if scheduler.queue_key and system.scheduler_options.queue:
+        data[scheduler.queue_key] = system.scheduler_options.queue
     made = spec
     if data:
-        try:
-            made = scheduler.options.model_validate(
-                {**data, **spec.model_dump(include=spec.model_fields_set)})
-        except ValidationError as exc:
-            raise SpecError("\n".join(
-                f"profile {system.name}: scheduler_options.{'.'.join(map(str, e['loc']))}: "
-                f"{e['msg']}" for e in exc.errors(include_url=False))) from None
+        made = scheduler.options.model_validate(
+            {**data, **spec.model_dump(include=spec.model_fields_set)})
     if len(_REQUEST) > 64:
         _REQUEST.clear()
     _REQUEST[(id(job), id(system))] = (job, system, made)
     return made
+
+
+def profile_defaults(system: SystemProfile) -> Options:
+    """The profile's defaults of its scheduler's own job options (checked as it loaded)."""
+    return scheduler_own(system.scheduler_options, system.scheduler)[0]
+
+
+def site_settings(system: SystemProfile) -> Options:
+    """The profile's site settings of its scheduler (its `site_options`)."""
+    return scheduler_own(system.scheduler_options, system.scheduler)[1]
 
 
 def with_value(study: Study, scheduler: Scheduler, key: str, value: object) -> Study:

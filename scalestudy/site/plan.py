@@ -92,12 +92,11 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
             f"system {system.name!r} uses {system.scheduler}, which has no exclude_nodes; "
             f"exclude_nodes is a {' or '.join(others)} option: remove it")))
     key = scheduler.queue_key
+    site = joboptions.site_settings(system)
     for queue in named_queues(study, scheduler) if key else []:
-        if queue in system.scheduler_options.qos_names:
+        if (why := scheduler.misnamed_queue(site, queue)) is not None:
             written = joboptions.written(study, scheduler, str(key)) or ("job",)
-            problems.append((written, (
-                f"on system {system.name!r}, {queue} is a QOS, not a {key}: write "
-                f"`qos: {queue}` instead of `{key}: {queue}`")))
+            problems.append((written, f"on system {system.name!r}, {why}"))
     if scheduler.queued and system.scheduler_options.account_required and not job.account:
         problems.append((("job",), (
             f"system {system.name!r} requires an account: add `account: <project>` under job")))

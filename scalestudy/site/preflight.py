@@ -167,7 +167,7 @@ def _queues(plan: Plan, facts: Facts, out: Preflight) -> None:
                 out.queue_limits = out.queue_limits or limits
                 queue_check.check_limits(plan, facts, out, kind, key, where, limits,
                                          answered, runs)
-    queue_check.check_qos(plan, facts, out)
+    queue_check.check_pools(plan, facts, out)
 
 
 def _cores(plan: Plan, facts: Facts, out: Preflight) -> None:

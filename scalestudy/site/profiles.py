@@ -6,20 +6,31 @@ path (`system: ./mysite.yaml`). The scheduler named there is one of site.schedul
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from scalestudy.core.errors import SpecError, validation_messages
+from scalestudy.core.errors import SpecError, suggest, validation_messages
 from scalestudy.core.spec import EnvName, Name, walltime_seconds
 from scalestudy.site import launchers, schedulers
 from scalestudy.site.containers import names as runtime_names
 
 SYSTEMS = "scalestudy.site.systems"
+_NOTED: set[str] = set()  # notes printed once a process
 
 
 def _one_of(what: str, names: Callable[[], list[str]]) -> AfterValidator:
@@ -72,7 +83,14 @@ class QueueLimit(_Data):
 
 
 class SchedulerOptions(_Data):
-    """How the site's scheduler wants a job asked for (defaults; a spec's `job:` wins)."""
+    """How the site's scheduler wants a job asked for (defaults; a spec's `job:` wins).
+
+    The fields here hold for every scheduler. Beside them go the profile's scheduler's
+    own keys: defaults of its job options (the spec's `job.<scheduler>:` keys, e.g.
+    Slurm's `qos`, PBS's `place`) and its site settings (`site_options`, e.g. Slurm's
+    `qos_names`), checked against that scheduler's models (`scheduler_own`)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     queue: str | None = Field(
         default=None, description="default queue (PBS -q) or partition (Slurm -p)")
@@ -81,28 +99,65 @@ class SchedulerOptions(_Data):
         "default (PBS: -f, qsub in the foreground; Torque-style qsub needs [])")
     account_required: bool = Field(default=False, description="jobs must name an account (-A)")
     max_walltime: str | None = Field(default=None, description="longest walltime, [D-]HH:MM:SS")
-    constraint: str | None = Field(default=None, description="Slurm -C (e.g. gpu on Perlmutter)")
-    qos: str | None = Field(default=None, description="Slurm -q")
-    gpus_directive: Literal["gpus-per-node", "gres", "none"] = Field(
-        default="gpus-per-node", description="Slurm: --gpus-per-node=N, --gres=gpu:N, or nothing; "
-        "PBS: gpus-per-node asks ncpus/ngpus/mpiprocs in -l select, none asks whole nodes"
-    )
-    select_terms: dict[str, str] = Field(
-        default_factory=dict, description="PBS: extra terms of -l select (e.g. system: polaris)"
-    )
-    place: str | None = Field(default=None, description="PBS -l place (e.g. scatter)")
-    filesystems: str | None = Field(
-        default=None, description="PBS -l filesystems (ALCF: home:eagle)")
     extra: list[str] = Field(
         default_factory=list, description="more directive lines, without the #SBATCH/#PBS"
     )
     queues: dict[str, QueueLimit] = Field(
         default_factory=dict, description="limits of each queue, partition or QOS by name, "
         "from the site's docs (preflight asks the scheduler first)")
-    qos_names: list[str] = Field(
-        default_factory=list, description="Slurm: names that are a QOS (job.slurm.qos, -q) "
-        "at this site, not a partition (e.g. Frontier's debug): job.slurm.partition naming "
-        "one is an error that says so")
+
+
+_OWN: dict[int, tuple[SchedulerOptions, str, schedulers.Options, schedulers.Options]] = {}
+
+
+def _owners(key: str) -> list[str]:
+    """The registered schedulers whose own options or site settings have `key`."""
+    return [c.name for c in schedulers.classes()
+            if key in c.options.model_fields or key in c.site_options.model_fields]
+
+
+def unused_keys(options: SchedulerOptions, scheduler: str) -> dict[str, list[str]]:
+    """Keys of `options` that are not `scheduler`'s but another scheduler's, with their
+    owners: a profile moved between schedulers keeps loading, and is told (`load_system`)."""
+    sched = schedulers.get(scheduler)
+    mine = set(sched.options.model_fields) | set(sched.site_options.model_fields)
+    return {key: owners for key in options.model_extra or {}
+            if key not in mine and (owners := _owners(key))}
+
+
+def scheduler_own(options: SchedulerOptions, scheduler: str
+                  ) -> tuple[schedulers.Options, schedulers.Options]:
+    """The profile's defaults of `scheduler`'s own job options, and its site settings of
+    that scheduler, from the keys of `options` beside the shared ones (another
+    scheduler's are left unused); ValueError naming the key when one is no scheduler's
+    or its value is wrong."""
+    held = _OWN.get(id(options))
+    if held is not None and held[0] is options and held[1] == scheduler:
+        return held[2], held[3]
+    sched = schedulers.get(scheduler)
+    given = dict(options.model_extra or {})
+    job_keys = [k for k in sched.options.model_fields if k != sched.queue_key]
+    site_keys = list(sched.site_options.model_fields)
+    unused = unused_keys(options, scheduler)
+    for key in given:
+        if key == sched.queue_key:
+            raise ValueError(f"{key}: the profile's default {key} is `queue:`; rename the key")
+        if key not in job_keys and key not in site_keys and key not in unused:
+            raise ValueError(
+                f"{key}: not a setting of scheduler {scheduler} nor of another one: "
+                f"{suggest(key, [*job_keys, *site_keys, *SchedulerOptions.model_fields])}")
+    made = []
+    for model, keys in ((sched.options, job_keys), (sched.site_options, site_keys)):
+        try:
+            made.append(model.model_validate({k: v for k, v in given.items() if k in keys}))
+        except ValidationError as exc:
+            raise ValueError("; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                for e in exc.errors(include_url=False))) from None
+    if len(_OWN) > 64:
+        _OWN.clear()
+    _OWN[id(options)] = (options, scheduler, made[0], made[1])
+    return made[0], made[1]
 
 
 class LauncherOptions(_Data):
@@ -197,6 +252,15 @@ class SystemProfile(_Data):
         default_factory=dict, description="per container runtime (apptainer, charliecloud, "
         "podman-hpc, pyxis, shifter, singularity), what its containers need here")
 
+    @field_validator("scheduler_options")
+    @classmethod
+    def _scheduler_options_are_its_own(cls, value: SchedulerOptions,
+                                       info: ValidationInfo) -> SchedulerOptions:
+        """Each key of scheduler_options beside the shared ones is the scheduler's own."""
+        if "scheduler" in info.data:  # else its own error says why
+            scheduler_own(value, info.data["scheduler"])
+        return value
+
     @model_validator(mode="after")
     def _mpiexec_has_a_host_file(self) -> SystemProfile:
         """mpiexec (PALS, MPICH) is given the job's host file, which only a scheduler that
@@ -232,6 +296,13 @@ def load_system(name: str) -> SystemProfile:
             "(or the path of a profile .yaml)"
         )
     try:
-        return SystemProfile.model_validate(yaml.safe_load(text))
+        system = SystemProfile.model_validate(yaml.safe_load(text))
     except ValidationError as exc:
         raise SpecError("\n".join(validation_messages(exc, SystemProfile, source, {}))) from None
+    for key, owners in unused_keys(system.scheduler_options, system.scheduler).items():
+        note = (f"note: {source}: scheduler_options.{key} is not used by scheduler "
+                f"{system.scheduler} (it is {' and '.join(owners)}'s): remove it")
+        if note not in _NOTED:
+            _NOTED.add(note)
+            print(note, file=sys.stderr)
+    return system

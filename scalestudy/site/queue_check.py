@@ -24,7 +24,7 @@ def offline(plan: Plan) -> Preflight:
     out = Preflight()
     if plan.scheduler.queued:
         profile_queues(plan, Facts("", ""), out)
-        check_qos(plan, Facts("", ""), out)
+        check_pools(plan, Facts("", ""), out)
     return out
 
 
@@ -84,28 +84,30 @@ def routed(plan: Plan, facts: Facts) -> list[tuple[str | None, str, list[Run]]]:
     return out
 
 
-def check_qos(plan: Plan, facts: Facts, out: Preflight) -> None:
-    """The study's QOS against sacctmgr's answer, else the profile's limits."""
-    if "qos" not in plan.scheduler.options.model_fields:
+def check_pools(plan: Plan, facts: Facts, out: Preflight) -> None:
+    """The pool the study's limited option names (Slurm's QOS) against the scheduler's
+    answer, else the profile's documented limits."""
+    if plan.scheduler.limited_option is None:
         return
-    given = joboptions.spec_value(plan.study, plan.scheduler, "qos")
-    qos = given or plan.system.scheduler_options.qos
-    if not qos:
+    key, word = plan.scheduler.limited_option
+    given = joboptions.spec_value(plan.study, plan.scheduler, key)
+    pool = given or getattr(joboptions.profile_defaults(plan.system), key, None)
+    if not pool:
         return
-    where = (joboptions.where(plan.study, plan.scheduler, "qos") if given
-             else f"profile {plan.system.name}: scheduler_options.qos")
-    if facts.queues.qos and not facts.missing:
-        limits = facts.queues.qos.get(qos.lower())
+    where = (joboptions.where(plan.study, plan.scheduler, key) if given
+             else f"profile {plan.system.name}: scheduler_options.{key}")
+    if facts.queues.pools and not facts.missing:
+        limits = facts.queues.pools.get(pool.lower())
         if limits is None:
-            source = next(iter(facts.queues.qos.values())).source
-            out.add(ERROR, f"{where}: QOS {qos} does not exist ({source} lists "
-                    f"{', '.join(sorted(facts.queues.qos))}): set "
-                    f"{joboptions.label(plan.study, plan.scheduler, 'qos')} to one of them")
+            source = next(iter(facts.queues.pools.values())).source
+            out.add(ERROR, f"{where}: {word} {pool} does not exist ({source} lists "
+                    f"{', '.join(sorted(facts.queues.pools))}): set "
+                    f"{joboptions.label(plan.study, plan.scheduler, key)} to one of them")
             return
     else:
-        limits = profile_limits(plan, qos)
+        limits = profile_limits(plan, pool)
     if limits is not None:
-        check_limits(plan, facts, out, "QOS", "qos", where, limits, {})
+        check_limits(plan, facts, out, word, key, where, limits, {})
 
 
 def answer_source(facts: Facts, kind: str) -> str:
@@ -167,9 +169,11 @@ def check_limits(plan: Plan, facts: Facts, out: Preflight, kind: str, key: str,
         out.add(ERROR, f"{study.line_of(('job', 'walltime'))}: {study.job.walltime} is "
                 f"shorter than {kind} {name} accepts ({hms(limits.min_walltime_s)}, {src}): "
                 f"raise job.walltime to {hms(limits.min_walltime_s)}")
-    for what, allowed, value in (("account", limits.allow_accounts, study.job.account),
-                                 ("QOS", limits.allow_qos,
-                                  joboptions.spec_value(study, plan.scheduler, "qos"))):
+    pool = plan.scheduler.limited_option
+    for what, allowed, value in (
+            ("account", limits.allow_accounts, study.job.account),
+            *([(pool[1], limits.allow_pools,
+                joboptions.spec_value(study, plan.scheduler, pool[0]))] if pool else [])):
         if allowed is not None and value and value.lower() not in allowed:
             out.add(ERROR, f"{where}: {kind} {name} admits the {what}s "
                     f"{', '.join(sorted(allowed))} only, not {value} ({src}): use one of "

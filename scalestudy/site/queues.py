@@ -20,7 +20,8 @@ class QueueLimits:
     walltime_by_nodes: tuple[tuple[int, int], ...] = ()  # (up to N nodes, longest s)
     closed: str | None = None  # why it takes or runs no job, e.g. "State=DOWN"
     allow_accounts: frozenset[str] | None = None  # None: every account
-    allow_qos: frozenset[str] | None = None  # None: every QOS
+    #: The pools of the scheduler's limited option (Slurm's QOS) it admits (None: every one).
+    allow_pools: frozenset[str] | None = None
     max_jobs: int | None = None  # one user's jobs in it at once, running or waiting
     max_running: int | None = None  # one user's jobs running at once
     jobs_source: str | None = None  # where the job limits come from (None: `source`)
@@ -55,7 +56,8 @@ class QueueAnswer:
     """What the scheduler said about its queues (several commands' answers merged)."""
 
     queues: dict[str, QueueLimits] = field(default_factory=dict)
-    qos: dict[str, QueueLimits] = field(default_factory=dict)
+    #: The limits of the pools its limited option names (Slurm's QOS), by lower-case name.
+    pools: dict[str, QueueLimits] = field(default_factory=dict)
     default: str | None = None
     down_nodes: dict[str, int] = field(default_factory=dict)  # queue -> nodes taking no job
 
@@ -63,8 +65,8 @@ class QueueAnswer:
         """Add another command's answer (what is already known stays)."""
         for name, limits in other.queues.items():
             self.queues.setdefault(name, limits)
-        for name, limits in other.qos.items():
-            self.qos.setdefault(name, limits)
+        for name, limits in other.pools.items():
+            self.pools.setdefault(name, limits)
         self.default = self.default or other.default
         for name, count in other.down_nodes.items():
             self.down_nodes.setdefault(name, count)

@@ -58,8 +58,9 @@ def _job(study: Study, key: str, fallback: Any, origin: str, where: str) -> Valu
 
 
 def values(study: Study, system: SystemProfile) -> list[Value]:
-    """ranks_per_node, nodes, the batch axis, walltime, account, queue (and QOS where the
-    scheduler has one): what each is and where it came from."""
+    """ranks_per_node, nodes, the batch axis, walltime, account, queue (and the
+    scheduler's other limited options, Slurm's QOS): what each is and where it came
+    from."""
     scheduler = schedulers.get(system.scheduler)
     ranks, origin, where = ranks_per_node(study, system)
     batch_key = "global_batch" if study.scaling == "strong" else "batch_size"
@@ -69,12 +70,14 @@ def values(study: Study, system: SystemProfile) -> list[Value]:
                 "scalestudy's default")]
     if not scheduler.queued:
         return out
-    opts = system.scheduler_options
+    defaults = joboptions.profile_defaults(system)
     out.append(_job(study, "account", None, UNSET,
                     "not set: the scheduler charges your default account"))
-    for key, profiled in ((scheduler.queue_key, opts.queue), ("qos", opts.qos)):
+    for key in (scheduler.queue_key, (scheduler.limited_option or (None,))[0]):
         if key is None or key not in scheduler.options.model_fields:
             continue
+        profiled = (system.scheduler_options.queue if key == scheduler.queue_key
+                    else getattr(defaults, key))
         name = f"job.{scheduler.name}.{key}"
         given = joboptions.spec_value(study, scheduler, key)
         label = "queue" if key == scheduler.queue_key else key

@@ -52,8 +52,9 @@ def queue_for(study: Study, system: SystemProfile, run: Run) -> str | None:
     if not names:  # the profile's default, unless its documented limits refuse the run
         if not opts.queue:
             return None
-        names = [opts.queue, *(q for q in opts.queues
-                               if q != opts.queue and q not in opts.qos_names)]
+        site = joboptions.site_settings(system)
+        names = [opts.queue, *(q for q in opts.queues if q != opts.queue
+                               and scheduler.misnamed_queue(site, q) is None)]
     wall = walltime_seconds(study.job.walltime)
     for name in names:
         limits = documented(system, name)

@@ -41,7 +41,7 @@ def flux_steps(study: Study, system: SystemProfile) -> tuple[Study, SystemProfil
     torchrun = system.launcher == "torchrun"
     nested = system.model_copy(update={
         "scheduler": "flux", "launcher": "torchrun" if torchrun else "flux",
-        "scheduler_options": SchedulerOptions(gpus_directive="none"),
+        "scheduler_options": SchedulerOptions(),
         "launcher_options": LauncherOptions(
             cpu_bind="per-task", gpu_bind="per-task" if gpus else None,
             gpus_per_task=1 if gpus else None, torchrun_via="flux" if torchrun else None)})

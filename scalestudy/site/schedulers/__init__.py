@@ -158,6 +158,13 @@ class Scheduler:
     options: ClassVar[type[Options]] = Options
     #: The field of `options` that names the queue (`partition` on Slurm, `queue` on PBS).
     queue_key: ClassVar[str | None] = None
+    #: Another field of `options` that names a pool with limits of its own, which
+    #: preflight holds a study against like a queue, and its word in messages (Slurm's
+    #: ("qos", "QOS")); the limits answer (`parse_limits`) lists the pools.
+    limited_option: ClassVar[tuple[str, str] | None] = None
+    #: Its settings that are facts of a site, not a job's request (a model like
+    #: `options`): keys of a profile's `scheduler_options`, beside `options`' defaults.
+    site_options: ClassVar[type[Options]] = Options
     #: It can keep a job off named nodes (`job.exclude_nodes`).
     excludes_nodes: ClassVar[bool] = False
     #: Prefixes of the variables it sets in a job: each run's env.txt records them.
@@ -196,6 +203,11 @@ class Scheduler:
     #: Starts of the lines its commands write into a job's stderr, which are never the
     #: program's last words (a regex).
     log_noise: ClassVar[str] = ""
+
+    def misnamed_queue(self, site: Options, name: str) -> str | None:
+        """Why `name`, given as the queue, is something else at this site (`site`: its
+        `site_options`), and how to write it; None: it may be a queue."""
+        return None
 
     def directives(self, job: JobRequest) -> list[str]:
         """The directive lines of the job script's header."""

@@ -151,6 +151,15 @@ class SlurmOptions(Options):
         "--gres=gpu:N, or not at all")
 
 
+class SlurmSite(Options):
+    """Slurm settings of a site's profile (`scheduler_options`), beside job defaults."""
+
+    qos_names: list[Token] = Field(
+        default_factory=list, description="names that are a QOS (job.slurm.qos, -q) at "
+        "this site, not a partition (e.g. Frontier's debug): job.slurm.partition naming "
+        "one is an error that says so")
+
+
 @register
 class Slurm(Scheduler):
     """Slurm (sbatch/sacct/squeue/scontrol/scancel)."""
@@ -160,6 +169,8 @@ class Slurm(Scheduler):
     template = "slurm.sh.j2"
     options = SlurmOptions
     queue_key = "partition"
+    limited_option = ("qos", "QOS")
+    site_options = SlurmSite
     excludes_nodes = True
     env_prefixes = ("SLURM_", "SRUN_")
     accounts_source = "sacctmgr show assoc"
@@ -196,6 +207,13 @@ class Slurm(Scheduler):
         Failure.NOT_FOUND: r"execve\(\).*No such file",  # slurmstepd
     }
     log_noise = r"srun|slurmstepd|salloc|sbatch"
+
+    def misnamed_queue(self, site: Options, name: str) -> str | None:
+        """A name the site lists as a QOS, given as the partition."""
+        if isinstance(site, SlurmSite) and name in site.qos_names:
+            return (f"{name} is a QOS, not a partition: write `qos: {name}` instead of "
+                    f"`partition: {name}`")
+        return None
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#SBATCH` lines, short options where Slurm users write them."""

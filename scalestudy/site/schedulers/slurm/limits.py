@@ -53,7 +53,7 @@ def parse_scontrol_partitions(text: str, source: str = "scontrol show partition"
             max_walltime_s=slurm_seconds(fields.get("MaxTime", "UNLIMITED")),
             closed=None if state == "UP" else f"State={state}",
             allow_accounts=names_or_all(fields.get("AllowAccounts", "ALL")),
-            allow_qos=names_or_all(fields.get("AllowQos", "ALL")))
+            allow_pools=names_or_all(fields.get("AllowQos", "ALL")))
         if fields.get("Default") == "YES":
             answer.default = answer.default or name
     return answer
@@ -89,7 +89,7 @@ def parse_sacctmgr_qos(text: str, source: str = "sacctmgr show qos") -> QueueAns
         if len(parts) < 4 or not parts[0]:
             continue
         extra = [*parts[4:6], "", ""][:2]
-        answer.qos[parts[0].lower()] = QueueLimits(
+        answer.pools[parts[0].lower()] = QueueLimits(
             parts[0], source, min_nodes=_tres_nodes(parts[3]),
             max_nodes=_tres_nodes(parts[2]), max_walltime_s=slurm_seconds(parts[1]),
             max_running=to_int(extra[0]), max_jobs=to_int(extra[1]))
