@@ -4,6 +4,7 @@ a scheduler words itself: preflight's account check and the variables env.txt re
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,9 +122,9 @@ class _Registered:
 @pytest.fixture
 def myq() -> Iterator[type[Scheduler]]:
     """A scheduler of a plugin's: Slurm's commands under another name and wording."""
-    cls = type("MyQ", (Slurm,), {"name": "myq", "env_prefixes": ("MYQ_",),
-                                  "accounts_source": "myq accounts --mine",
-                                  "unknown_account": "MyQ holds such jobs for ever"})
+    cls = type("MyQ", (Slurm,), {
+        "name": "myq", "in_job": dataclasses.replace(Slurm.in_job, env_prefixes=("MYQ_",)),
+        "accounts": schedulers.Accounts("myq accounts --mine", "MyQ holds such jobs for ever")})
     with _Registered(cls) as registered:
         yield registered
 

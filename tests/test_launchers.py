@@ -31,7 +31,7 @@ def prog(command: list[str] | None = None) -> Program:
 def line(sys_: SystemProfile, command: list[str] | None = None, threads: int = 16) -> str:
     launch = Launch(run=RUN, system=sys_, program=prog(command), threads=threads,
                     env_names=("NCCL_ALGO",),
-                    hostfile=schedulers.get(sys_.scheduler).hostfile)
+                    hostfile=schedulers.get(sys_.scheduler).in_job.hostfile)
     return shell_words(launch_words(launch))
 
 

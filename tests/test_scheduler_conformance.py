@@ -80,15 +80,42 @@ def test_a_scheduler_is_found_by_its_name_and_says_what_it_can(cls: type[Schedul
     assert all(f.description for f in options.model_fields.values()), "each says what it asks"
     assert cls.name not in Job.model_fields, "its section cannot hide a key of job:"
     assert cls.queue_key is None or cls.queue_key in options.model_fields
-    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in cls.env_prefixes)
-    if schedulers.get(cls.name).accounts_argv("u") is not None:
-        assert cls.accounts_source, "preflight names the command that lists the accounts"
-    for pattern in (cls.transient, cls.not_queued, cls.log_noise,
-                    cls.packing.allocation_gone if cls.packing else "",
-                    *cls.log_patterns.values()):
-        re.compile(pattern)
     needed = schedulers.get(cls.name).needed_commands()
     assert bool(needed) == cls.queued, "preflight looks for the commands of a queue"
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=_ids)
+def test_its_capabilities_are_the_records_callers_read(cls: type[Scheduler]) -> None:
+    """Each capability is its record (optional ones None), each field of the type that
+    record says: the regexes compile, the names are names, the argv words."""
+    assert isinstance(cls.logs, schedulers.JobLogs) and cls.logs.name
+    assert "/" not in cls.logs.name and isinstance(cls.logs.joins_output, bool)
+    assert all(isinstance(k, schedulers.Failure) for k in cls.logs.patterns)
+    assert isinstance(cls.retry, schedulers.Retry)
+    for pattern in (cls.retry.transient, cls.retry.not_queued, cls.retry.number_taken,
+                    cls.logs.noise, *cls.logs.patterns.values(),
+                    cls.packing.allocation_gone if cls.packing else ""):
+        assert isinstance(pattern, str)
+        re.compile(pattern)
+    in_job = cls.in_job
+    assert isinstance(in_job, schedulers.InJob) and isinstance(in_job.env_prefixes, tuple)
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in in_job.env_prefixes)
+    assert in_job.job_id_variable is None or re.fullmatch(r"[A-Za-z_]\w*",
+                                                          in_job.job_id_variable)
+    assert all(v is None or (isinstance(v, str) and v.strip())
+               for v in (in_job.hostfile, in_job.nodes_command))
+    # accounts: a record exactly where preflight has a list to ask
+    if schedulers.get(cls.name).accounts_argv("u") is None:
+        assert cls.accounts is None, "no list to ask: preflight does not check accounts"
+    else:
+        assert isinstance(cls.accounts, schedulers.Accounts)
+        assert cls.accounts.source, "preflight names the command that lists the accounts"
+        assert cls.accounts.unknown
+    assert cls.exclusion is None or isinstance(cls.exclusion, schedulers.Exclusion)
+    argv = cls.exclusion.hosts_argv if cls.exclusion else None
+    assert argv is None or (isinstance(argv, tuple) and argv
+                            and all(isinstance(w, str) and w for w in argv))
+    assert cls.packing is None or isinstance(cls.packing, schedulers.Packing)
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=_ids)
@@ -98,8 +125,8 @@ def test_its_template_renders_a_job_of_one_and_of_two_nodes(
     for _, text, lines in scripts:
         assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
         assert all(line.startswith(cls.prefix) and line in text for line in lines)
-        if cls.job_id_variable:  # the script's rendezvous port comes from the job's id
-            assert cls.job_id_variable in text
+        if cls.in_job.job_id_variable:  # the script's rendezvous port: from the job's id
+            assert cls.in_job.job_id_variable in text
     if cls.queued:
         assert scripts[0][2] != scripts[1][2], "the directives ask for the nodes"
 

@@ -356,7 +356,7 @@ def test_recorded_pbs_kills_settle_with_their_class_and_line(tmp_path: Path, cas
     (job,) = PBS.parse_states(argv, 0, (RECORDED / f"qstat-x-f-F-json/{case}.json")
                               .read_text(), "").values()
     (tmp_path / "pbs.log").write_text((RECORDED / f"output/{case}.txt").read_text())
-    status = settle(tmp_path, job, {}, scheduler_log=PBS.log_name)
+    status = settle(tmp_path, job, {}, scheduler_log=PBS.logs.name)
     assert (status.state, status.failure) == ("failed", failure)
     assert status.failure_line.startswith(line)
 

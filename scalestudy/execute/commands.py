@@ -42,12 +42,12 @@ def run_command(argv: Sequence[str], cwd: Path | None = None) -> tuple[int, str,
 
 
 # What a busy or restarting controller says, in any scheduler's words (each adds its
-# own, `Scheduler.transient`); such failures are worth another try. "did not answer":
+# own, `Scheduler.retry.transient`); such failures are worth another try. "did not answer":
 # run_command's own timeout.
 TRANSIENT = r"timed out|temporarily unable|try again|unable to contact|connection refused|" \
     r"communication|did not answer"
 # A submission is tried again only when nothing can have been queued (each scheduler
-# adds its own words, `Scheduler.not_queued`): a timeout after sending may have queued
+# adds its own words, `Scheduler.retry.not_queued`): a timeout after sending may have queued
 # the job, and a second sbatch would run it twice.
 NOT_QUEUED = r"temporarily unable|unable to contact|connection refused"
 RETRY_DELAYS_S = (1.0, 3.0, 9.0)
@@ -57,8 +57,9 @@ NUMBERS_TAKEN_TRIES = 1000
 
 
 def _joined(generic: str, attr: str) -> re.Pattern[str]:
-    """`generic` and every registered scheduler's own words (its `attr`), ignoring case."""
-    return _compiled(generic, tuple(getattr(cls, attr) for cls in schedulers.classes()))
+    """`generic` and every registered scheduler's own words (its `retry.<attr>`), ignoring
+    case."""
+    return _compiled(generic, tuple(getattr(cls.retry, attr) for cls in schedulers.classes()))
 
 
 @lru_cache(maxsize=8)
@@ -77,7 +78,7 @@ def _not_queued() -> re.Pattern[str]:
 def _number_taken(said: str) -> bool:
     """Whether a refused submission says its job number was taken (no generic words:
     only a scheduler that hands numbers out again says so)."""
-    words = tuple(filter(None, (cls.number_taken for cls in schedulers.classes())))
+    words = tuple(filter(None, (cls.retry.number_taken for cls in schedulers.classes())))
     return bool(words) and bool(_compiled(words[0], words[1:]).search(said))
 
 

@@ -52,7 +52,7 @@ CLASSES: tuple[str, ...] = (NODE_FAILURE, WALLTIME, PREEMPTED, REQUEUED, CANCELL
                                 BAD_ARGUMENTS, COMM, UNKNOWN)
 
 #: What any job's logs say of each class, whoever ran it; each scheduler adds what its
-#: own daemons write (`Scheduler.log_patterns`, in site.schedulers), see `_patterns`.
+#: own daemons write (`Scheduler.logs.patterns`, in site.schedulers), see `_patterns`.
 _GENERIC: dict[str, re.Pattern[str]] = {
     NODE_FAILURE: re.compile(r"node failure", re.I),
     WALLTIME: re.compile(r"time limit of .* exceeded", re.I),
@@ -94,7 +94,7 @@ _GENERIC: dict[str, re.Pattern[str]] = {
 def _patterns() -> dict[str, re.Pattern[str]]:
     """Each class's pattern: the generic one and every registered scheduler's, in the
     order of CLASSES."""
-    return _joined(tuple((cls.name, tuple(cls.log_patterns.items()))
+    return _joined(tuple((cls.name, tuple(cls.logs.patterns.items()))
                          for cls in schedulers.classes()))
 
 
@@ -243,7 +243,7 @@ _NOISE = (r"^(?:mpirun|mpiexec|orterun|prterun|"
 
 @lru_cache(maxsize=4)
 def _noise(own: tuple[str, ...]) -> re.Pattern[str]:
-    """_NOISE and the line starts of every scheduler's commands (`Scheduler.log_noise`)."""
+    """_NOISE and the line starts of every scheduler's commands (`Scheduler.logs.noise`)."""
     return re.compile("|".join([_NOISE, *(f"^(?:{n})\\b" for n in own if n)]), re.I)
 #: bash (the job script, or a `bash -c` command) could not find a program, file or directory.
 _SHELL_NOT_FOUND = re.compile(
@@ -265,7 +265,7 @@ def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
 def _last_words(stderr_lines: list[str]) -> str | None:
     """What a program that raised nothing wrote last to stderr, past the launcher's and
     the scheduler's noise (with the line before, where the last one continues it)."""
-    noise = _noise(tuple(cls.log_noise for cls in schedulers.classes()))
+    noise = _noise(tuple(cls.logs.noise for cls in schedulers.classes()))
     kept = [ln for ln in stderr_lines if ln.strip() and not noise.search(ln.strip())]
     if not kept:
         return None

@@ -88,8 +88,8 @@ def _said(argv: list[str], code: int, out: str, err: str) -> str:
 
 
 def _accounts(scheduler: Scheduler, found: pf.Facts, runner: CommandRunner) -> None:
-    argv = scheduler.accounts_argv(found.user)
-    if argv is None:
+    argv = None if scheduler.accounts is None else scheduler.accounts_argv(found.user)
+    if argv is None:  # it keeps no list of accounts to ask
         return
     try:
         code, out, err = run_retrying(runner, argv)

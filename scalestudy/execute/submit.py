@@ -146,7 +146,8 @@ class Placer:
 
     def args(self, run: Run) -> list[str]:
         """Submit arguments naming `run`'s hosts ([]: nothing to name)."""
-        scheduler, argv = self.plan.scheduler, self.plan.scheduler.hosts_argv
+        scheduler = self.plan.scheduler
+        argv = scheduler.exclusion.hosts_argv if scheduler.exclusion else None
         if not self.excluded or argv is None:
             return []
         if self.hosts is None:

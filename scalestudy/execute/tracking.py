@@ -155,7 +155,7 @@ class Tracker:
                 self.written[run.run_id] = said
             return RunView(run, current, job_id, job.reason)
         regex = self.plan.study.workload.record_pattern
-        status = settle(run_dir, job, run.params(), regex, self.plan.scheduler.log_name)
+        status = settle(run_dir, job, run.params(), regex, self.plan.scheduler.logs.name)
         return RunView(run, status.state, job_id, status.reason)
 
 

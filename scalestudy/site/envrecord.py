@@ -12,7 +12,7 @@ from scalestudy.site import schedulers
 
 #: Prefixes of the variables recorded: communication libraries and fabrics, threading and
 #: math libraries, GPU runtimes, launchers' and containers' own, and scalestudy's; each
-#: registered scheduler adds its own (`env_prefixes`) after XLA_. Anything else only when
+#: registered scheduler adds its own (`in_job.env_prefixes`) after XLA_. Anything else only when
 #: the spec names it (job.record_env).
 PREFIXES: tuple[str, ...] = (
     "NCCL_", "TORCH_", "PYTORCH_", "GLOO_", "TP_", "FI_", "UCX_", "CXI_", "NVSHMEM_",

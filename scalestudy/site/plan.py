@@ -86,8 +86,8 @@ def system_checks(study: Study, system: SystemProfile) -> list[tuple[Loc, str]]:
     if system.gpus_per_node and system.gpu_api == "xpu" and study.workload.bundled:
         problems += _xpu_checks(study, system)
     job = study.job
-    if job.exclude_nodes and not scheduler.excludes_nodes:
-        others = [c.name for c in schedulers.classes() if c.excludes_nodes]
+    if job.exclude_nodes and scheduler.exclusion is None:
+        others = [c.name for c in schedulers.classes() if c.exclusion is not None]
         problems.append((("job", "exclude_nodes"), (
             f"system {system.name!r} uses {system.scheduler}, which has no exclude_nodes; "
             f"exclude_nodes is a {' or '.join(others)} option: remove it")))

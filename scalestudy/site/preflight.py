@@ -109,7 +109,8 @@ def _account(plan: Plan, facts: Facts, out: Preflight) -> None:
     account = plan.study.job.account
     if not account or facts.missing:
         return
-    if plan.scheduler.accounts_argv(facts.user) is None:
+    accounts = plan.scheduler.accounts
+    if accounts is None or plan.scheduler.accounts_argv(facts.user) is None:
         out.checked.append(f"account {account} not checked ({plan.system.scheduler} keeps no "
                            "list of accounts to ask)")
         return
@@ -121,11 +122,11 @@ def _account(plan: Plan, facts: Facts, out: Preflight) -> None:
     queues = facts.accounts.get(account.lower())
     if queues is None:
         known = ", ".join(sorted(facts.accounts)) or "none"
-        source = sched.accounts_source or f"{plan.system.scheduler}'s account list"
+        source = accounts.source or f"{plan.system.scheduler}'s account list"
         out.add(ERROR, f"{line}: account {account} is not one that user {facts.user} may "
                 f"charge ({source} lists: {known}): set job.account to one of "
                 f"them, or ask your centre to add {facts.user} to {account}; "
-                f"{sched.unknown_account}")
+                f"{accounts.unknown}")
         return
     kind = sched.queue_key or "queue"
     for queue, _, _ in queue_check.routed(plan, facts):

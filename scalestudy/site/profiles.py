@@ -266,7 +266,7 @@ class SystemProfile(_Data):
         """mpiexec (PALS, MPICH) is given the job's host file, which only a scheduler that
         writes one has (PBS's $PBS_NODEFILE); elsewhere it would die at launch."""
         starts = {self.launcher, self.launcher_options.torchrun_via}
-        if "mpiexec" in starts and schedulers.get(self.scheduler).hostfile is None:
+        if "mpiexec" in starts and schedulers.get(self.scheduler).in_job.hostfile is None:
             raise ValueError(
                 f"launcher mpiexec reads the job's host file, and scheduler "
                 f"{self.scheduler} writes none: use launcher srun or mpirun on Slurm, "

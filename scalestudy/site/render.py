@@ -142,7 +142,7 @@ def job_request(study: Study, system: SystemProfile, run: Run, run_dir: Path) ->
         queue=queue_for(study, system, run),
         # PBS joins both streams into its own log (the script then writes stdout.log and
         # stderr.log itself: Torque-style qsub wrappers override -o).
-        stdout=str(run_dir / scheduler.log_name),
+        stdout=str(run_dir / scheduler.logs.name),
         stderr=str(run_dir / "stderr.log"),
         options=joboptions.request_options(study, system),
         extra=(*opts.extra, *job.extra_directives),
@@ -174,7 +174,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
     # (a container runtime reads USER on every node: ch-run refuses to start without)
     launch = Launch(run=run, system=system, program=program, threads=threads,
                     env_names=(*env, RUN_DIR_VARIABLE, *(("USER",) if box else ())),
-                    hostfile=STEP_HOSTFILE if step else scheduler.hostfile,
+                    hostfile=STEP_HOSTFILE if step else scheduler.in_job.hostfile,
                     one_host=scheduler.one_host, step=step)
     return {
         "version": __version__,
@@ -191,7 +191,7 @@ def context(study: Study, system: SystemProfile, run: Run, run_dir: Path,
                        if scheduler.queued and not step else []),
         "step": step,
         "digest": digest,
-        "nodes_command": scheduler.nodes_command,  # prints the job's hosts (its block)
+        "nodes_command": scheduler.in_job.nodes_command,  # prints the job's hosts (its block)
         "port_base": ports.BASE, "port_span": ports.SPAN,
         "launch": launch_words(launch),
         "env": env,

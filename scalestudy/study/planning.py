@@ -282,7 +282,7 @@ def with_excluded(plan: Plan, hosts: Sequence[str]) -> Plan:
 
     if not hosts:
         return plan
-    if not plan.scheduler.excludes_nodes:
+    if plan.scheduler.exclusion is None:
         raise ScalestudyError(
             f"--exclude-nodes: system {plan.system.name} uses {plan.system.scheduler}, which "
             "scalestudy cannot ask to keep a job off a node (Slurm --exclude and Flux "

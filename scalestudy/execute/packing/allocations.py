@@ -57,7 +57,7 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
     # A nested Flux runs each step as the run's own Flux job script (and writes its log).
     study, system = flux_steps(plan.study, plan.system) if engine.flux_jobs else (
         plan.study, plan.system)
-    step_log = "flux.log" if engine.flux_jobs else scheduler.log_name
+    step_log = "flux.log" if engine.flux_jobs else scheduler.logs.name
     steps: list[AllocationStep] = []
     for step in allocation.steps:
         run = step.run
@@ -70,7 +70,7 @@ def write_allocation(plan: Plan, allocation: Allocation, name: str,
         ws.write_text_atomic(script, render(
             study, system, run, run_dir, step=not engine.flux_jobs,
             digest=digest_for(study.container_named(run.container))), mode=0o755)
-        joined = engine.flux_jobs or scheduler.joins_output
+        joined = engine.flux_jobs or scheduler.logs.joins_output
         steps.append({"run_id": run.run_id, "run_dir": str(run_dir), "script": str(script),
                       "nodes": run.nodes, "ranks_per_node": run.ranks_per_node,
                       "limit_s": step.limit_s, "expected_s": step.expected_s,
@@ -130,7 +130,8 @@ def check_engine(plan: Plan) -> None:
     spec asks); `job.pack_engine: flux`: it must be able to start Flux in a job, and the
     `flux` command must be there to be started (it travels into the job on PATH)."""
     scheduler = plan.scheduler
-    if plan.study.job.exclude_nodes and scheduler.hosts_argv is not None:
+    if (plan.study.job.exclude_nodes and scheduler.exclusion is not None
+            and scheduler.exclusion.hosts_argv is not None):
         raise ScalestudyError(
             f"run --pack with job.exclude_nodes: a {scheduler.name} allocation cannot "
             "exclude nodes yet (scalestudy names each unpacked job's hosts instead); run "

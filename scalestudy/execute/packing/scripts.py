@@ -69,6 +69,6 @@ def render_allocation(study: Study, system: SystemProfile, allocation: Allocatio
         directives=scheduler.directives(request), version=__version__, study=study.name,
         name=name, steps=len(allocation.steps), nodes=allocation.nodes,
         alloc_dir=str(alloc_dir), nodes_command=packing.nodes_command,
-        job_id_variable=scheduler.job_id_variable, python=python,
+        job_id_variable=scheduler.in_job.job_id_variable, python=python,
         flux_jobs=flux_jobs, nested_flux=None if packing.job_is_flux_instance
         else packing.starts_flux)

@@ -50,8 +50,8 @@ class Attempt:
 
 def job_id_variables() -> tuple[str, ...]:
     """Where each registered scheduler puts the job id in a job's environment (its
-    `job_id_variable`: SLURM_JOB_ID, PBS_JOBID, FLUX_ENCLOSING_ID, a plugin's own)."""
-    return tuple(v for cls in schedulers.classes() if (v := cls.job_id_variable))
+    `in_job.job_id_variable`: SLURM_JOB_ID, PBS_JOBID, FLUX_ENCLOSING_ID, a plugin's own)."""
+    return tuple(v for cls in schedulers.classes() if (v := cls.in_job.job_id_variable))
 
 
 def attempts_of(study_dir: Path) -> list[Attempt]:

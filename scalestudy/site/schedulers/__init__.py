@@ -11,7 +11,11 @@ group `scalestudy.schedulers` of its package (or decorated `@register`), and its
 template's blocks. A template extends templates/_job.sh.j2, the script every
 scheduler shares, and fills what differs (submit hint, output, hosts, rendezvous port):
 as a file, templates/<name>.sh.j2, or as the class's `template_source`, so that a
-scheduler kept outside the package (tests/nohup_scheduler.py) is one module. Callers ask
+scheduler kept outside the package (tests/nohup_scheduler.py) is one module. What it can
+do it says in small capability objects (capabilities.py, re-exported here), set as class
+attributes: `logs = JobLogs(...)`, `retry = Retry(...)`, `accounts = Accounts(...)`,
+`exclusion = Exclusion(...)`, `in_job = InJob(...)`, `packing = Packing(...)`; one it
+leaves out keeps the base's (None where the capability is optional). Callers ask
 capabilities, never names.
 """
 
@@ -30,32 +34,19 @@ from scalestudy.core.errors import ScalestudyError, SubmitError
 from scalestudy.core.spec import TOKEN_PATTERN
 from scalestudy.core.states import Failure, JobStatus
 from scalestudy.site.queues import QueueAnswer
+from scalestudy.site.schedulers.capabilities import (
+    Accounts,
+    Exclusion,
+    InJob,
+    JobLogs,
+    Packing,
+    Retry,
+)
 
-__all__ = ["Failure", "JobRequest", "JobState", "JobStatus", "Options", "Packing", "Scheduler",
-           "SubmitError", "check_token", "classes", "env_prefixes", "get", "names",
-           "options_of", "register", "template_source"]
-
-
-@dataclass(frozen=True)
-class Packing:
-    """What a scheduler offers a packed allocation (`run --pack`: several runs as the
-    steps of one job; execute.packing). A scheduler that cannot pack has none."""
-
-    #: Shell that prints the allocation's nodes, one line per node or per rank slot, into
-    #: the node file the engine hands out.
-    nodes_command: str
-    #: `nodes_command` names each node once: a step's host file says `slots=N`.
-    slots_lines: bool = False
-    #: A job is a Flux instance of its own: the steps are Flux jobs in it, whatever
-    #: engine the spec asks for.
-    job_is_flux_instance: bool = False
-    #: Shell words that start a Flux instance over the whole job, one broker per node,
-    #: followed by its first program (the `flux` engine); None: the scheduler has no way
-    #: here to start one.
-    starts_flux: str | None = None
-    #: What a step's launcher prints when the allocation it was to start in has just
-    #: ended (a regex): the step never ran, so its run was interrupted, not failed.
-    allocation_gone: str = ""
+__all__ = ["Accounts", "Exclusion", "Failure", "InJob", "JobLogs", "JobRequest", "JobState",
+           "JobStatus", "Options", "Packing", "Retry", "Scheduler", "SubmitError",
+           "check_token", "classes", "env_prefixes", "get", "names", "options_of",
+           "register", "template_source"]
 
 
 class Options(BaseModel):
@@ -136,8 +127,9 @@ def check_token(what: str, value: str) -> str:
 class Scheduler:
     """Base of the scheduler backends; subclasses register themselves by `name`.
 
-    Capabilities are class attributes, so callers ask what a scheduler can do instead
-    of which one it is. Queue commands exist only where `queued` is true.
+    Its kind and capabilities are class attributes (the capabilities as small frozen
+    records), so callers ask what a scheduler can do instead of which one it is. Queue
+    commands exist only where `queued` is true.
     """
 
     name: ClassVar[str] = ""
@@ -165,44 +157,22 @@ class Scheduler:
     #: Its settings that are facts of a site, not a job's request (a model like
     #: `options`): keys of a profile's `scheduler_options`, beside `options`' defaults.
     site_options: ClassVar[type[Options]] = Options
-    #: It can keep a job off named nodes (`job.exclude_nodes`).
-    excludes_nodes: ClassVar[bool] = False
-    #: Prefixes of the variables it sets in a job: each run's env.txt records them.
-    env_prefixes: ClassVar[tuple[str, ...]] = ()
-    #: The command whose answer `parse_accounts` reads, as preflight names it.
-    accounts_source: ClassVar[str] = ""
-    #: What the scheduler does with a job charged to an account the user may not charge.
-    unknown_account: ClassVar[str] = "the scheduler may refuse such jobs"
-    #: Where the scheduler writes the job script's own output, in the run directory.
-    log_name: ClassVar[str] = "stdout.log"
-    #: The file listing the job's hosts, as a shell expression (MPI launchers read it).
-    hostfile: ClassVar[str | None] = None
     #: Whether submitit can submit to it (`job: {submit: submitit}`).
     submitit: ClassVar[bool] = False
-    #: Shell that prints the job's hosts, one line per node in rank order (the job
-    #: template's hosts block; None: the template lists them its own way).
-    nodes_command: ClassVar[str | None] = None
-    #: The variable holding the job's id inside the job.
-    job_id_variable: ClassVar[str | None] = None
-    #: The scheduler joins a job's stderr into its log (`log_name`).
-    joins_output: ClassVar[bool] = False
+    # What it can do, as capability objects (site.schedulers.capabilities); an optional
+    # one it lacks is None.
+    #: Where its own report of a job goes, and what it writes into a job's logs.
+    logs: ClassVar[JobLogs] = JobLogs()
+    #: What its commands print when a failure is worth another try.
+    retry: ClassVar[Retry] = Retry()
+    #: The list of accounts a user may charge, as preflight words it; None: it keeps none.
+    accounts: ClassVar[Accounts | None] = None
+    #: How it keeps a job off named nodes (`job.exclude_nodes`); None: it cannot.
+    exclusion: ClassVar[Exclusion | None] = None
+    #: What a job sees inside (host file, host list, its id, its variables).
+    in_job: ClassVar[InJob] = InJob()
     #: What it offers a packed allocation (`run --pack`); None: it cannot pack.
     packing: ClassVar[Packing | None] = None
-    #: What its commands print when the controller is busy or restarting (a regex,
-    #: matched ignoring case): such a failed query is tried again (execute.commands).
-    transient: ClassVar[str] = ""
-    #: What a failed submission prints when nothing can have been queued (tried again).
-    not_queued: ClassVar[str] = ""
-    #: What a submission refused for a job number already taken prints: nothing was
-    #: queued and the number is used up, so the next try, at once, gets the next one
-    #: (OpenPBS after an unclean restart, whose counter is behind its job history).
-    number_taken: ClassVar[str] = ""
-    #: What its daemons write into a job's logs, per failure class (regexes, matched
-    #: ignoring case): execute.diagnose weighs them with the generic ones.
-    log_patterns: ClassVar[dict[Failure, str]] = {}
-    #: Starts of the lines its commands write into a job's stderr, which are never the
-    #: program's last words (a regex).
-    log_noise: ClassVar[str] = ""
 
     def misnamed_queue(self, site: Options, name: str) -> str | None:
         """Why `name`, given as the queue, is something else at this site (`site`: its
@@ -218,14 +188,9 @@ class Scheduler:
         None: the scheduler's own default)."""
         raise NotImplementedError
 
-    #: A scheduler that cannot exclude nodes in its directives names, at submission, the
-    #: hosts a job may use instead: the argv listing the hosts (None: it excludes them in
-    #: its directives, or not at all).
-    hosts_argv: ClassVar[tuple[str, ...] | None] = None
-
     def parse_hosts(self, stdout: str) -> list[str]:
-        """The hosts that can take a job now, from `hosts_argv`'s output, in the order to
-        use them (free ones first)."""
+        """The hosts that can take a job now, from `exclusion.hosts_argv`'s output, in the
+        order to use them (free ones first)."""
         raise NotImplementedError
 
     def on_hosts(self, job: JobRequest, hosts: Sequence[str]) -> list[str]:
@@ -356,7 +321,7 @@ def template_source(template: str) -> str | None:
 
 def env_prefixes() -> tuple[str, ...]:
     """The variable prefixes of every registered scheduler, by scheduler name."""
-    return tuple(p for cls in classes() for p in cls.env_prefixes)
+    return tuple(p for cls in classes() for p in cls.in_job.env_prefixes)
 
 
 def options_of(job: JobRequest, model: type[OptionsT]) -> OptionsT:

@@ -19,19 +19,23 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
 from scalestudy.core.spec import Token, walltime_seconds
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
+    Exclusion,
     Failure,
+    InJob,
+    JobLogs,
     JobRequest,
     JobState,
     JobStatus,
     Options,
     Packing,
+    Retry,
     Scheduler,
     SubmitError,
     check_token,
@@ -135,6 +139,8 @@ class FluxOptions(Options):
 
 #: The job's hosts, one per line (the job script's, and a packed allocation's node file).
 _NODES = "flux hostlist --expand --delimiter='\\n' local"
+#: The broker's socket is gone or refuses (its instance restarting).
+_GONE = r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)"
 
 
 @register
@@ -146,25 +152,21 @@ class Flux(Scheduler):
     template = "flux.sh.j2"
     options = FluxOptions
     queue_key = "queue"
-    excludes_nodes = True
-    env_prefixes = ("FLUX_",)
-    log_name = "flux.log"
-    job_id_variable = "FLUX_ENCLOSING_ID"
-    joins_output = True
-    nodes_command = _NODES
+    exclusion = Exclusion()  # --requires=-host:
+    in_job = InJob(nodes_command=_NODES, job_id_variable="FLUX_ENCLOSING_ID",
+                   env_prefixes=("FLUX_",))
     # A batch job is a Flux instance of its own: a packed allocation's steps are Flux
     # jobs in it (engine flux), no step runner handing out nodes.
     packing = Packing(nodes_command=_NODES, job_is_flux_instance=True)
     # The broker's socket is gone or refuses (its instance restarting).
-    transient = not_queued = \
-        r"Unable to connect to Flux: (?:broker socket .* was not found|Connection refused)"
+    retry = Retry(transient=_GONE, not_queued=_GONE)
     # What `flux run` (the job's shell) writes when its job ends otherwise than well.
-    log_patterns: ClassVar[dict[Failure, str]] = {
+    logs = JobLogs(name="flux.log", joins_output=True, patterns={
         Failure.WALLTIME: r"job\.exception \S+ type=timeout",
         Failure.CANCELLED: r"job\.exception \S+ type=cancel",
         Failure.SCHEDULER: r"Unable to connect to Flux|job\.exception \S+ type=alloc",
         Failure.NOT_FOUND: r"start failed: .*No such file or directory",
-    }
+    })
 
     def directives(self, job: JobRequest) -> list[str]:
         """`# flux:` lines (RFC 36): whole nodes (`-N` alone is node-exclusive), the time

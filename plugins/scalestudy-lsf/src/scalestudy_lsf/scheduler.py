@@ -17,17 +17,20 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
 from scalestudy.core.spec import Token, walltime_seconds
 from scalestudy.site.schedulers import (
     Failure,
+    InJob,
+    JobLogs,
     JobRequest,
     JobState,
     JobStatus,
     Options,
+    Retry,
     Scheduler,
     SubmitError,
     check_token,
@@ -185,29 +188,26 @@ class LSF(Scheduler):
     template_source = TEMPLATE
     options = LSFOptions
     queue_key = "queue"
-    env_prefixes = ("LSB_",)
-    # LSF's own report of the job (its state, TERM_* reason, resource usage) and anything
-    # before the script's own redirection land here (-oo: each attempt writes it anew).
-    log_name = "lsf.log"
-    joins_output = True
-    job_id_variable = "LSB_JOBID"
+    in_job = InJob(job_id_variable="LSB_JOBID", env_prefixes=("LSB_",))
     # No packing (`run --pack`): jsrun places a job step by resource sets, never on
     # named hosts.
     packing = None
-    # mbatchd busy, restarting or out of reach (bsub and bjobs say so, and wait).
-    transient = (r"LSF is processing your request|Cannot connect to LSF|"
-                 r"batch system daemon not responding|LSF is down|"
-                 r"Failed in an LSF library call")
-    not_queued = r"Cannot connect to LSF|LSF is down|batch system daemon not responding"
-    log_patterns: ClassVar[dict[Failure, str]] = {
+    retry = Retry(
+        # mbatchd busy, restarting or out of reach (bsub and bjobs say so, and wait).
+        transient=(r"LSF is processing your request|Cannot connect to LSF|"
+                   r"batch system daemon not responding|LSF is down|"
+                   r"Failed in an LSF library call"),
+        not_queued=r"Cannot connect to LSF|LSF is down|batch system daemon not responding")
+    # LSF's own report of the job (its state, TERM_* reason, resource usage) and anything
+    # before the script's own redirection land here (-oo: each attempt writes it anew).
+    logs = JobLogs(name="lsf.log", joins_output=True, patterns={
         Failure.WALLTIME: r"TERM_RUNLIMIT|TERM_DEADLINE",
         Failure.CANCELLED: r"TERM_(?:FORCE_)?(?:OWNER|ADMIN)",
         Failure.PREEMPTED: r"TERM_PREEMPT",
         Failure.OOM: r"TERM_MEMLIMIT|TERM_SWAP",
         Failure.RESOURCE_LIMIT: r"TERM_(?:CPU|PROCESS|THREAD)LIMIT",
         Failure.SCHEDULER: r"TERM_CSM_ALLOC",
-    }
-    log_noise = r"jsrun"
+    }, noise=r"jsrun")
 
     def directives(self, job: JobRequest) -> list[str]:
         """`#BSUB` lines: name, whole nodes (-nnodes), run limit, project, queue, log."""

@@ -8,15 +8,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
+    Exclusion,
     Failure,
+    InJob,
+    JobLogs,
     JobRequest,
     JobState,
     JobStatus,
     Packing,
+    Retry,
     Scheduler,
     SubmitError,
     check_token,
@@ -190,26 +194,23 @@ class PBSPro(Scheduler):
     template = "pbs.sh.j2"
     options = PBSOptions
     queue_key = "queue"
-    excludes_nodes = True  # by naming the hosts instead (hosts_argv)
-    env_prefixes = ("PBS_",)
-    log_name = "pbs.log"
-    hostfile = '"$PBS_NODEFILE"'
-    job_id_variable = "PBS_JOBID"
+    in_job = InJob(hostfile='"$PBS_NODEFILE"', job_id_variable="PBS_JOBID",
+                   env_prefixes=("PBS_",))
     # A packed allocation's node file: PBS_NODEFILE, one line per rank slot.
     packing = Packing(nodes_command='cat "$PBS_NODEFILE"')
-    joins_output = True
-    # The server refused the connection or the request (pbs_iff: no credential; busy).
-    transient = r"server is busy|cannot connect to server|pbs_iff|Server shutting down|" \
-        r"Batch protocol error|No free connections"
-    # qsub queued nothing: the server refused the connection or the request (shutting
-    # down; out of connections). "Batch protocol error" may come after the job was
-    # committed, so it is not among them.
-    not_queued = r"cannot connect to server|Server shutting down|No free connections"
-    # After an unclean restart pbs_server's job counter (saved every 1000 jobs) may be
-    # behind numbers its history holds: each qsub is refused (exit 161) and uses one up,
-    # 39 in a row on the testbed (dev/pbs-testbed.md).
-    number_taken = r"Job with requested ID already exists"
-    log_patterns: ClassVar[dict[Failure, str]] = {
+    retry = Retry(
+        # The server refused the connection or the request (pbs_iff: no credential; busy).
+        transient=r"server is busy|cannot connect to server|pbs_iff|Server shutting down|"
+                  r"Batch protocol error|No free connections",
+        # qsub queued nothing: the server refused the connection or the request (shutting
+        # down; out of connections). "Batch protocol error" may come after the job was
+        # committed, so it is not among them.
+        not_queued=r"cannot connect to server|Server shutting down|No free connections",
+        # After an unclean restart pbs_server's job counter (saved every 1000 jobs) may be
+        # behind numbers its history holds: each qsub is refused (exit 161) and uses one
+        # up, 39 in a row on the testbed (dev/pbs-testbed.md).
+        number_taken=r"Job with requested ID already exists")
+    logs = JobLogs(name="pbs.log", joins_output=True, patterns={
         # the MoM: "=>> PBS: job killed: node 1 (n12) requested job terminate, 'EOF' ...
         # received SISTER_EOF attempting to communicate with sister MOM's"
         Failure.NODE_FAILURE: r"requested job (?:terminate|die)|SISTER_EOF",
@@ -220,13 +221,12 @@ class PBSPro(Scheduler):
         Failure.OOM: r"job killed: v?mem\b",
         # "=>> PBS: job killed: cput 61 exceeded limit 60"
         Failure.RESOURCE_LIMIT: r"job killed: (?:cput|ncpus)\b",
-    }
-    log_noise = r"=>> PBS"
+    }, noise=r"=>> PBS")
 
     #: PBS Pro's select has no "not on this host" (its node_filter design was never
     #: built): with `job.exclude_nodes`, qsub gets `-l select` naming a host per chunk,
     #: chosen from pbsnodes' up hosts outside the list (it overrides the script's).
-    hosts_argv = ("pbsnodes", "-a", "-F", "json")
+    exclusion = Exclusion(hosts_argv=("pbsnodes", "-a", "-F", "json"))
 
     @staticmethod
     def _terms(job: JobRequest) -> list[str]:

@@ -5,19 +5,24 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from scalestudy.core.spec import Token
 from scalestudy.site import queues
 from scalestudy.site.schedulers import (
+    Accounts,
+    Exclusion,
     Failure,
+    InJob,
+    JobLogs,
     JobRequest,
     JobState,
     JobStatus,
     Options,
     Packing,
+    Retry,
     Scheduler,
     SubmitError,
     check_token,
@@ -171,14 +176,13 @@ class Slurm(Scheduler):
     queue_key = "partition"
     limited_option = ("qos", "QOS")
     site_options = SlurmSite
-    excludes_nodes = True
-    env_prefixes = ("SLURM_", "SRUN_")
-    accounts_source = "sacctmgr show assoc"
-    unknown_account = ("Slurm refuses such jobs where it enforces associations and charges "
-                       "your default account elsewhere")
     submitit = True
-    nodes_command = _NODES
-    job_id_variable = "SLURM_JOB_ID"
+    exclusion = Exclusion()  # --exclude
+    in_job = InJob(nodes_command=_NODES, job_id_variable="SLURM_JOB_ID",
+                   env_prefixes=("SLURM_", "SRUN_"))
+    accounts = Accounts(source="sacctmgr show assoc", unknown=(
+        "Slurm refuses such jobs where it enforces associations and charges your default "
+        "account elsewhere"))
     packing = Packing(
         nodes_command=_NODES, slots_lines=True,
         # srun started as the allocation was cancelled or ran out (seen on the testbed:
@@ -192,8 +196,8 @@ class Slurm(Scheduler):
         starts_flux=('srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" '
                      '--ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_ON_NODE" --mpi=pmi2 '
                      'flux start'))
-    transient = r"slurm_load_jobs error"
-    log_patterns: ClassVar[dict[Failure, str]] = {
+    retry = Retry(transient=r"slurm_load_jobs error")
+    logs = JobLogs(patterns={
         Failure.NODE_FAILURE: r"NODE[ _]FAIL|DUE TO NODE FAILURE",
         Failure.WALLTIME: r"DUE TO TIME LIMIT",
         # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***"
@@ -205,8 +209,7 @@ class Slurm(Scheduler):
         # the cgroup: "...killed by the cgroup out-of-memory handler", "oom-kill event"
         Failure.OOM: r"Exceeded job memory limit",
         Failure.NOT_FOUND: r"execve\(\).*No such file",  # slurmstepd
-    }
-    log_noise = r"srun|slurmstepd|salloc|sbatch"
+    }, noise=r"srun|slurmstepd|salloc|sbatch")
 
     def misnamed_queue(self, site: Options, name: str) -> str | None:
         """A name the site lists as a QOS, given as the partition."""
