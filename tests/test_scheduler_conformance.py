@@ -48,11 +48,18 @@ def _ids(cls: type[Scheduler]) -> str:
     return cls.name
 
 
+def _launcher(cls: type[Scheduler]) -> str:
+    """mpirun where the scheduler's jobs start ranks with it, else the first it names."""
+    usable = cls.launchers
+    return "mpirun" if usable is None or "mpirun" in usable else sorted(usable)[0]
+
+
 def _scripts(cls: type[Scheduler], tmp_path: Path) -> list[tuple[Path, str, list[str]]]:
     """The job scripts of a 1-node and a 2-node run on a profile for this scheduler, with
-    each run's directive lines; mpirun starts the ranks (any scheduler can render it)."""
+    each run's directive lines; mpirun starts the ranks where the scheduler's jobs can
+    start them with it, else the first starter it names."""
     system = SystemProfile.model_validate({
-        "name": f"conform-{cls.name}", "scheduler": cls.name, "launcher": "mpirun",
+        "name": f"conform-{cls.name}", "scheduler": cls.name, "launcher": _launcher(cls),
         "gpus_per_node": 4, "cores_per_node": 16, "max_nodes": 2})
     study = parse_study(f"name: conform\nsystem: conform-{cls.name}\n"
                         "grid: {nodes: [1, 2], ranks_per_node: [2]}\n"
@@ -116,6 +123,9 @@ def test_its_capabilities_are_the_records_callers_read(cls: type[Scheduler]) -> 
     assert argv is None or (isinstance(argv, tuple) and argv
                             and all(isinstance(w, str) and w for w in argv))
     assert cls.packing is None or isinstance(cls.packing, schedulers.Packing)
+    # the starters its jobs start ranks with are registered ones (None: any)
+    assert cls.launchers is None or (isinstance(cls.launchers, frozenset) and cls.launchers
+                                     and cls.launchers <= set(launchers.starters()))
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=_ids)
@@ -147,7 +157,7 @@ def test_what_it_offers_a_packed_allocation_renders_one(cls: type[Scheduler],
     assert isinstance(cls.packing, schedulers.Packing) and cls.packing.nodes_command
     assert not (cls.packing.job_is_flux_instance and cls.packing.starts_flux)
     system = SystemProfile.model_validate({
-        "name": f"conform-{cls.name}", "scheduler": cls.name, "launcher": "mpirun",
+        "name": f"conform-{cls.name}", "scheduler": cls.name, "launcher": _launcher(cls),
         "gpus_per_node": 4, "cores_per_node": 16, "max_nodes": 2})
     study = parse_study(f"name: conform\nsystem: conform-{cls.name}\n"
                         "grid: {nodes: [1, 2], ranks_per_node: [2]}\n"

@@ -85,6 +85,26 @@ def test_mpiexec_without_a_host_file_is_refused_in_one_line(
     assert f"scheduler {scheduler} writes none" in message
 
 
+@pytest.mark.parametrize(("scheduler", "launcher", "via", "usable"), [
+    ("pbs", "srun", None, "mpiexec or mpirun"), ("flux", "srun", None, "flux"),
+    ("slurm", "flux", None, "mpirun or srun"), ("pbs", "torchrun", "flux", "mpiexec or mpirun"),
+])
+def test_a_launcher_its_scheduler_does_not_start_is_refused_in_one_line(
+        tmp_path: Path, scheduler: str, launcher: str, via: str | None, usable: str) -> None:
+    """Each scheduler names the starters its jobs start ranks with (srun outside Slurm
+    dies at launch); a profile naming another is refused as it loads."""
+    profile = yaml.safe_load((ROOT / "scalestudy" / "site" / "systems" /
+                              f"generic-{scheduler}.yaml").read_text())
+    profile.update(name="mine", launcher=launcher)
+    profile.setdefault("launcher_options", {})["torchrun_via"] = via
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    with pytest.raises(SpecError) as err:
+        load_system(str(path))
+    assert str(err.value) == (f"{path}: launcher {via or launcher} does not start ranks in "
+                              f"scheduler {scheduler}'s jobs: use {usable}")
+
+
 def test_validate_refuses_mpiexec_on_slurm_in_one_line(tmp_path: Path, write_spec) -> None:
     profile = yaml.safe_load((ROOT / "scalestudy" / "site" / "systems" /
                               "generic-slurm.yaml").read_text())

@@ -96,7 +96,8 @@ def where(source: str | Path, loc: Sequence[str | int], lines: Mapping[Loc, int]
                 line = lines[tuple(loc[:cut])]
                 break
     prefix = f"{source}:{line}" if line is not None else str(source)
-    return f"{prefix}: {format_loc(loc)}"
+    # a problem of the whole file (a model's own check) says its keys itself
+    return f"{prefix}: {format_loc(loc)}" if loc else prefix
 
 
 def _models_in(annotation: object) -> list[type[BaseModel]]:

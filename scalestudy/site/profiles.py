@@ -273,6 +273,20 @@ class SystemProfile(_Data):
                 "flux on Flux (mpiexec is for PBS Pro, e.g. Polaris and Aurora)")
         return self
 
+    @model_validator(mode="after")
+    def _scheduler_starts_its_launcher(self) -> SystemProfile:
+        """The launcher (or what starts torchrun's agents) is one the scheduler's jobs
+        can start ranks with: srun outside Slurm, or flux outside Flux, dies at launch."""
+        scheduler = schedulers.get(self.scheduler)
+        start = (self.launcher_options.torchrun_via if self.launcher == "torchrun"
+                 else self.launcher)
+        if (scheduler.launchers is not None and start in launchers.STARTERS
+                and start not in scheduler.launchers):
+            usable = " or ".join(sorted(scheduler.launchers))
+            raise ValueError(f"launcher {start} does not start ranks in scheduler "
+                             f"{self.scheduler}'s jobs: use {usable}")
+        return self
+
 
 def available() -> list[str]:
     """Names of the profiles shipped with scalestudy."""

@@ -157,6 +157,10 @@ class Scheduler:
     #: Its settings that are facts of a site, not a job's request (a model like
     #: `options`): keys of a profile's `scheduler_options`, beside `options`' defaults.
     site_options: ClassVar[type[Options]] = Options
+    #: The starters of site.launchers that start ranks in its jobs (a profile's
+    #: `launcher`, or torchrun's `torchrun_via`): a profile naming another is refused as
+    #: it loads. None: any (a starter from a plugin is not checked against it).
+    launchers: ClassVar[frozenset[str] | None] = None
     #: Whether submitit can submit to it (`job: {submit: submitit}`).
     submitit: ClassVar[bool] = False
     # What it can do, as capability objects (site.schedulers.capabilities); an optional

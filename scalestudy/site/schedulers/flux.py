@@ -152,6 +152,7 @@ class Flux(Scheduler):
     template = "flux.sh.j2"
     options = FluxOptions
     queue_key = "queue"
+    launchers = frozenset({"flux"})
     exclusion = Exclusion()  # --requires=-host:
     in_job = InJob(nodes_command=_NODES, job_id_variable="FLUX_ENCLOSING_ID",
                    env_prefixes=("FLUX_",))

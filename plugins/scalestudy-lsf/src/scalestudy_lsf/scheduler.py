@@ -188,6 +188,9 @@ class LSF(Scheduler):
     template_source = TEMPLATE
     options = LSFOptions
     queue_key = "queue"
+    # jsrun (this package's starter) places ranks by resource sets; mpirun from Spectrum
+    # MPI also starts them; srun, mpiexec (PALS) and flux have no place in an LSF job.
+    launchers = frozenset({"jsrun", "mpirun"})
     in_job = InJob(job_id_variable="LSB_JOBID", env_prefixes=("LSB_",))
     # No packing (`run --pack`): jsrun places a job step by resource sets, never on
     # named hosts.

@@ -194,6 +194,7 @@ class PBSPro(Scheduler):
     template = "pbs.sh.j2"
     options = PBSOptions
     queue_key = "queue"
+    launchers = frozenset({"mpiexec", "mpirun"})  # PALS or MPICH; Open MPI reads PBS (TM)
     in_job = InJob(hostfile='"$PBS_NODEFILE"', job_id_variable="PBS_JOBID",
                    env_prefixes=("PBS_",))
     # A packed allocation's node file: PBS_NODEFILE, one line per rank slot.

@@ -175,6 +175,7 @@ class Slurm(Scheduler):
     options = SlurmOptions
     queue_key = "partition"
     limited_option = ("qos", "QOS")
+    launchers = frozenset({"srun", "mpirun"})  # Open MPI's mpirun asks Slurm for the hosts
     site_options = SlurmSite
     submitit = True
     exclusion = Exclusion()  # --exclude
