@@ -16,6 +16,12 @@ pytest_plugins = ["tests.slurm_testbed", "tests.pbs_testbed", "tests.flux_testbe
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Following a testbed's jobs, scalestudy asks the scheduler at most every 5 s instead of
+# backing off to 60 s: its jobs last seconds to a minute, and the end of each was seen up
+# to a minute late (15 s of a 95 s Slurm test). The backoff itself is tested apart
+# (tests/test_tracking.py). A user's own value is kept.
+os.environ.setdefault("SCALESTUDY_POLL_S", "5")
+
 #: Each testbed's tests run in one pytest-xdist worker, one after another (`--dist
 #: loadgroup`, as the README's test command asks): one study at a time on a testbed's
 #: few nodes, and a test that stops slurmctld or the PBS server never pulls it from under

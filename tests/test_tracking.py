@@ -12,11 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from scalestudy.core.errors import ScalestudyError
 from scalestudy.core.grid import job_name
 from scalestudy.core.states import RunState
 from scalestudy.execute.journal import Intent, Job
 from scalestudy.execute.submit import journal
-from scalestudy.execute.tracking import cancel_runs, follow, recover, refresh, submit_runs
+from scalestudy.execute.tracking import (
+    cancel_runs,
+    follow,
+    longest_poll,
+    recover,
+    refresh,
+    submit_runs,
+)
 from scalestudy.site.schedulers import SubmitError
 from scalestudy.study import make_plan
 
@@ -127,6 +135,30 @@ def test_max_jobs_throttles_and_follow_submits_the_rest(plan) -> None:
     assert fake.submitted() == 4
     queries = [c for c in fake.calls if c[0] == "sacct"]
     assert all(len(q) == len(queries[0]) for q in queries)  # one batched query per cycle
+
+
+def test_scalestudy_poll_s_caps_the_backoff(plan, monkeypatch) -> None:
+    # a testbed's or a debug queue's one-minute jobs: their ends seen within 2 s, not 60
+    monkeypatch.setenv("SCALESTUDY_POLL_S", "2")
+    assert longest_poll() == 2.0
+    fake = FakeSlurm()
+    done = submit_runs(plan, plan.runs, runner=fake)
+    slept: list[float] = []
+
+    def tick(seconds: float) -> None:  # the jobs end after the sixth poll
+        slept.append(seconds)
+        if len(slept) == 6:
+            for job_id in list(fake.states):
+                finish(plan, fake, job_id, "COMPLETED|0:0", 100.0)
+
+    follow(plan, plan.runs, done.waiting, runner=fake, sleep=tick)
+    assert slept == [2.0] * 6
+    monkeypatch.delenv("SCALESTUDY_POLL_S")
+    assert longest_poll() == 60.0
+    for wrong in ("fast", "0", "7200"):
+        monkeypatch.setenv("SCALESTUDY_POLL_S", wrong)
+        with pytest.raises(ScalestudyError, match=r"SCALESTUDY_POLL_S=.*1 to 3600"):
+            longest_poll()
 
 
 def test_the_poll_interval_starts_over_when_a_job_ends_or_is_submitted(plan) -> None:
@@ -407,7 +439,8 @@ def _thousand_runs(tmp_path: Path) -> None:
             for job_id in list(fake.states)[990:]:
                 fake.states[job_id] = "COMPLETED|0:0"
 
-    follow(big, big.runs, runner=fake, sleep=sleeps.append, progress=progress)
+    follow(big, big.runs, runner=fake, sleep=sleeps.append, progress=progress,
+           max_interval_s=60.0)
     queries = [c for c in fake.calls if c[0] == "sacct"]
     assert len(queries) == cycles["n"] == 4  # one query a cycle, for every unsettled job
     assert len(queries[0][queries[0].index("-j") + 1].split(",")) == 1000

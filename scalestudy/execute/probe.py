@@ -20,7 +20,7 @@ from scalestudy.execute import commands
 from scalestudy.execute import workspace as ws
 from scalestudy.execute.local import execute
 from scalestudy.execute.status import RunStatus
-from scalestudy.execute.tracking import poll
+from scalestudy.execute.tracking import longest_poll, poll
 from scalestudy.site.plan import Plan
 from scalestudy.site.render import render
 
@@ -95,7 +95,7 @@ def wait(plan: Plan, directory: Path, poll_s: float = POLL_S,
             final.append(job.state.value)
         return bool(final)
 
-    poll(ended, poll_s, 60.0, timeout_s, what=f"the probe's job {job_id}")
+    poll(ended, poll_s, longest_poll(), timeout_s, what=f"the probe's job {job_id}")
     return final[0]
 
 

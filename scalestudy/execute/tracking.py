@@ -10,6 +10,7 @@ only when it changed, and a `Tracker` never reads a settled run again.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -319,15 +320,38 @@ def poll(check: Callable[[], bool], interval_s: float = 5.0, max_interval_s: flo
         interval = min(max_interval_s, interval * 1.5)
 
 
+#: The environment variable that shortens the longest wait between two queries of the
+#: scheduler while following jobs (seconds; default 60): a testbed or a debug queue whose
+#: jobs last a minute wants the end of each seen sooner than a production queue does.
+POLL_ENV = "SCALESTUDY_POLL_S"
+
+
+def longest_poll(default: float = 60.0) -> float:
+    """The longest wait between two scheduler queries: `SCALESTUDY_POLL_S`, else
+    `default`; an error saying how to fix a value that is not 1 to 3600 seconds."""
+    given = os.environ.get(POLL_ENV, "").strip()
+    if not given:
+        return default
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = 0.0
+    if not 1 <= seconds <= 3600:
+        raise ScalestudyError(f"{POLL_ENV}={given!r}: give the longest wait between two "
+                              "scheduler queries in seconds, 1 to 3600 (or unset it: 60)")
+    return seconds
+
+
 def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
            max_jobs: JobLimit = None, runner: commands.CommandRunner = commands.run_command,
-           interval_s: float = 5.0, max_interval_s: float = 60.0,
+           interval_s: float = 5.0, max_interval_s: float | None = None,
            sleep: Callable[[float], None] = time.sleep,
            progress: Callable[[dict[str, RunView]], None] | None = None,
            force: bool = False, timeout_s: float | None = None) -> dict[str, RunView]:
     """Poll (one query per cycle, backing off) until every chosen run has ended or is
     held (a hold waits for a person), submitting the runs `--max-jobs` held back
-    (`queue`) as slots free; returns the final views."""
+    (`queue`) as slots free; returns the final views. The backoff stops at
+    `max_interval_s` (None: `longest_poll()`)."""
     ids = {r.run_id for r in chosen}
     waiting = list(queue)
     tracker = Tracker(plan, runner)
@@ -360,7 +384,8 @@ def follow(plan: Plan, chosen: Sequence[Run], queue: Sequence[Run] = (),
         return not waiting and all(views[i].state.ended or views[i].state in (
             RunState.HELD, RunState.INTERRUPTED) for i in ids)
 
-    poll(check, interval_s, max_interval_s, timeout_s, sleep, moved=moved)
+    longest = longest_poll() if max_interval_s is None else max_interval_s
+    poll(check, min(interval_s, longest), longest, timeout_s, sleep, moved=moved)
     return final
 
 
