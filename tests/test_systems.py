@@ -273,6 +273,10 @@ def test_a_schedulers_own_keys_are_checked_by_it(tmp_path: Path,
             load_system(str(path))
         assert all(w in str(caught.value) for w in words), str(caught.value)
         assert len(str(caught.value).splitlines()) == 1
+    path.write_text(head + "{qoss: high}\n", encoding="utf-8")  # another one's, misspelt
+    with pytest.raises(SpecError, match=re.escape(
+            "qoss: not a setting of scheduler flux nor of another one: did you mean `qos`?")):
+        load_system(str(path))
     path.write_text("name: s\nscheduler: slurm\nlauncher: srun\nscheduler_options: "
                     "{gpus_directive: gpu, qos_names: [debug]}\n", encoding="utf-8")
     with pytest.raises(SpecError, match=r"scheduler_options.*gpus_directive.*gpus-per-node"):

@@ -143,9 +143,11 @@ def scheduler_own(options: SchedulerOptions, scheduler: str
         if key == sched.queue_key:
             raise ValueError(f"{key}: the profile's default {key} is `queue:`; rename the key")
         if key not in job_keys and key not in site_keys and key not in unused:
-            raise ValueError(
-                f"{key}: not a setting of scheduler {scheduler} nor of another one: "
-                f"{suggest(key, [*job_keys, *site_keys, *SchedulerOptions.model_fields])}")
+            known = {k for c in schedulers.classes() for k in
+                     [*c.options.model_fields, *c.site_options.model_fields] if k != c.queue_key}
+            known |= {*SchedulerOptions.model_fields}
+            raise ValueError(f"{key}: not a setting of scheduler {scheduler} nor of another "
+                             f"one: {suggest(key, sorted(known))}")
     made = []
     for model, keys in ((sched.options, job_keys), (sched.site_options, site_keys)):
         try:
