@@ -8,6 +8,7 @@ stderr and exits non-zero, without a traceback. Messages say what is wrong, wher
 from __future__ import annotations
 
 import difflib
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -207,3 +208,14 @@ def validation_messages(
             msg = f"{msg}, got {e.get('input')!r}"  # wrong type, range or choice
         messages.append(f"{where(source, shown, lines)}: {msg}")
     return messages
+
+
+_NOTED: set[str] = set()
+
+
+def note_once(line: str) -> None:
+    """Print a note (an old form still read, a key left unused) on stderr, once in this
+    process however often the file that earns it is read."""
+    if line not in _NOTED:
+        _NOTED.add(line)
+        print(line, file=sys.stderr)

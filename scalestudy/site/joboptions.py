@@ -10,13 +10,12 @@ a key the way the spec writes it (`job.slurm.qos`, or `job.qos` in the old form)
 from __future__ import annotations
 
 import difflib
-import sys
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
-from scalestudy.core.errors import Loc, SpecError, validation_messages
+from scalestudy.core.errors import Loc, SpecError, note_once, validation_messages
 from scalestudy.core.spec import LEGACY_KEYS, Job, Study
 from scalestudy.site import schedulers
 from scalestudy.site.profiles import SystemProfile, scheduler_own
@@ -26,7 +25,6 @@ from scalestudy.site.schedulers import Options, Scheduler
 # of runs from one job. The objects are held, so an id is never reused while cached.
 _SPEC: dict[tuple[int, str], tuple[Job, Options]] = {}
 _REQUEST: dict[tuple[int, int], tuple[Job, SystemProfile, Options]] = {}
-_NOTED: set[str] = set()
 
 
 def owners(key: str) -> list[str]:
@@ -189,9 +187,8 @@ def note_legacy(study: Study, system: SystemProfile | None = None) -> None:
     """Print `legacy_note` (and, given the system, `unused_note`) on stderr, each once
     per spec file in this process."""
     for note in (legacy_note(study, system), unused_note(study, system) if system else None):
-        if note is not None and note not in _NOTED:
-            _NOTED.add(note)
-            print(note, file=sys.stderr)
+        if note is not None:
+            note_once(note)
 
 
 def _messages(exc: ValidationError, study: Study, scheduler: Scheduler) -> list[str]:

@@ -6,7 +6,6 @@ path (`system: ./mysite.yaml`). The scheduler named there is one of site.schedul
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
@@ -24,13 +23,12 @@ from pydantic import (
     model_validator,
 )
 
-from scalestudy.core.errors import SpecError, suggest, validation_messages
+from scalestudy.core.errors import SpecError, note_once, suggest, validation_messages
 from scalestudy.core.spec import EnvName, Name, walltime_seconds
 from scalestudy.site import launchers, schedulers
 from scalestudy.site.containers import names as runtime_names
 
 SYSTEMS = "scalestudy.site.systems"
-_NOTED: set[str] = set()  # notes printed once a process
 
 
 def _one_of(what: str, names: Callable[[], list[str]]) -> AfterValidator:
@@ -316,9 +314,6 @@ def load_system(name: str) -> SystemProfile:
     except ValidationError as exc:
         raise SpecError("\n".join(validation_messages(exc, SystemProfile, source, {}))) from None
     for key, owners in unused_keys(system.scheduler_options, system.scheduler).items():
-        note = (f"note: {source}: scheduler_options.{key} is not used by scheduler "
-                f"{system.scheduler} (it is {' and '.join(owners)}'s): remove it")
-        if note not in _NOTED:
-            _NOTED.add(note)
-            print(note, file=sys.stderr)
+        note_once(f"note: {source}: scheduler_options.{key} is not used by scheduler "
+                  f"{system.scheduler} (it is {' and '.join(owners)}'s): remove it")
     return system

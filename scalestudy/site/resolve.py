@@ -73,7 +73,8 @@ def values(study: Study, system: SystemProfile) -> list[Value]:
     defaults = joboptions.profile_defaults(system)
     out.append(_job(study, "account", None, UNSET,
                     "not set: the scheduler charges your default account"))
-    for key in (scheduler.queue_key, (scheduler.limited_option or (None,))[0]):
+    limited = scheduler.limited_option[0] if scheduler.limited_option else None
+    for key in (scheduler.queue_key, limited):
         if key is None or key not in scheduler.options.model_fields:
             continue
         profiled = (system.scheduler_options.queue if key == scheduler.queue_key
